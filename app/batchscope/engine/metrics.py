@@ -1,0 +1,129 @@
+"""Bounded records of what the worker did, and the per-second timeline.
+
+Everything here is fixed-size (ring buffers, bounded deques) so an
+hours-long session keeps flat memory. The worker thread writes; the
+engine's monitor thread and ``snapshot()`` read under one lock, copying
+out small arrays.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from batchscope.engine.stats import BATCH_DTYPE, ITEM_DTYPE
+
+ITEM_CAPACITY = 1 << 18  # ≈ 2.4 h of 1 session at 30 fps; 16 MB
+BATCH_CAPACITY = 1 << 16
+RESULT_TIMES = 256  # per session, enough for a 1 s fps window up to 256 fps
+
+
+class Ring:
+    """A fixed-capacity ring of structured records; ``view()`` returns them oldest first."""
+
+    def __init__(self, dtype: np.dtype, capacity: int) -> None:
+        self._data = np.zeros(capacity, dtype=dtype)
+        self._next = 0
+        self.total = 0  # records ever appended
+
+    def append(self, record: tuple) -> None:
+        self._data[self._next] = record
+        self._next = (self._next + 1) % len(self._data)
+        self.total += 1
+
+    def view(self) -> np.ndarray:
+        if self.total < len(self._data):
+            return self._data[: self._next].copy()
+        return np.concatenate([self._data[self._next:], self._data[: self._next]])
+
+    def tail(self, n: int) -> np.ndarray:
+        """The newest ``n`` records (fewer if there are fewer), oldest first."""
+        n = min(n, self.total, len(self._data))
+        start = self._next - n
+        if start >= 0:
+            return self._data[start : self._next].copy()
+        return np.concatenate([self._data[start:], self._data[: self._next]])
+
+    def clear(self) -> None:
+        self._next = 0
+        self.total = 0
+
+
+@dataclass(frozen=True)
+class Event:
+    t: float  # s since the engine started
+    kind: str  # config | error | oom | info | session
+    message: str
+
+
+@dataclass(frozen=True)
+class TimelineSample:
+    """One sample of the monitor (every ``MONITOR_PERIOD_S``)."""
+
+    t: float  # s since start
+    fps: dict[int, float]  # live fps per session
+    throughput_wps: float  # windows/s over the last second
+    busy: float  # compute fraction over the last second
+    mean_batch: float  # mean batch size over the last second
+    memory: dict[str, float]  # MB figures the backend reports
+
+
+@dataclass
+class Latest:
+    """The newest processed window of a session, for the video tiles."""
+
+    frame: np.ndarray
+    detection: Any
+    seq: int
+    frame_index: int
+    latency_ms: float
+
+
+@dataclass
+class MetricsStore:
+    items: Ring = field(default_factory=lambda: Ring(ITEM_DTYPE, ITEM_CAPACITY))
+    batches: Ring = field(default_factory=lambda: Ring(BATCH_DTYPE, BATCH_CAPACITY))
+    result_times: dict[int, deque] = field(default_factory=dict)
+    delivered: dict[int, int] = field(default_factory=dict)
+    latest: dict[int, Latest] = field(default_factory=dict)
+    events: deque = field(default_factory=lambda: deque(maxlen=2000))
+    timeline: deque = field(default_factory=lambda: deque(maxlen=4 * 3600))
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record_batch(
+        self,
+        records: list[tuple],
+        batch: tuple,
+        latest: dict[int, Latest],
+    ) -> None:
+        """Called by the worker once per batch with all its item records."""
+        with self.lock:
+            for r in records:
+                self.items.append(r)
+                sid, result = r[0], r[6]
+                times = self.result_times.get(sid)
+                if times is None:
+                    times = self.result_times[sid] = deque(maxlen=RESULT_TIMES)
+                times.append(result)
+                self.delivered[sid] = self.delivered.get(sid, 0) + 1
+            self.batches.append(batch)
+            self.latest.update(latest)
+
+    def add_event(self, t: float, kind: str, message: str) -> Event:
+        ev = Event(round(t, 3), kind, message)
+        with self.lock:
+            self.events.append(ev)
+        return ev
+
+    def reset(self) -> None:
+        """Forget statistics (not events or latest frames): 'reset statistics'."""
+        with self.lock:
+            self.items.clear()
+            self.batches.clear()
+            self.result_times.clear()
+            self.delivered.clear()
+            self.timeline.clear()

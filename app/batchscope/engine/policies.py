@@ -1,0 +1,242 @@
+"""Batch policies: which waiting windows to run now, or when to look again.
+
+A policy sees the waiting windows (session id, arrival time, in seconds on
+the caller's clock) and the current time, and answers with a
+:class:`Decision`. Policies never read a clock themselves: the live worker
+passes ``time.perf_counter()``, the simulator its virtual time, tests a
+number. The same objects drive both, so a simulated and a live run of the
+same scenario differ only in what the device does.
+
+Feedback (``observe``) is how the adaptive policy learns batch latency; the
+others ignore it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from batchscope.config import RunConfig
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """One window waiting in a session's mailbox."""
+
+    session: int
+    arrival: float  # s, on the caller's clock
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Take these sessions' windows now, or look again at ``wait_until`` (s).
+
+    ``take`` empty and ``wait_until`` None: nothing to do until a new window arrives.
+    """
+
+    take: tuple[int, ...] = ()
+    wait_until: float | None = None
+
+
+IDLE = Decision()
+
+
+class BatchPolicy(ABC):
+    name: str = ""
+
+    @abstractmethod
+    def select(self, waiting: Sequence[Waiting], now: float) -> Decision: ...
+
+    def observe(self, batch_size: int, latency_ms: float) -> None:
+        """Feedback after a batch: its size and its worst end-to-end latency (ms)."""
+
+    @property
+    def cap(self) -> int | None:
+        """The largest batch this policy will form now (None: unbounded)."""
+        return None
+
+    def describe(self) -> str:
+        return self.name
+
+
+def _by_arrival(waiting: Sequence[Waiting]) -> list[Waiting]:
+    return sorted(waiting, key=lambda w: (w.arrival, w.session))
+
+
+def _check_positive_int(name: str, value: int | None, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an integer ≥ 1, got {value!r}")
+
+
+class OldestFirst(BatchPolicy):
+    """Run the single window that arrived earliest.
+
+    Under overload this starves sessions: a window that gets overwritten
+    takes a fresh arrival time and keeps losing to the others.
+    """
+
+    name = "oldest"
+
+    def select(self, waiting: Sequence[Waiting], now: float) -> Decision:
+        if not waiting:
+            return IDLE
+        return Decision(take=(_by_arrival(waiting)[0].session,))
+
+    @property
+    def cap(self) -> int:
+        return 1
+
+
+class RoundRobin(BatchPolicy):
+    """Run one window at a time, cycling over sessions in id order."""
+
+    name = "round-robin"
+
+    def __init__(self) -> None:
+        self._last: int | None = None
+
+    def select(self, waiting: Sequence[Waiting], now: float) -> Decision:
+        if not waiting:
+            return IDLE
+        ids = sorted(w.session for w in waiting)
+        if self._last is not None:
+            after = [s for s in ids if s > self._last]
+            nxt = after[0] if after else ids[0]
+        else:
+            nxt = ids[0]
+        self._last = nxt
+        return Decision(take=(nxt,))
+
+    @property
+    def cap(self) -> int:
+        return 1
+
+
+class BatchAll(BatchPolicy):
+    """Whenever the device is free, take every waiting window (oldest first up to the cap)."""
+
+    name = "all"
+
+    def __init__(self, max_batch: int | None = None) -> None:
+        _check_positive_int("max_batch", max_batch, allow_none=True)
+        self.max_batch = max_batch
+
+    def select(self, waiting: Sequence[Waiting], now: float) -> Decision:
+        if not waiting:
+            return IDLE
+        chosen = _by_arrival(waiting)[: self.max_batch]
+        return Decision(take=tuple(w.session for w in chosen))
+
+    @property
+    def cap(self) -> int | None:
+        return self.max_batch
+
+    def describe(self) -> str:
+        return f"all (max {self.max_batch})" if self.max_batch else "all"
+
+
+class Dynamic(BatchPolicy):
+    """Triton-style: go when ``max_batch`` windows wait or the oldest has waited ``max_delay_ms``."""
+
+    name = "dynamic"
+
+    def __init__(self, max_batch: int, max_delay_ms: float) -> None:
+        _check_positive_int("max_batch", max_batch)
+        if max_delay_ms < 0:
+            raise ValueError(f"max_delay_ms must be ≥ 0, got {max_delay_ms!r}")
+        self.max_batch = max_batch
+        self.max_delay_ms = max_delay_ms
+
+    def select(self, waiting: Sequence[Waiting], now: float) -> Decision:
+        if not waiting:
+            return IDLE
+        ordered = _by_arrival(waiting)
+        deadline = ordered[0].arrival + self.max_delay_ms / 1000.0
+        if len(ordered) >= self.max_batch or now >= deadline:
+            return Decision(take=tuple(w.session for w in ordered[: self.max_batch]))
+        return Decision(wait_until=deadline)
+
+    @property
+    def cap(self) -> int:
+        return self.max_batch
+
+    def describe(self) -> str:
+        return f"dynamic (max {self.max_batch}, {self.max_delay_ms:g} ms)"
+
+
+class FixedBatch(Dynamic):
+    """Wait for exactly ``batch`` windows; after ``max_delay_ms`` take what is there.
+
+    The delay is what keeps it from deadlocking when fewer sessions than
+    ``batch`` exist. It is :class:`Dynamic` with the cap as the target size.
+    """
+
+    name = "fixed"
+
+    def __init__(self, batch: int, max_delay_ms: float) -> None:
+        super().__init__(max_batch=batch, max_delay_ms=max_delay_ms)
+
+    def describe(self) -> str:
+        return f"fixed ({self.max_batch}, {self.max_delay_ms:g} ms)"
+
+
+class AdaptiveAIMD(BatchPolicy):
+    """Clipper's AIMD: like ``all`` with a cap; cap +1 while under the objective, ×0.9 over it.
+
+    The latency fed back is the worst end-to-end latency (arrival → result)
+    of the batch just finished, so the objective is what a client sees.
+    Only batches that were limited by the cap grow it: a batch smaller than
+    the cap says nothing about whether a larger one would fit.
+    """
+
+    name = "adaptive"
+
+    def __init__(self, slo_ms: float, max_batch: int | None = None, start: int = 1) -> None:
+        if slo_ms <= 0:
+            raise ValueError(f"slo_ms must be > 0, got {slo_ms!r}")
+        _check_positive_int("max_batch", max_batch, allow_none=True)
+        self.slo_ms = slo_ms
+        self.max_batch = max_batch
+        self._cap = float(start)
+
+    @property
+    def cap(self) -> int:
+        return max(1, int(self._cap))
+
+    def select(self, waiting: Sequence[Waiting], now: float) -> Decision:
+        if not waiting:
+            return IDLE
+        chosen = _by_arrival(waiting)[: self.cap]
+        return Decision(take=tuple(w.session for w in chosen))
+
+    def observe(self, batch_size: int, latency_ms: float) -> None:
+        if latency_ms > self.slo_ms:
+            self._cap = max(1.0, self._cap * 0.9)
+        elif batch_size >= self.cap:
+            self._cap = float(self.cap + 1)
+            if self.max_batch is not None:
+                self._cap = min(self._cap, float(self.max_batch))
+
+    def describe(self) -> str:
+        return f"adaptive (cap {self.cap}, objective {self.slo_ms:g} ms)"
+
+
+def make_policy(config: RunConfig) -> BatchPolicy:
+    """The policy object a config asks for (a new one: policies keep state)."""
+    p = config.policy
+    if p == "oldest":
+        return OldestFirst()
+    if p == "round-robin":
+        return RoundRobin()
+    if p == "all":
+        return BatchAll(config.max_batch)
+    if p == "dynamic":
+        return Dynamic(config.max_batch or 8, config.max_delay_ms)
+    if p == "fixed":
+        return FixedBatch(config.batch, config.max_delay_ms)
+    if p == "adaptive":
+        return AdaptiveAIMD(config.slo_ms, config.max_batch)
+    raise ValueError(f"unknown policy {p!r}")

@@ -1,0 +1,149 @@
+"""The JSON report (contract shared by ``run`` and ``simulate``) and its text table."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from batchscope.config import RunConfig
+from batchscope.engine.stats import (
+    busy_fraction,
+    jain,
+    latencies_ms,
+    latency_summary,
+    stage_means,
+)
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    id: int
+    source: str
+    state: str = "running"
+    error: str | None = None
+
+
+def build_report(
+    kind: str,
+    config: RunConfig,
+    sessions: Sequence[SessionInfo],
+    items: np.ndarray,
+    batches: np.ndarray,
+    overwritten: Mapping[int, int],
+    duration_s: float,
+    memory: Mapping[str, Any] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A report in the schema of ARCHITECTURE.md from item and batch records.
+
+    ``items`` and ``batches`` are arrays of :data:`ITEM_DTYPE` / :data:`BATCH_DTYPE`
+    covering the measured interval of ``duration_s`` seconds.
+    """
+    per_session = []
+    fps_values = []
+    for s in sessions:
+        mine = items[items["session"] == s.id]
+        fps = len(mine) / duration_s if duration_s > 0 else 0.0
+        fps_values.append(fps)
+        entry: dict[str, Any] = {
+            "id": s.id,
+            "source": s.source,
+            "fps": round(fps, 3),
+            "delivered": len(mine),
+            "overwritten": int(overwritten.get(s.id, 0)),
+            "latency_ms": latency_summary(latencies_ms(mine)),
+            "stages_ms": stage_means(mine),
+        }
+        if s.state != "running":
+            entry["state"] = s.state
+        if s.error:
+            entry["error"] = s.error
+        per_session.append(entry)
+    sizes = Counter(int(b) for b in batches["size"])
+    overall = {
+        "throughput_wps": round(len(items) / duration_s, 3) if duration_s > 0 else 0.0,
+        "mean_fps": round(float(np.mean(fps_values)), 3) if fps_values else 0.0,
+        "min_fps": round(float(np.min(fps_values)), 3) if fps_values else 0.0,
+        "jain": round(jain(fps_values), 4),
+        "overwritten": int(sum(overwritten.get(s.id, 0) for s in sessions)),
+        "latency_ms": latency_summary(latencies_ms(items)),
+        "batch_sizes": {str(k): sizes[k] for k in sorted(sizes)},
+        "busy": round(busy_fraction(float(batches["compute_s"].sum()), duration_s), 4),
+    }
+    report: dict[str, Any] = {
+        "kind": kind,
+        "config": config.to_json(),
+        "sessions": per_session,
+        "overall": overall,
+        "memory": dict(memory or {}),
+    }
+    if extra:
+        report.update(extra)
+    return report
+
+
+def overwritten_pct(report: Mapping[str, Any]) -> float:
+    """Overwritten windows as a share of all windows the sessions published."""
+    over = report["overall"]["overwritten"]
+    delivered = sum(s["delivered"] for s in report["sessions"])
+    total = over + delivered
+    return 100.0 * over / total if total else 0.0
+
+
+TABLE_COLUMNS = (
+    ("sessions", 8),
+    ("policy", 22),
+    ("mean fps", 9),
+    ("min fps", 8),
+    ("p50 ms", 8),
+    ("p99 ms", 8),
+    ("overwr %", 9),
+    ("thru w/s", 9),
+)
+
+
+def summary_row(report: Mapping[str, Any]) -> list[str]:
+    cfg, overall = report["config"], report["overall"]
+    return [
+        str(cfg["sessions"]),
+        str(report.get("policy_label", cfg["policy"])),
+        f"{overall['mean_fps']:.1f}",
+        f"{overall['min_fps']:.1f}",
+        f"{overall['latency_ms']['p50']:.1f}",
+        f"{overall['latency_ms']['p99']:.1f}",
+        f"{overwritten_pct(report):.1f}",
+        f"{overall['throughput_wps']:.1f}",
+    ]
+
+
+def format_table(reports: Sequence[Mapping[str, Any]]) -> str:
+    """One row per report: the figures the study compared."""
+    head = "".join(name.rjust(w) if i != 1 else "  " + name.ljust(w - 2)
+                   for i, (name, w) in enumerate(TABLE_COLUMNS))
+    lines = [head, "-" * len(head)]
+    for r in reports:
+        cells = summary_row(r)
+        lines.append("".join(c.rjust(w) if i != 1 else "  " + c.ljust(w - 2)
+                             for i, (c, (_, w)) in enumerate(zip(cells, TABLE_COLUMNS,
+                                                                strict=True))))
+    return "\n".join(lines)
+
+
+def format_sessions(report: Mapping[str, Any]) -> str:
+    """Per-session table of one report."""
+    lines = [f"{'id':>3}  {'source':<24}{'fps':>7}{'delivered':>10}{'overwr':>8}"
+             f"{'p50 ms':>8}{'p99 ms':>8}{'wait':>7}{'prep':>7}{'comp':>7}{'post':>7}"]
+    for s in report["sessions"]:
+        lat, st = s["latency_ms"], s["stages_ms"]
+        src = s["source"] if len(s["source"]) <= 23 else "…" + s["source"][-22:]
+        lines.append(
+            f"{s['id']:>3}  {src:<24}{s['fps']:>7.1f}{s['delivered']:>10}{s['overwritten']:>8}"
+            f"{lat['p50']:>8.1f}{lat['p99']:>8.1f}{st['wait']:>7.1f}{st['prep']:>7.1f}"
+            f"{st['compute']:>7.1f}{st['post']:>7.1f}"
+            + (f"  ERROR: {s['error']}" if s.get("error") else "")
+        )
+    return "\n".join(lines)

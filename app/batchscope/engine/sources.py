@@ -1,0 +1,276 @@
+"""Frame sources: video files, cameras and the synthetic scene.
+
+Files and the synthetic scene are decoded (rendered) **once** into a shared,
+read-only frame cache at the model resolution, so decoding never becomes a
+hidden bottleneck of the experiment; sessions replay the cache at their own
+phase, looping. A camera is live: one capture thread per physical camera,
+whose latest frame is shared by every session that uses it.
+
+Frames are RGB uint8 arrays of shape (H, W, 3) at the model resolution.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import threading
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from batchscope.engine.synthetic import BallTruth, SyntheticScene
+
+#: Upper bound of one file's frame cache; longer files loop over what fits.
+CACHE_BYTES = 768 * 1024 * 1024
+
+SYNTHETIC_SIZE = (640, 360)
+
+
+class SourceError(ValueError):
+    """A source that cannot be opened; ``str()`` is ``SPEC: reason``."""
+
+    def __init__(self, spec: str, reason: str) -> None:
+        self.spec = spec
+        self.reason = reason
+        super().__init__(f"{spec}: {reason}")
+
+
+class FrameSource(ABC):
+    """Frames at the model resolution, plus what is needed to map detections back."""
+
+    spec: str
+    name: str
+    fps: float  # the source's own frame rate
+    source_size: tuple[int, int]  # (width, height) of the original frames
+    resolution: tuple[int, int]  # (width, height) of the frames handed out
+    live: bool = False
+    note: str = ""  # something the user should know (e.g. cache truncated)
+
+    @abstractmethod
+    def frame(self, index: int) -> np.ndarray:
+        """Frame ``index`` (files loop; a camera ignores the index and gives its latest)."""
+
+    @property
+    def n_frames(self) -> int | None:
+        return None
+
+    def truth(self, index: int) -> BallTruth | None:
+        """Ground truth for frame ``index`` in source pixels, when the source knows it."""
+        return None
+
+    def close(self) -> None:
+        """Release devices and threads."""
+
+
+class CachedSource(FrameSource):
+    """Frames decoded once into memory and looped."""
+
+    def __init__(self, spec: str, name: str, frames: np.ndarray, fps: float,
+                 source_size: tuple[int, int]) -> None:
+        frames.setflags(write=False)
+        self.spec = spec
+        self.name = name
+        self._frames = frames
+        self.fps = fps
+        self.source_size = source_size
+        self.resolution = (frames.shape[2], frames.shape[1])
+
+    @property
+    def n_frames(self) -> int:
+        return len(self._frames)
+
+    def frame(self, index: int) -> np.ndarray:
+        return self._frames[index % len(self._frames)]
+
+
+class VideoFileSource(CachedSource):
+    def __init__(self, path: Path, resolution: tuple[int, int]) -> None:
+        spec = str(path)
+        _check_file(path)
+        cap = cv2.VideoCapture(str(path))
+        try:
+            if not cap.isOpened():
+                raise SourceError(spec, "not a video OpenCV can open")
+            fps = cap.get(cv2.CAP_PROP_FPS)
+            fps = fps if fps and math.isfinite(fps) and 0 < fps <= 1000 else 30.0
+            w, h = resolution
+            cap_frames = max(1, CACHE_BYTES // (w * h * 3))
+            frames = []
+            size = (0, 0)
+            while len(frames) < cap_frames:
+                ok, bgr = cap.read()
+                if not ok or bgr is None:
+                    break
+                size = (bgr.shape[1], bgr.shape[0])
+                frames.append(_to_model(bgr, resolution))
+            truncated = len(frames) == cap_frames and cap.read()[0]
+        finally:
+            cap.release()
+        if not frames:
+            raise SourceError(spec, "no frames could be decoded (empty, corrupt or not a video)")
+        super().__init__(spec, path.name, np.stack(frames), fps, size)
+        self.path = path
+        self._truth = _read_truth_csv(path.with_suffix(".csv"))
+        if truncated:
+            self.note = f"long file: looping its first {len(frames)} frames (cache limit)"
+
+    def truth(self, index: int) -> BallTruth | None:
+        i = index % self.n_frames
+        return self._truth[i] if i < len(self._truth) else None
+
+
+class SyntheticSource(CachedSource):
+    """The procedural table-tennis scene, rendered once for one loop."""
+
+    def __init__(self, resolution: tuple[int, int], seed: int = 0, fps: float = 30.0) -> None:
+        scene = SyntheticScene(*SYNTHETIC_SIZE, fps=fps, seed=seed)
+        frames, truths = [], []
+        for i in range(scene.period_frames):
+            rgb, truth = scene.render(i)
+            frames.append(cv2.resize(rgb, resolution, interpolation=cv2.INTER_AREA))
+            truths.append(truth)
+        spec = "synthetic" if seed == 0 else f"synthetic:{seed}"
+        super().__init__(spec, spec, np.stack(frames), fps, SYNTHETIC_SIZE)
+        self._truths = truths
+
+    def truth(self, index: int) -> BallTruth:
+        return self._truths[index % len(self._truths)]
+
+
+class CameraSource(FrameSource):
+    """A live camera; one capture thread, latest frame shared by its sessions."""
+
+    live = True
+
+    def __init__(self, index: int, resolution: tuple[int, int]) -> None:
+        self.spec = f"camera:{index}"
+        self.name = camera_name(index) or self.spec
+        self.resolution = resolution
+        cap = cv2.VideoCapture(index)
+        if not cap.isOpened():
+            cap.release()
+            raise SourceError(self.spec, f"no camera at index {index}")
+        ok, bgr = cap.read()
+        if not ok or bgr is None:
+            cap.release()
+            raise SourceError(self.spec, "camera opened but gave no frame")
+        fps = cap.get(cv2.CAP_PROP_FPS)
+        self.fps = fps if fps and math.isfinite(fps) and fps > 0 else 30.0
+        self.source_size = (bgr.shape[1], bgr.shape[0])
+        self._cap = cap
+        self._latest = _to_model(bgr, resolution)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.error: str | None = None
+        self._thread = threading.Thread(target=self._run, name=self.spec, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            ok, bgr = self._cap.read()
+            if not ok or bgr is None:
+                self.error = "camera stopped delivering frames"
+                self._stop.wait(0.2)
+                continue
+            self.error = None
+            frame = _to_model(bgr, self.resolution)
+            with self._lock:
+                self._latest = frame
+
+    def frame(self, index: int) -> np.ndarray:
+        if self.error:
+            raise SourceError(self.spec, self.error)
+        with self._lock:
+            return self._latest
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=1.0)
+        self._cap.release()
+
+
+def open_source(spec: str, resolution: tuple[int, int]) -> FrameSource:
+    """Open a source spec: a video path, ``camera:N``, ``synthetic`` or ``synthetic:SEED``."""
+    if spec == "synthetic" or spec.startswith("synthetic:"):
+        seed_text = spec.partition(":")[2] or "0"
+        if not seed_text.isdigit():
+            raise SourceError(spec, "expected synthetic or synthetic:SEED (a whole number)")
+        return SyntheticSource(resolution, seed=int(seed_text))
+    if spec.startswith("camera:"):
+        index_text = spec.partition(":")[2]
+        if not index_text.isdigit():
+            raise SourceError(spec, "expected camera:N with N a camera index (0, 1, …)")
+        return CameraSource(int(index_text), resolution)
+    return VideoFileSource(Path(spec), resolution)
+
+
+@dataclass(frozen=True)
+class CameraInfo:
+    index: int
+    name: str
+
+
+def camera_name(index: int) -> str | None:
+    """The platform's name for a camera, where it gives one (Linux sysfs)."""
+    path = Path(f"/sys/class/video4linux/video{index}/name")
+    try:
+        return path.read_text().strip() or None
+    except OSError:
+        return None
+
+
+def list_cameras(max_index: int = 8) -> list[CameraInfo]:
+    """Cameras the platform reports. On Linux from /dev/video*; elsewhere by probing."""
+    if sys.platform.startswith("linux"):
+        indexes = sorted(
+            int(p.name[5:]) for p in Path("/dev").glob("video*") if p.name[5:].isdigit()
+        )
+        return [CameraInfo(i, camera_name(i) or f"camera {i}") for i in indexes]
+    found = []
+    for i in range(max_index):
+        cap = cv2.VideoCapture(i)
+        if cap.isOpened():
+            found.append(CameraInfo(i, f"camera {i}"))
+        cap.release()
+    return found
+
+
+def _check_file(path: Path) -> None:
+    spec = str(path)
+    if not path.exists():
+        raise SourceError(spec, "no such file")
+    if path.is_dir():
+        raise SourceError(spec, "is a folder, not a video file")
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as fh:
+            fh.read(1)
+    except OSError as exc:
+        raise SourceError(spec, f"cannot read ({exc.strerror})") from None
+    if size == 0:
+        raise SourceError(spec, "empty file")
+
+
+def _to_model(bgr: np.ndarray, resolution: tuple[int, int]) -> np.ndarray:
+    if (bgr.shape[1], bgr.shape[0]) != resolution:
+        bgr = cv2.resize(bgr, resolution, interpolation=cv2.INTER_AREA)
+    return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+
+
+def _read_truth_csv(path: Path) -> list[BallTruth]:
+    """The BlurBall label CSV beside a clip (Frame,Visibility,X,Y,l,theta), if there is one."""
+    if not path.is_file():
+        return []
+    truths = []
+    try:
+        lines = path.read_text().splitlines()[1:]
+        for line in lines:
+            _, vis, x, y, length, theta = line.split(",")[:6]
+            truths.append(BallTruth(vis.strip() == "1", float(x), float(y), float(length),
+                                    float(theta)))
+    except (OSError, ValueError):
+        return []
+    return truths

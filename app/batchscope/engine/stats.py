@@ -1,0 +1,97 @@
+"""The definitions behind every number BatchScope shows (one place for each).
+
+The UI, the JSON report and the simulator all call these functions, so a
+figure means the same wherever it appears. Times are in milliseconds unless
+a name says otherwise.
+
+- latency (end-to-end): result ready − arrival; stages: wait (arrival →
+  batch start), prep (→ tensor on device), compute (model, synced),
+  post (→ result ready).
+- fps of a session: results delivered per second (1 s sliding window live;
+  delivered / duration in reports).
+- throughput: windows processed per second, all sessions.
+- fairness: min fps / mean fps, and Jain's index (Σx)² / (n·Σx²).
+- busy: fraction of wall time the device spent in compute.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+LIVE_FPS_WINDOW_S = 1.0
+STAGES = ("wait", "prep", "compute", "post")
+
+
+def latency_summary(ms: np.ndarray | Sequence[float]) -> dict[str, float]:
+    """mean, p50, p95, p99, max of latencies in ms (zeros when there are none)."""
+    a = np.asarray(ms, dtype=np.float64)
+    if a.size == 0:
+        return {"mean": 0.0, "p50": 0.0, "p95": 0.0, "p99": 0.0, "max": 0.0}
+    p50, p95, p99 = np.percentile(a, [50, 95, 99])
+    return {
+        "mean": round(float(a.mean()), 3),
+        "p50": round(float(p50), 3),
+        "p95": round(float(p95), 3),
+        "p99": round(float(p99), 3),
+        "max": round(float(a.max()), 3),
+    }
+
+
+def stage_means(items: np.ndarray) -> dict[str, float]:
+    """Mean ms of each stage over item records (see :data:`ITEM_DTYPE`)."""
+    if items.size == 0:
+        return dict.fromkeys(STAGES, 0.0)
+    bounds = ("arrival", "start", "prep_end", "compute_end", "result")
+    return {
+        stage: round(float(np.mean(items[b] - items[a])) * 1000.0, 3)
+        for stage, a, b in zip(STAGES, bounds[:-1], bounds[1:], strict=True)
+    }
+
+
+def latencies_ms(items: np.ndarray) -> np.ndarray:
+    return (items["result"] - items["arrival"]) * 1000.0
+
+
+def live_fps(result_times: np.ndarray, now: float, window_s: float = LIVE_FPS_WINDOW_S) -> float:
+    """Results delivered in the last ``window_s`` seconds, per second."""
+    return float(np.count_nonzero(result_times > now - window_s)) / window_s
+
+
+def jain(values: Sequence[float]) -> float:
+    """Jain's fairness index (Σx)²/(n·Σx²): 1 when all equal, 1/n when one takes all."""
+    x = np.asarray(values, dtype=np.float64)
+    if x.size == 0 or not np.any(x):
+        return 1.0 if x.size else 0.0
+    return float(x.sum() ** 2 / (x.size * np.square(x).sum()))
+
+
+def busy_fraction(compute_s: float, wall_s: float) -> float:
+    return 0.0 if wall_s <= 0 else min(1.0, compute_s / wall_s)
+
+
+#: One record per processed window; times in seconds on the engine's clock.
+ITEM_DTYPE = np.dtype(
+    [
+        ("session", np.int32),
+        ("batch", np.int32),  # size of the batch it ran in
+        ("arrival", np.float64),
+        ("start", np.float64),
+        ("prep_end", np.float64),
+        ("compute_end", np.float64),
+        ("result", np.float64),
+    ]
+)
+
+#: One record per batch.
+BATCH_DTYPE = np.dtype(
+    [
+        ("start", np.float64),
+        ("size", np.int32),
+        ("prep_s", np.float64),
+        ("compute_s", np.float64),
+        ("post_s", np.float64),
+        ("end", np.float64),
+    ]
+)

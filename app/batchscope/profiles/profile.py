@@ -1,0 +1,266 @@
+"""Device profiles: measured batch curves (batch size → ms per batch).
+
+A profile is a JSON file:
+
+```json
+{
+  "format": "batchscope-profile/1",
+  "name": "laptop-8gb",
+  "device": "Laptop-class 8 GB GPU",
+  "memory_total_mb": 8192,
+  "source": "how it was measured",
+  "curves": [
+    {"precision": "fp16", "resolution": [512, 288],
+     "points": [{"batch": 1, "ms": 9.82}, {"batch": 2, "ms": 20.36}]}
+  ]
+}
+```
+
+A point may also carry ``peak_mb`` (device memory at that batch) and
+``error`` (the point failed to measure, e.g. out of memory; it then has no
+``ms`` and is left out of the curve). Between points the time is linearly
+interpolated; past the last two it is linearly extrapolated; below the first
+point it is scaled proportionally from the first.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from batchscope.config import PRECISIONS, format_resolution
+from batchscope.paths import assets_dir, user_profiles_dir
+
+FORMAT = "batchscope-profile/1"
+
+
+class ProfileError(ValueError):
+    """A profile that cannot be used; ``str()`` names the file or profile and the reason."""
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    batch: int
+    ms: float | None
+    peak_mb: float | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class BatchCurve:
+    precision: str
+    resolution: tuple[int, int]
+    points: tuple[CurvePoint, ...]
+
+    @property
+    def measured(self) -> list[CurvePoint]:
+        return [p for p in self.points if p.ms is not None]
+
+    def ms(self, batch: int) -> float:
+        """Milliseconds for one batch of ``batch`` windows."""
+        pts = self.measured
+        if batch < 1:
+            raise ValueError(f"batch must be ≥ 1, got {batch}")
+        if len(pts) == 1:
+            return pts[0].ms * batch / pts[0].batch
+        if batch <= pts[0].batch:
+            return pts[0].ms * batch / pts[0].batch
+        for a, b in zip(pts, pts[1:], strict=False):
+            if batch <= b.batch:
+                return a.ms + (b.ms - a.ms) * (batch - a.batch) / (b.batch - a.batch)
+        a, b = pts[-2], pts[-1]
+        return b.ms + (b.ms - a.ms) * (batch - b.batch) / (b.batch - a.batch)
+
+    def windows_per_s(self, batch: int) -> float:
+        return batch * 1000.0 / self.ms(batch)
+
+
+@dataclass(frozen=True)
+class DeviceProfile:
+    name: str
+    device: str
+    curves: tuple[BatchCurve, ...]
+    memory_total_mb: float | None = None
+    source: str = ""
+    path: Path | None = None
+    meta: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def curve(self, precision: str, resolution: tuple[int, int]) -> BatchCurve:
+        for c in self.curves:
+            if c.precision == precision and c.resolution == tuple(resolution):
+                return c
+        have = ", ".join(f"{c.precision} {format_resolution(c.resolution)}" for c in self.curves)
+        raise ProfileError(
+            f"profile {self.name}: no curve for {precision} at {format_resolution(resolution)}"
+            f" (it has: {have})"
+        )
+
+    def covers(self) -> list[tuple[str, tuple[int, int]]]:
+        return [(c.precision, c.resolution) for c in self.curves]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "name": self.name,
+            "device": self.device,
+            "memory_total_mb": self.memory_total_mb,
+            "source": self.source,
+            **self.meta,
+            "curves": [
+                {
+                    "precision": c.precision,
+                    "resolution": list(c.resolution),
+                    "points": [
+                        {
+                            k: v
+                            for k, v in (
+                                ("batch", p.batch),
+                                ("ms", p.ms),
+                                ("peak_mb", p.peak_mb),
+                                ("error", p.error),
+                            )
+                            if v is not None
+                        }
+                        for p in c.points
+                    ],
+                }
+                for c in self.curves
+            ],
+        }
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.to_json(), indent=2) + "\n")
+        return path
+
+
+def parse_profile(data: Any, origin: str) -> DeviceProfile:
+    """Validate a profile's JSON; every error names ``origin`` and the field."""
+
+    def fail(where: str, why: str) -> ProfileError:
+        return ProfileError(f"{origin}: {where}: {why}")
+
+    if not isinstance(data, dict):
+        raise fail("top level", "expected a JSON object")
+    for key in ("name", "curves"):
+        if key not in data:
+            raise fail(key, "missing field")
+    if not isinstance(data["curves"], list) or not data["curves"]:
+        raise fail("curves", "expected a non-empty list")
+    curves = []
+    for i, raw in enumerate(data["curves"]):
+        where = f"curves[{i}]"
+        if not isinstance(raw, dict):
+            raise fail(where, "expected an object")
+        for key in ("precision", "resolution", "points"):
+            if key not in raw:
+                raise fail(f"{where}.{key}", "missing field")
+        if raw["precision"] not in PRECISIONS:
+            raise fail(f"{where}.precision", f"unknown precision {raw['precision']!r}")
+        res = raw["resolution"]
+        if not (
+            isinstance(res, list)
+            and len(res) == 2
+            and all(isinstance(v, int) and v > 0 for v in res)
+        ):
+            raise fail(f"{where}.resolution", f"expected [width, height], got {res!r}")
+        points = []
+        for j, p in enumerate(raw["points"] if isinstance(raw["points"], list) else []):
+            pw = f"{where}.points[{j}]"
+            if not isinstance(p, dict) or "batch" not in p:
+                raise fail(pw, "expected an object with batch and ms")
+            batch = p["batch"]
+            if not isinstance(batch, int) or batch < 1:
+                raise fail(f"{pw}.batch", f"must be an integer ≥ 1, got {batch!r}")
+            ms = p.get("ms")
+            if ms is None and not p.get("error"):
+                raise fail(f"{pw}.ms", "missing field")
+            if ms is not None and (not isinstance(ms, (int, float)) or ms <= 0):
+                raise fail(f"{pw}.ms", f"must be a positive number, got {ms!r}")
+            points.append(
+                CurvePoint(
+                    batch=batch,
+                    ms=None if ms is None else float(ms),
+                    peak_mb=p.get("peak_mb"),
+                    error=p.get("error"),
+                )
+            )
+        measured = [p for p in points if p.ms is not None]
+        if not measured:
+            raise fail(f"{where}.points", "no measured point")
+        for a, b in zip(measured, measured[1:], strict=False):
+            if b.batch <= a.batch:
+                raise fail(f"{where}.points", "batch sizes must increase")
+            if b.ms < a.ms:
+                raise fail(
+                    f"{where}.points",
+                    f"time falls from {a.ms:g} ms at batch {a.batch} to {b.ms:g} ms at"
+                    f" batch {b.batch} (must not decrease)",
+                )
+        curves.append(BatchCurve(raw["precision"], (res[0], res[1]), tuple(points)))
+    known = {"format", "name", "device", "memory_total_mb", "source", "curves"}
+    return DeviceProfile(
+        name=str(data["name"]),
+        device=str(data.get("device", data["name"])),
+        curves=tuple(curves),
+        memory_total_mb=data.get("memory_total_mb"),
+        source=str(data.get("source", "")),
+        meta={k: v for k, v in data.items() if k not in known},
+    )
+
+
+def builtin_dir() -> Path:
+    return assets_dir() / "profiles"
+
+
+def _profile_files() -> list[tuple[str, Path]]:
+    """(kind, path) of every profile on this machine: built-in first, then the user's."""
+    out = [("built-in", p) for p in sorted(builtin_dir().glob("*.json"))]
+    out += [("user", p) for p in sorted(user_profiles_dir().glob("*.json"))]
+    return out
+
+
+def load_profile(name_or_path: str | Path) -> DeviceProfile:
+    """A profile by built-in/user name (``laptop-8gb``) or by path to a JSON file."""
+    text = str(name_or_path)
+    path = Path(text)
+    if not (text.endswith(".json") or path.exists()):
+        for _kind, candidate in _profile_files():
+            if candidate.stem == text:
+                path = candidate
+                break
+        else:
+            names = ", ".join(sorted({p.stem for _, p in _profile_files()}))
+            raise ProfileError(f"profile {text}: no such profile or file (known: {names})")
+    if not path.is_file():
+        raise ProfileError(f"{path}: no such file")
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProfileError(f"{path}: cannot read ({exc})") from None
+    except json.JSONDecodeError as exc:
+        raise ProfileError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    profile = parse_profile(data, str(path))
+    return DeviceProfile(
+        name=profile.name,
+        device=profile.device,
+        curves=profile.curves,
+        memory_total_mb=profile.memory_total_mb,
+        source=profile.source,
+        path=path,
+        meta=profile.meta,
+    )
+
+
+def list_profiles() -> list[tuple[str, DeviceProfile | ProfileError]]:
+    """Every profile found, with its kind; a broken file is listed with its error."""
+    out: list[tuple[str, DeviceProfile | ProfileError]] = []
+    for kind, path in _profile_files():
+        try:
+            out.append((kind, load_profile(path)))
+        except ProfileError as exc:
+            out.append((kind, exc))
+    return out
