@@ -23,6 +23,9 @@ import numpy as np
 
 from batchscope.engine.synthetic import BallTruth, SyntheticScene
 
+# OpenCV prints its own warnings on stderr for every failed open; our errors say it once.
+cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_SILENT)
+
 #: Upper bound of one file's frame cache; longer files loop over what fits.
 CACHE_BYTES = 768 * 1024 * 1024
 
@@ -149,6 +152,8 @@ class CameraSource(FrameSource):
         self.spec = f"camera:{index}"
         self.name = camera_name(index) or self.spec
         self.resolution = resolution
+        if sys.platform.startswith("linux") and not Path(f"/dev/video{index}").exists():
+            raise SourceError(self.spec, f"no camera at index {index}")
         cap = cv2.VideoCapture(index)
         if not cap.isOpened():
             cap.release()

@@ -1,0 +1,528 @@
+"""A procedural table-tennis scene: a video source that needs no files and knows its ground truth.
+
+BatchScope needs a source that always exists (for demos, tests and headless runs) and whose
+ball positions are known exactly, so detections can be scored. The scene is a side view of a
+table: rallies fly left <-> right in parabolic arcs, bounce on the table, and pause between
+points, when the ball is out of view. The ball is rendered with motion blur over an exposure,
+and its truth follows the BlurBall label convention (centre, half streak length, blur angle).
+
+Everything is a pure function of ``(seed, index)``: the trajectory of one period is simulated
+once per scene and looped, so frames can be rendered in any order and a looping source has no
+seam. Rendering one 640x360 frame takes well under a millisecond: the static scene is drawn
+once, and per frame only the ball's small region is composited and sensor noise is added.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+GRAVITY_M_S2 = np.array([0.0, 0.0, -9.81])
+TABLE_HALF_LENGTH_M = 1.37
+TABLE_HALF_WIDTH_M = 0.7625
+TABLE_HEIGHT_M = 0.76
+NET_HALF_WIDTH_M = 0.915
+NET_HEIGHT_M = 0.1525
+BALL_RADIUS_M = 0.02
+# The surround boards behind the table (m from the table's centre line); a ball that flies
+# out of play leaves view before it would reach them.
+SURROUND_Y_M = 3.4
+# Drawn 1.75x its real size so the ball reads as a ball, not a speck, at 640x360.
+DRAWN_BALL_RADIUS_M = 0.035
+TABLE_RESTITUTION = 0.88
+FLOOR_RESTITUTION = 0.6
+# Horizontal speed kept through a bounce (friction and spin losses).
+BOUNCE_SPEED_KEPT = 0.92
+# Exposure time as a fraction of the frame interval; sets the length of the blur streaks.
+EXPOSURE_FRACTION = 0.5
+# The shortest simulated period (s); it ends at the end of a pause so the loop has no seam.
+MIN_PERIOD_S = 20.0
+MIN_BLUR_SAMPLES = 8
+MAX_BLUR_SAMPLES = 64
+# Noise field margin (px): each frame takes the field at a random offset within it.
+NOISE_MARGIN_PX = 48
+_SHIFT = 4  # fractional bits for cv2 drawing at sub-pixel precision
+_TOP_Z_M = TABLE_HEIGHT_M + BALL_RADIUS_M  # ball centre height when it touches the table
+
+Rgb = tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class BallTruth:
+    """Where the ball is in one frame, in the BlurBall label convention.
+
+    ``x``, ``y``: centre of the blur streak in pixels of the rendered frame (pixel centres at
+    integer coordinates). ``length``: half the streak length in pixels. ``theta``: angle of the
+    streak in radians, in (-pi/2, pi/2], image axes (x right, y down). All zero when the ball is
+    not visible.
+    """
+
+    visible: bool
+    x: float
+    y: float
+    length: float
+    theta: float
+
+
+NO_BALL = BallTruth(False, 0.0, 0.0, 0.0, 0.0)
+
+
+@dataclass(frozen=True)
+class SceneStyle:
+    """What varies between looks of the scene: colours, camera framing and noise.
+
+    The camera sits on the near side of the table, ``camera_distance_m`` from the table's long
+    centre line, ``camera_offset_m`` along it from the net (so the net is seen at an angle, not
+    edge-on) and ``camera_height_m`` above the floor, looking at the middle of the net.
+    """
+
+    table_rgb: Rgb = (22, 74, 150)
+    ball_rgb: Rgb = (250, 250, 244)
+    camera_distance_m: float = 4.6
+    camera_offset_m: float = 1.2
+    camera_height_m: float = 2.3
+    horizontal_fov_deg: float = 62.0
+    noise_sigma: float = 2.5  # gray levels
+
+
+DEFAULT_STYLE = SceneStyle()
+
+
+@dataclass(frozen=True)
+class _Path:
+    """A piecewise-parabolic ball path: segment k starts at ``t0[k]`` (s) at ``p0[k]`` (m)
+    with velocity ``v0[k]`` (m/s) under gravity; segments with ``in_play[k]`` False are pauses
+    with no ball."""
+
+    t0: np.ndarray
+    p0: np.ndarray
+    v0: np.ndarray
+    in_play: np.ndarray
+
+    def at(self, times_s: np.ndarray) -> tuple[np.ndarray, bool]:
+        """Ball centres (n, 3) in metres at ``times_s``, and whether all of them are in play."""
+        k = np.clip(np.searchsorted(self.t0, times_s, side="right") - 1, 0, None)
+        dt = (times_s - self.t0[k])[:, None]
+        points = self.p0[k] + self.v0[k] * dt + 0.5 * GRAVITY_M_S2 * dt**2
+        return points, bool(self.in_play[k].all())
+
+
+class _PathBuilder:
+    """Collects the segments of a ``_Path`` in time order while a point is simulated."""
+
+    def __init__(self) -> None:
+        self._segments: list[tuple[float, np.ndarray, np.ndarray, bool]] = []
+
+    def add(self, t0: float, p0: np.ndarray, v0: np.ndarray, in_play: bool = True) -> None:
+        self._segments.append((t0, p0.copy(), v0.copy(), in_play))
+
+    def build(self) -> _Path:
+        t0, p0, v0, in_play = zip(*self._segments, strict=True)
+        return _Path(np.array(t0), np.array(p0), np.array(v0), np.array(in_play))
+
+
+def _contact_time(z: float, vz: float, plane_z: float) -> float | None:
+    """Time (s) until the ball's centre, at height ``z`` (m) rising at ``vz`` (m/s), next
+    crosses ``plane_z`` (m) going down; None if it never gets that high."""
+    g = -GRAVITY_M_S2[2]
+    disc = vz * vz + 2.0 * g * (z - plane_z)
+    if disc < 0.0:
+        return None
+    return (vz + math.sqrt(disc)) / g
+
+
+def _state(p: np.ndarray, v: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray]:
+    return p + v * dt + 0.5 * GRAVITY_M_S2 * dt * dt, v + GRAVITY_M_S2 * dt
+
+
+def _bounce(v: np.ndarray, restitution: float) -> np.ndarray:
+    return np.array(
+        [v[0] * BOUNCE_SPEED_KEPT, v[1] * BOUNCE_SPEED_KEPT, -v[2] * restitution],
+    )
+
+
+def _fly(
+    path: _PathBuilder, t: float, p: np.ndarray, v: np.ndarray, duration_s: float
+) -> tuple[float, np.ndarray]:
+    """Free flight for ``duration_s`` with bounces on the table and the floor.
+
+    Returns the time and position at the end of the flight.
+    """
+    end = t + duration_s
+    while True:
+        contact = None
+        dt = _contact_time(p[2], v[2], _TOP_Z_M)
+        if dt is not None:
+            q, _ = _state(p, v, dt)
+            if abs(q[0]) <= TABLE_HALF_LENGTH_M and abs(q[1]) <= TABLE_HALF_WIDTH_M:
+                contact = (dt, _TOP_Z_M, TABLE_RESTITUTION)
+        if contact is None:
+            dt = _contact_time(p[2], v[2], BALL_RADIUS_M)
+            contact = (dt if dt is not None else math.inf, BALL_RADIUS_M, FLOOR_RESTITUTION)
+        dt, plane_z, restitution = contact
+        path.add(t, p, v)
+        if t + dt >= end:
+            return end, _state(p, v, end - t)[0]
+        p, v = _state(p, v, dt)
+        p[2] = plane_z
+        v = _bounce(v, restitution)
+        t += dt
+
+
+def _aim(rng: np.random.Generator, p: np.ndarray, towards: int) -> tuple[np.ndarray, float]:
+    """A shot from ``p`` that lands on the half of the table at sign ``towards`` of x.
+
+    Returns the launch velocity (m/s) and the flight time (s) to the bounce; a shot too flat to
+    clear the net is flown higher and slower until it does.
+    """
+    target = np.array(
+        [towards * rng.uniform(0.35, 1.2), rng.uniform(-0.6, 0.6), _TOP_Z_M],
+    )
+    flight_s = abs(target[0] - p[0]) / rng.uniform(5.0, 13.0)
+    clearance_z = TABLE_HEIGHT_M + NET_HEIGHT_M + BALL_RADIUS_M + 0.03
+    while True:
+        v = (target - p - 0.5 * GRAVITY_M_S2 * flight_s**2) / flight_s
+        t_net = -p[0] / v[0]
+        if _state(p, v, t_net)[0][2] > clearance_z:
+            return v, flight_s
+        flight_s *= 1.1
+
+
+def _rally(path: _PathBuilder, rng: np.random.Generator, t: float) -> float:
+    """Simulate one point: a toss, a serve, returns, and a miss that flies out. Returns its end."""
+    hitter = int(rng.choice([-1, 1]))
+    p = np.array([hitter * (TABLE_HALF_LENGTH_M + 0.2), rng.uniform(-0.4, 0.4), _TOP_Z_M + 0.1])
+    t, p = _fly(path, t, p, np.array([0.0, 0.0, 2.2]), rng.uniform(0.32, 0.42))
+    shots = int(rng.integers(3, 10))
+    for shot in range(shots):
+        v, flight_s = _aim(rng, p, -hitter)
+        path.add(t, p, v)
+        p, v = _state(p, v, flight_s)
+        p[2] = _TOP_Z_M
+        v = _bounce(v, TABLE_RESTITUTION)
+        t += flight_s
+        if shot == shots - 1:
+            tail_s = rng.uniform(0.4, 0.7)
+            if v[1] > 0:
+                tail_s = min(tail_s, (SURROUND_Y_M - 0.3 - p[1]) / v[1])
+            t, _ = _fly(path, t, p, v, tail_s)
+            return t
+        reach_x = -hitter * (TABLE_HALF_LENGTH_M + rng.uniform(0.15, 0.5))
+        hit_s = (reach_x - p[0]) / v[0]
+        # A ball that has dropped too low by then is taken earlier, on its way down.
+        lowest_hit_z = _TOP_Z_M + 0.1
+        at_reach, v_at_reach = _state(p, v, hit_s)
+        if at_reach[2] < lowest_hit_z and v_at_reach[2] < 0:
+            hit_s = _contact_time(p[2], v[2], lowest_hit_z) or hit_s
+        path.add(t, p, v)
+        p, _ = _state(p, v, hit_s)
+        t += hit_s
+        hitter = -hitter
+    return t
+
+
+def _simulate(seed: int, fps: float) -> tuple[_Path, int]:
+    """Rallies separated by pauses, for at least ``MIN_PERIOD_S``; returns the path and the
+    period in frames. The period starts and ends inside a pause, so looping it is seamless."""
+    rng = np.random.default_rng(seed)
+    path = _PathBuilder()
+    t = 0.0
+    origin = np.zeros(3)
+    path.add(t, origin, origin, in_play=False)
+    t += rng.uniform(0.2, 0.4)
+    while t < MIN_PERIOD_S:
+        t = _rally(path, rng, t)
+        path.add(t, origin, origin, in_play=False)
+        t += rng.uniform(0.2, 0.4)
+    return path.build(), math.ceil(t * fps)
+
+
+class _Camera:
+    """A pinhole camera on the near side of the table, looking at the net; world axes: x along
+    the table, y away from the camera, z up (m); image axes: x right, y down (px)."""
+
+    def __init__(self, width: int, height: int, style: SceneStyle) -> None:
+        self.position = np.array(
+            [style.camera_offset_m, -style.camera_distance_m, style.camera_height_m]
+        )
+        forward = np.array([0.0, 0.0, TABLE_HEIGHT_M + 0.1]) - self.position
+        forward /= np.linalg.norm(forward)
+        right = np.cross(forward, [0.0, 0.0, 1.0])
+        right /= np.linalg.norm(right)
+        self.rotation = np.stack([right, np.cross(forward, right), forward])
+        self.focal_px = 0.5 * width / math.tan(math.radians(style.horizontal_fov_deg) / 2)
+        self.centre_px = np.array([(width - 1) / 2, (height - 1) / 2])
+
+    def project(self, points_m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Pixel coordinates (n, 2) and depths (n,) in metres of world points (n, 3)."""
+        cam = (np.atleast_2d(points_m) - self.position) @ self.rotation.T
+        depth = cam[:, 2]
+        return self.centre_px + self.focal_px * cam[:, :2] / depth[:, None], depth
+
+    def scale(self, point_m: np.ndarray) -> float:
+        """Pixels per metre at a world point."""
+        return self.focal_px / float(self.project(point_m)[1][0])
+
+
+def _fixed(points_px: np.ndarray) -> np.ndarray:
+    """Pixel coordinates as the fixed-point int32 polygon cv2 draws with ``shift=_SHIFT``."""
+    return np.round(np.asarray(points_px) * (1 << _SHIFT)).astype(np.int32)
+
+
+def _fill(img: np.ndarray, cam: _Camera, corners_m: list[tuple[float, ...]], rgb: Rgb) -> None:
+    points, _ = cam.project(np.array(corners_m))
+    cv2.fillPoly(img, [_fixed(points)], rgb, cv2.LINE_AA, _SHIFT)
+
+
+def _line(
+    img: np.ndarray, cam: _Camera, a_m: tuple[float, ...], b_m: tuple[float, ...], rgb: Rgb, px: int
+) -> None:
+    (a, b), _ = cam.project(np.array([a_m, b_m]))
+    cv2.line(img, tuple(_fixed(a)), tuple(_fixed(b)), rgb, px, cv2.LINE_AA, _SHIFT)
+
+
+def _blob(
+    img: np.ndarray,
+    cam: _Camera,
+    centre_m: tuple[float, ...],
+    half_m: tuple[float, float],
+    rgb: Rgb,
+) -> None:
+    """A filled upright ellipse facing the camera, sized in metres at its depth."""
+    centre = np.array(centre_m)
+    scale = cam.scale(centre)
+    axes = (round(half_m[0] * scale * (1 << _SHIFT)), round(half_m[1] * scale * (1 << _SHIFT)))
+    xy = tuple(_fixed(cam.project(centre)[0][0]))
+    cv2.ellipse(img, xy, axes, 0, 0, 360, rgb, -1, cv2.LINE_AA, _SHIFT)
+
+
+def _floor_and_wall(width: int, height: int, cam: _Camera) -> np.ndarray:
+    """A floor that darkens with distance, meeting a dim back wall at the surrounds.
+
+    Each pixel's viewing ray is intersected with the floor, so the split follows the camera
+    whatever its framing.
+    """
+    us, vs = np.meshgrid(np.arange(width), np.arange(height))
+    rays = np.stack(
+        [(us - cam.centre_px[0]) / cam.focal_px, (vs - cam.centre_px[1]) / cam.focal_px],
+        axis=-1,
+    )
+    rays = np.concatenate([rays, np.ones((height, width, 1))], axis=-1) @ cam.rotation
+    with np.errstate(divide="ignore"):
+        reach_m = np.where(rays[..., 2] < 0, -cam.position[2] / rays[..., 2], np.inf)
+    is_floor = cam.position[1] + reach_m * rays[..., 1] < SURROUND_Y_M
+    fade = np.clip(reach_m / 12.0, 0.0, 1.0)[..., None]
+    floor = (1 - fade) * np.array([88, 48, 38]) + fade * np.array([36, 20, 18])
+    ramp = np.linspace(0.0, 1.0, height)[:, None, None]
+    wall = (1 - ramp) * np.array([40, 44, 58]) + ramp * np.array([18, 20, 28])
+    img = np.where(is_floor[..., None], floor, np.broadcast_to(wall, floor.shape))
+    return np.ascontiguousarray(img.round().astype(np.uint8))
+
+
+def _player(img: np.ndarray, cam: _Camera, x: float, shirt: Rgb) -> None:
+    """A simple figure standing at an end of the table, facing along the table."""
+    side = math.copysign(1.0, x)
+    y = 0.25
+    for leg in (-0.1, 0.1):
+        _line(img, cam, (x + leg, y, 0.05), (x + leg * 0.6, y, 0.8), (30, 30, 38), 7)
+    _blob(img, cam, (x, y, 0.85), (0.2, 0.13), (28, 28, 36))
+    _blob(img, cam, (x, y, 1.2), (0.21, 0.33), shirt)
+    _blob(img, cam, (x, y, 1.66), (0.1, 0.12), (214, 170, 140))
+    hand = (x - side * 0.45, y - 0.1, 1.05)
+    _line(img, cam, (x - side * 0.15, y, 1.35), hand, shirt, 6)
+    _blob(img, cam, (hand[0] - side * 0.05, hand[1], hand[2] + 0.05), (0.075, 0.085), (170, 25, 30))
+
+
+def _draw_background(width: int, height: int, style: SceneStyle, cam: _Camera) -> np.ndarray:
+    """The static scene: back wall and surrounds, floor, players, table and net."""
+    img = _floor_and_wall(width, height, cam)
+    far = SURROUND_Y_M
+    _fill(img, cam, [(-9, far, 0), (9, far, 0), (9, far, 0.75), (-9, far, 0.75)], (16, 34, 60))
+    _line(img, cam, (-9, far, 0.75), (9, far, 0.75), (60, 80, 110), 1)
+
+    _player(img, cam, -(TABLE_HALF_LENGTH_M + 0.75), (196, 48, 44))
+    _player(img, cam, TABLE_HALF_LENGTH_M + 0.75, (46, 128, 76))
+
+    top, x, y = TABLE_HEIGHT_M, TABLE_HALF_LENGTH_M, TABLE_HALF_WIDTH_M
+    for leg_x in (-1.15, 1.15):
+        for leg_y in (-0.6, 0.6):
+            _line(img, cam, (leg_x, leg_y, 0.0), (leg_x, leg_y, top - 0.05), (28, 28, 30), 4)
+    edge_rgb = (
+        int(style.table_rgb[0] * 0.55),
+        int(style.table_rgb[1] * 0.55),
+        int(style.table_rgb[2] * 0.55),
+    )
+    _fill(
+        img, cam, [(-x, -y, top), (x, -y, top), (x, -y, top - 0.05), (-x, -y, top - 0.05)], edge_rgb
+    )
+    corners = [(-x, -y, top), (x, -y, top), (x, y, top), (-x, y, top)]
+    _fill(img, cam, corners, style.table_rgb)
+    white = (236, 236, 236)
+    for a, b in itertools.pairwise([*corners, corners[0]]):
+        _line(img, cam, a, b, white, 2)
+    _line(img, cam, (-x, 0, top), (x, 0, top), white, 1)
+
+    net_y, net_top = NET_HALF_WIDTH_M, top + NET_HEIGHT_M
+    mesh = img.copy()
+    _fill(
+        mesh,
+        cam,
+        [(0, -net_y, top), (0, net_y, top), (0, net_y, net_top), (0, -net_y, net_top)],
+        (14, 16, 20),
+    )
+    img = cv2.addWeighted(mesh, 0.72, img, 0.28, 0.0)
+    for post_y in (-net_y, net_y):
+        _line(img, cam, (0, post_y, top - 0.02), (0, post_y, net_top), (20, 20, 24), 3)
+    _line(img, cam, (0, -net_y, net_top), (0, net_y, net_top), white, 2)
+    return img
+
+
+def _splat(
+    frame: np.ndarray, centres_px: np.ndarray, radius_px: float, rgb: Rgb, alpha: float
+) -> None:
+    """Composite the average of anti-aliased discs at ``centres_px`` onto ``frame`` in place.
+
+    Averaging the discs of one exposure is what turns a fast ball into a faint streak.
+    """
+    height, width = frame.shape[:2]
+    reach = radius_px + 1.0
+    x0 = max(math.floor(centres_px[:, 0].min() - reach), 0)
+    x1 = min(math.ceil(centres_px[:, 0].max() + reach) + 1, width)
+    y0 = max(math.floor(centres_px[:, 1].min() - reach), 0)
+    y1 = min(math.ceil(centres_px[:, 1].max() + reach) + 1, height)
+    if x0 >= x1 or y0 >= y1:
+        return
+    xs = np.arange(x0, x1, dtype=np.float32)
+    ys = np.arange(y0, y1, dtype=np.float32)
+    dx = xs[None, None, :] - centres_px[:, 0, None, None].astype(np.float32)
+    dy = ys[None, :, None] - centres_px[:, 1, None, None].astype(np.float32)
+    coverage = np.clip(radius_px + 0.5 - np.sqrt(dx * dx + dy * dy), 0.0, 1.0).mean(axis=0)
+    roi = frame[y0:y1, x0:x1].astype(np.float32)
+    roi += (np.array(rgb, np.float32) - roi) * (alpha * coverage)[..., None]
+    frame[y0:y1, x0:x1] = np.round(roi).astype(np.uint8)
+
+
+def _fold_angle(theta: float) -> float:
+    """An angle of a line (no direction) in (-pi/2, pi/2]."""
+    if theta > math.pi / 2:
+        return theta - math.pi
+    if theta <= -math.pi / 2:
+        return theta + math.pi
+    return theta
+
+
+class SyntheticScene:
+    """A looping, seeded table-tennis clip rendered on demand, with its ball truth.
+
+    ``render(index)`` is a pure function of ``(seed, index % period_frames)``, so a video source
+    can loop it seamlessly and start sessions at different phases.
+    """
+
+    def __init__(
+        self,
+        width: int = 640,
+        height: int = 360,
+        fps: float = 30.0,
+        seed: int = 0,
+        *,
+        style: SceneStyle = DEFAULT_STYLE,
+    ) -> None:
+        if width < 16 or height < 16:
+            raise ValueError(f"frame size must be at least 16x16 px, got {width}x{height}")
+        if fps <= 0:
+            raise ValueError(f"fps must be positive, got {fps}")
+        self.width = width
+        self.height = height
+        self.fps = fps
+        self.seed = seed
+        self.style = style
+        self._camera = _Camera(width, height, style)
+        self._background = _draw_background(width, height, style, self._camera)
+        self._path, self.period_frames = _simulate(seed, fps)
+        self._noise = self._noise_field() if style.noise_sigma > 0 else None
+
+    @property
+    def name(self) -> str:
+        return f"synthetic:{self.seed}"
+
+    def _noise_field(self) -> tuple[np.ndarray, np.ndarray]:
+        """Gaussian sensor noise, split into what to add and what to subtract as uint8 so a
+        frame takes it with two saturating cv2 calls instead of a float round trip."""
+        rng = np.random.default_rng([self.seed, 1])
+        shape = (self.height + NOISE_MARGIN_PX, self.width + NOISE_MARGIN_PX, 3)
+        noise = np.round(rng.standard_normal(shape, np.float32) * self.style.noise_sigma)
+        noise = np.clip(noise, -255, 255)
+        return np.clip(noise, 0, None).astype(np.uint8), np.clip(-noise, 0, None).astype(np.uint8)
+
+    def _exposure(self, frame_s: float, samples: int) -> np.ndarray:
+        """Sample times (s) across the exposure, which is centred on the frame time."""
+        exposure_s = EXPOSURE_FRACTION / self.fps
+        return frame_s + (np.linspace(0.0, 1.0, samples) - 0.5) * exposure_s
+
+    def render(self, index: int) -> tuple[np.ndarray, BallTruth]:
+        """The RGB uint8 frame (height, width, 3) and the ball truth for frame ``index``."""
+        index %= self.period_frames
+        frame = self._background.copy()
+        truth = self._ball(frame, index / self.fps)
+        if self._noise is not None:
+            self._add_noise(frame, index)
+        return frame, truth
+
+    def frames(self, n: int) -> Iterator[tuple[np.ndarray, BallTruth]]:
+        """The first ``n`` frames and truths, in order."""
+        for index in range(n):
+            yield self.render(index)
+
+    def _ball(self, frame: np.ndarray, frame_s: float) -> BallTruth:
+        """Draw the ball of the exposure around ``frame_s`` (s) in place, if it is in view.
+
+        Only the exposure's ends are checked for play: pauses last far longer than an exposure.
+        """
+        ends_m, in_play = self._path.at(self._exposure(frame_s, 2))
+        if not in_play:
+            return NO_BALL
+        ends_px, _ = self._camera.project(ends_m)
+        x, y = ends_px.mean(axis=0)
+        if not (0 <= x <= self.width - 1 and 0 <= y <= self.height - 1):
+            return NO_BALL
+        points_m, _ = self._path.at(self._exposure(frame_s, self._samples(ends_px)))
+        self._draw_ball(frame, points_m)
+        dx, dy = ends_px[1] - ends_px[0]
+        length = 0.5 * math.hypot(dx, dy)
+        theta = _fold_angle(math.atan2(dy, dx)) if length > 0 else 0.0
+        return BallTruth(True, float(x), float(y), length, theta)
+
+    def _samples(self, ends_px: np.ndarray) -> int:
+        """Sub-frame positions per exposure: at least 8, and close enough that a long streak
+        stays smooth rather than a row of beads (spacing <= 1 px)."""
+        streak_px = float(np.hypot(*(ends_px[1] - ends_px[0])))
+        return int(np.clip(math.ceil(streak_px) + 1, MIN_BLUR_SAMPLES, MAX_BLUR_SAMPLES))
+
+    def _draw_ball(self, frame: np.ndarray, points_m: np.ndarray) -> None:
+        """The ball's soft shadow on the table (where it is over the table), then the ball."""
+        centres_px, depths = self._camera.project(points_m)
+        radius_px = self._camera.focal_px * DRAWN_BALL_RADIUS_M / float(depths.mean())
+        over_table = (np.abs(points_m[:, 0]) <= TABLE_HALF_LENGTH_M) & (
+            np.abs(points_m[:, 1]) <= TABLE_HALF_WIDTH_M
+        )
+        if over_table.any():
+            shadow_m = points_m[over_table].copy()
+            height_m = float(shadow_m[:, 2].mean()) - TABLE_HEIGHT_M
+            shadow_m[:, 2] = TABLE_HEIGHT_M
+            shadow_px, _ = self._camera.project(shadow_m)
+            darkness = 0.45 * over_table.mean() / (1.0 + 4.0 * max(height_m, 0.0))
+            _splat(frame, shadow_px, radius_px * 1.1, (0, 0, 0), darkness)
+        _splat(frame, centres_px, radius_px, self.style.ball_rgb, 1.0)
+
+    def _add_noise(self, frame: np.ndarray, index: int) -> None:
+        """Add the noise field at an offset drawn from ``(seed, index)``, in place."""
+        up, down = self._noise
+        oy, ox = np.random.default_rng([self.seed, index, 2]).integers(0, NOISE_MARGIN_PX, 2)
+        window = np.s_[oy : oy + self.height, ox : ox + self.width]
+        cv2.add(frame, up[window], dst=frame)
+        cv2.subtract(frame, down[window], dst=frame)

@@ -1,0 +1,214 @@
+"""BlurBall: the WASB-SBDT HRNet with Squeeze-and-Excitation in every BasicBlock.
+
+Built from ``shared/design/BLURBALL.md``. Module names follow the reference HRNet so that the
+official checkpoint (``blurball_best``) loads with ``strict=True``: the state dict has the
+464 entries of ``blurball_state_dict.tsv`` and the model has exactly :data:`PARAMETER_COUNT`
+parameters. Weights keep PyTorch's default initialisation; untrained outputs are meaningful
+only for timing.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+PARAMETER_COUNT = 1_488_531
+"""Trainable parameters of BlurBall (buffers such as BN running statistics excluded)."""
+
+BN_MOMENTUM = 0.1
+SE_REDUCTION = 16
+STEM_CHANNELS = 64
+BRANCH_CHANNELS = (16, 32, 64, 128)
+"""Channels of the four resolution branches (full, 1/2, 1/4 and 1/8 of the input size)."""
+
+SIZE_MULTIPLE = 8
+"""Input height and width must be multiples of this: three stride-2 levels, then upsampling
+must land back on the same sizes."""
+
+
+def parameter_count(model: nn.Module) -> int:
+    """Number of trainable parameters of ``model`` (1,488,531 for :class:`BlurBall`)."""
+    return sum(p.numel() for p in model.parameters())
+
+
+def _conv3x3(in_channels: int, out_channels: int, stride: int = 1) -> nn.Conv2d:
+    return nn.Conv2d(in_channels, out_channels, 3, stride=stride, padding=1, bias=False)
+
+
+def _bn(channels: int) -> nn.BatchNorm2d:
+    return nn.BatchNorm2d(channels, momentum=BN_MOMENTUM)
+
+
+class SqueezeExcitation(nn.Module):
+    """Channel gating: global average pool, bottleneck MLP, sigmoid, rescale."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        hidden = max(channels // SE_REDUCTION, 1)
+        self.fc = nn.Sequential(
+            nn.Linear(channels, hidden, bias=False),
+            nn.ReLU(inplace=True),
+            nn.Linear(hidden, channels, bias=False),
+            nn.Sigmoid(),
+        )
+
+    def forward(self, x: Tensor) -> Tensor:
+        gate = self.fc(x.mean(dim=(2, 3)))
+        return x * gate[:, :, None, None]
+
+
+class BasicBlock(nn.Module):
+    """Two 3×3 convolutions with SE before the residual sum; channels and size unchanged."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv1 = _conv3x3(channels, channels)
+        self.bn1 = _bn(channels)
+        self.conv2 = _conv3x3(channels, channels)
+        self.bn2 = _bn(channels)
+        self.se = SqueezeExcitation(channels)
+        self.relu = nn.ReLU(inplace=True)
+
+    def forward(self, x: Tensor) -> Tensor:
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.se(self.bn2(self.conv2(out)))
+        return self.relu(out + x)
+
+
+class Bottleneck(nn.Module):
+    """The single layer1 block: 1×1 → 3×3 → 1×1 (×4 expansion) with a projected shortcut."""
+
+    expansion = 4
+
+    def __init__(self, in_channels: int, width: int) -> None:
+        super().__init__()
+        out_channels = width * self.expansion
+        self.conv1 = nn.Conv2d(in_channels, width, 1, bias=False)
+        self.bn1 = _bn(width)
+        self.conv2 = _conv3x3(width, width)
+        self.bn2 = _bn(width)
+        self.conv3 = nn.Conv2d(width, out_channels, 1, bias=False)
+        self.bn3 = _bn(out_channels)
+        self.downsample = nn.Sequential(
+            nn.Conv2d(in_channels, out_channels, 1, bias=False), _bn(out_channels)
+        )
+        self.relu = nn.ReLU(inplace=True)
+
+    def forward(self, x: Tensor) -> Tensor:
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.relu(self.bn2(self.conv2(out)))
+        out = self.bn3(self.conv3(out))
+        return self.relu(out + self.downsample(x))
+
+
+def _fuse_layer(channels: tuple[int, ...], i: int, j: int) -> nn.Module | None:
+    """Map branch ``j`` onto branch ``i``'s resolution and channels (None when i == j)."""
+    if j == i:
+        return None
+    if j > i:
+        return nn.Sequential(
+            nn.Conv2d(channels[j], channels[i], 1, bias=False),
+            _bn(channels[i]),
+            nn.Upsample(scale_factor=2 ** (j - i), mode="nearest"),
+        )
+    steps = []
+    for k in range(i - j):
+        if k == i - j - 1:
+            steps.append(nn.Sequential(_conv3x3(channels[j], channels[i], 2), _bn(channels[i])))
+        else:
+            steps.append(
+                nn.Sequential(
+                    _conv3x3(channels[j], channels[j], 2), _bn(channels[j]), nn.ReLU(inplace=True)
+                )
+            )
+    return nn.Sequential(*steps)
+
+
+class HighResolutionModule(nn.Module):
+    """Parallel branches of two BasicBlocks each, then every branch fused into every other."""
+
+    def __init__(self, channels: tuple[int, ...]) -> None:
+        super().__init__()
+        n = len(channels)
+        self.branches = nn.ModuleList(nn.Sequential(BasicBlock(c), BasicBlock(c)) for c in channels)
+        self.fuse_layers = nn.ModuleList(
+            nn.ModuleList(_fuse_layer(channels, i, j) for j in range(n)) for i in range(n)
+        )
+        self.relu = nn.ReLU(inplace=True)
+
+    def forward(self, xs: list[Tensor], outputs: int | None = None) -> list[Tensor]:
+        """Run the branches, then fuse into the first ``outputs`` branches (all when None).
+
+        Asking for fewer outputs skips their compute only; the result for the branches
+        that are computed does not change.
+        """
+        xs = [branch(x) for branch, x in zip(self.branches, xs, strict=True)]
+        fused = []
+        for i, layers in enumerate(self.fuse_layers[: len(xs) if outputs is None else outputs]):
+            y = xs[i]
+            for j, layer in enumerate(layers):
+                if j != i:
+                    y = y + layer(xs[j])
+            fused.append(self.relu(y))
+        return fused
+
+
+def _new_branch(in_channels: int, out_channels: int) -> nn.Sequential:
+    """Transition to a new half-resolution branch (wrapped twice, as the checkpoint names it)."""
+    return nn.Sequential(
+        nn.Sequential(
+            _conv3x3(in_channels, out_channels, 2), _bn(out_channels), nn.ReLU(inplace=True)
+        )
+    )
+
+
+class BlurBall(nn.Module):
+    """Ball heatmaps for 3 stacked RGB frames: [B, 9, H, W] → logits [B, 3, H, W].
+
+    One heatmap per input frame at full input resolution; apply a sigmoid in
+    post-processing. ``lean=True`` skips computing the stage-4 fused outputs of
+    branches 1–3, which the head never reads (≈1 GMAC at 512×288); their parameters
+    stay so that checkpoints still load, and the output is unchanged.
+    """
+
+    def __init__(self, lean: bool = False) -> None:
+        super().__init__()
+        self.lean = lean
+        c = BRANCH_CHANNELS
+        self.conv1 = _conv3x3(9, STEM_CHANNELS)
+        self.bn1 = _bn(STEM_CHANNELS)
+        self.conv2 = _conv3x3(STEM_CHANNELS, STEM_CHANNELS)
+        self.bn2 = _bn(STEM_CHANNELS)
+        self.relu = nn.ReLU(inplace=True)
+        self.layer1 = nn.Sequential(Bottleneck(STEM_CHANNELS, 32))
+        layer1_channels = 32 * Bottleneck.expansion
+        self.transition1 = nn.ModuleList(
+            [
+                nn.Sequential(_conv3x3(layer1_channels, c[0]), _bn(c[0]), nn.ReLU(inplace=True)),
+                _new_branch(layer1_channels, c[1]),
+            ]
+        )
+        self.stage2 = nn.ModuleList([HighResolutionModule(c[:2])])
+        # Existing branches pass through unchanged; None keeps the checkpoint's indices.
+        self.transition2 = nn.ModuleList([None, None, _new_branch(c[1], c[2])])
+        self.stage3 = nn.ModuleList([HighResolutionModule(c[:3])])
+        self.transition3 = nn.ModuleList([None, None, None, _new_branch(c[2], c[3])])
+        self.stage4 = nn.ModuleList([HighResolutionModule(c)])
+        self.final_layers = nn.ModuleList([nn.Conv2d(c[0], 3, 1)])
+
+    def forward(self, x: Tensor) -> Tensor:
+        height, width = x.shape[-2:]
+        if height % SIZE_MULTIPLE or width % SIZE_MULTIPLE:
+            raise ValueError(
+                f"BlurBall input size {width}x{height} must be a multiple of {SIZE_MULTIPLE} "
+                "in both width and height"
+            )
+        x = self.relu(self.bn1(self.conv1(x)))
+        x = self.relu(self.bn2(self.conv2(x)))
+        x = self.layer1(x)
+        xs = [transition(x) for transition in self.transition1]
+        xs = self.stage2[0](xs)
+        xs = [*xs, self.transition2[-1](xs[-1])]
+        xs = self.stage3[0](xs)
+        xs = [*xs, self.transition3[-1](xs[-1])]
+        xs = self.stage4[0](xs, outputs=1 if self.lean else None)
+        return self.final_layers[0](xs[0])

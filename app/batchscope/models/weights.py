@@ -1,0 +1,114 @@
+"""Load a BlurBall checkpoint safely, or say in one line why it cannot be loaded.
+
+Checkpoints are read with ``weights_only=True``: a file that would need arbitrary
+unpickling is refused rather than executed. Every failure surfaces as
+:class:`CheckpointError`, so callers (CLI, UI) need to handle one exception type only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+
+_WRAPPER_KEYS = ("model_state_dict", "state_dict")
+"""Keys under which training scripts nest the model's state dict."""
+
+_DATA_PARALLEL_PREFIX = "module."
+_REFUSED_MARKER = "WeightsUnpickler error:"
+"""Where torch's weights_only refusal message states what it refused."""
+_SHOWN_NAMES = 3
+"""How many offending names an error message lists before summarising the rest."""
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file that cannot be loaded into the model; ``str()`` is one line."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        self.path = path
+        self.reason = " ".join(reason.split())
+        super().__init__(f"cannot load checkpoint {path}: {self.reason}")
+
+
+def load_checkpoint(model: nn.Module, path: str | Path) -> None:
+    """Load the weights in ``path`` into ``model`` with strict key and shape checking.
+
+    Accepts a bare state dict, one nested under ``model_state_dict`` (or ``state_dict``),
+    and keys saved from ``DataParallel`` (``module.`` prefix). Raises
+    :class:`CheckpointError` for any problem; ``model`` is left untouched in that case.
+    """
+    path = Path(path)
+    state = _state_dict(path, _read(path))
+    expected = model.state_dict()
+    problems = []
+    missing = [k for k in expected if k not in state]
+    if missing:
+        problems.append(f"{len(missing)} missing keys: {_first_few(missing)}")
+    unexpected = [k for k in state if k not in expected]
+    if unexpected:
+        problems.append(f"{len(unexpected)} unexpected keys: {_first_few(unexpected)}")
+    mismatched = [
+        f"{k} expected {tuple(v.shape)} got {tuple(state[k].shape)}"
+        for k, v in expected.items()
+        if k in state and state[k].shape != v.shape
+    ]
+    if mismatched:
+        problems.append(f"{len(mismatched)} shape mismatches: {_first_few(mismatched)}")
+    if problems:
+        raise CheckpointError(path, "; ".join(problems))
+    try:
+        model.load_state_dict(state, strict=True)
+    except Exception as error:  # e.g. a dtype that cannot be copied into the parameter
+        raise CheckpointError(path, f"{type(error).__name__}: {error}") from error
+
+
+def _read(path: Path) -> object:
+    if not path.exists():
+        raise CheckpointError(path, "file not found")
+    if not path.is_file():
+        raise CheckpointError(path, "not a file")
+    if path.stat().st_size == 0:
+        raise CheckpointError(path, "file is empty")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # torch raises many types; all mean an unreadable file
+        message = str(error)
+        if _REFUSED_MARKER in message:
+            detail = _first_sentence(message.split(_REFUSED_MARKER, 1)[1])
+            reason = f"holds objects other than tensors, refused by weights_only loading ({detail})"
+        else:
+            detail = _first_sentence(message)
+            reason = f"not a torch checkpoint or corrupt ({type(error).__name__}: {detail})"
+        raise CheckpointError(path, reason) from error
+
+
+def _state_dict(path: Path, loaded: object) -> dict[str, Tensor]:
+    """Unwrap the nesting and ``module.`` prefix, and check it is a dict of tensors."""
+    if isinstance(loaded, Mapping):
+        for key in _WRAPPER_KEYS:
+            if key in loaded:
+                loaded = loaded[key]
+                break
+    if not isinstance(loaded, Mapping):
+        raise CheckpointError(path, f"not a dict of tensors (found {type(loaded).__name__})")
+    bad = [str(k) for k, v in loaded.items() if not isinstance(k, str) or not isinstance(v, Tensor)]
+    if bad:
+        raise CheckpointError(
+            path, f"not a dict of tensors ({len(bad)} non-tensor entries: {_first_few(bad)})"
+        )
+    return {k.removeprefix(_DATA_PARALLEL_PREFIX): v for k, v in loaded.items()}
+
+
+def _first_few(names: Iterable[str]) -> str:
+    names = list(names)
+    shown = ", ".join(names[:_SHOWN_NAMES])
+    rest = len(names) - _SHOWN_NAMES
+    return f"{shown} (+{rest} more)" if rest > 0 else shown
+
+
+def _first_sentence(text: str) -> str:
+    """First non-empty line of a (often multi-paragraph) torch error, up to its first period."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[0].split(". ")[0] if lines else ""

@@ -1,0 +1,216 @@
+"""The live engine on the emulated backend (and briefly the real model on CPU)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from batchscope.config import RunConfig
+from batchscope.engine.engine import Engine
+from batchscope.engine.metrics import Ring
+from batchscope.engine.session import Mailboxes, Window
+from batchscope.engine.stats import ITEM_DTYPE, jain, latency_summary
+
+SMALL = dict(sources=("synthetic",), resolution=(256, 144), precision="fp16",
+             profile="laptop-8gb", backend="emulated")
+
+REPORT_KEYS = {"kind", "config", "sessions", "overall", "memory"}
+SESSION_KEYS = {"id", "source", "fps", "delivered", "overwritten", "latency_ms", "stages_ms"}
+OVERALL_KEYS = {"throughput_wps", "mean_fps", "min_fps", "jain", "overwritten", "latency_ms",
+                "batch_sizes", "busy"}
+
+
+def started(seconds: float = 0.0, oom_above: int | None = None, **cfg) -> Engine:
+    engine = Engine(RunConfig(**{**SMALL, **cfg}), oom_above=oom_above)
+    engine.open()
+    engine.start()
+    if seconds:
+        time.sleep(seconds)
+    return engine
+
+
+@pytest.fixture
+def engines():
+    made: list[Engine] = []
+    yield made
+    for e in made:
+        e.stop()
+
+
+def wait_for(cond, timeout: float = 5.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_mailbox_keeps_latest_and_counts_overwritten():
+    box = Mailboxes()
+    frame = np.zeros((8, 8, 3), np.uint8)
+    w = lambda seq, t: Window(0, seq, seq, (frame,) * 3, t)  # noqa: E731
+    assert box.publish(w(1, 0.1)) is False
+    assert box.publish(w(2, 0.2)) is True
+    assert box.publish(w(3, 0.3)) is True
+    assert box.overwritten() == {0: 2}
+    taken = box.take([0, 5])
+    assert [x.seq for x in taken] == [3]
+    assert box.waiting() == []
+    assert box.publish(w(4, 0.4)) is False
+
+
+def test_ring_is_bounded_and_ordered():
+    ring = Ring(ITEM_DTYPE, 8)
+    for i in range(20):
+        ring.append((i, 1, float(i), 0, 0, 0, 0))
+    assert ring.total == 20
+    assert list(ring.view()["session"]) == list(range(12, 20))
+    assert list(ring.tail(3)["session"]) == [17, 18, 19]
+    assert list(ring.tail(100)["session"]) == list(range(12, 20))
+
+
+def test_definitions():
+    assert jain([10, 10, 10]) == pytest.approx(1.0)
+    assert jain([30, 0, 0]) == pytest.approx(1 / 3)
+    s = latency_summary(np.arange(1, 101, dtype=float))
+    assert s["p50"] == pytest.approx(50.5) and s["max"] == 100 and s["mean"] == 50.5
+
+
+def test_emulated_run_delivers_and_reports_in_schema(engines):
+    e = started(sessions=3, policy="all")
+    engines.append(e)
+    time.sleep(0.5)
+    e.reset_stats(announce=False)
+    time.sleep(1.5)
+    r = e.report()
+    assert REPORT_KEYS <= r.keys()
+    assert OVERALL_KEYS == set(r["overall"])
+    assert len(r["sessions"]) == 3
+    for s in r["sessions"]:
+        assert SESSION_KEYS <= s.keys()
+        assert 24 <= s["fps"] <= 32  # 30 fps offered; 3 × 30 is well within the device
+        assert 4.0 < s["stages_ms"]["compute"] < 12.0  # 256x144 fp16: 4.69 ms … b3 ≈ 7.8
+    assert r["overall"]["jain"] > 0.98
+    assert r["config"]["backend"] == "emulated"
+    assert r["config"]["resolution"] == [256, 144]
+
+
+def test_stop_ends_every_thread_within_two_seconds(engines):
+    e = started(0.5, sessions=8)
+    before = {t.name for t in threading.enumerate()}
+    assert {"batchscope-worker", "batchscope-feeder", "batchscope-monitor"} <= before
+    t0 = time.monotonic()
+    e.stop()
+    assert time.monotonic() - t0 < 2.0
+    assert e.threads_alive() == []
+    names = {t.name for t in threading.enumerate()}
+    assert not names & {"batchscope-worker", "batchscope-feeder", "batchscope-monitor"}
+
+
+def test_live_changes_apply_and_are_recorded_as_events(engines):
+    e = started(0.3, sessions=2, policy="oldest")
+    engines.append(e)
+    e.apply(e.config.with_changes(policy="all", sessions=5))
+    assert wait_for(lambda: len([s for s in e.snapshot().sessions if s.fps > 0]) == 5)
+    snap = e.snapshot()
+    assert snap.config.policy == "all" and len(snap.sessions) == 5
+    messages = [ev.message for ev in snap.events if ev.kind == "config"]
+    assert any("policy: oldest → all" in m and "sessions: 2 → 5" in m for m in messages)
+    e.apply(e.config.with_changes(sessions=1))
+    assert wait_for(lambda: len(e.snapshot().sessions) == 1)
+
+
+def test_resolution_change_rebuilds_backend_and_sources(engines):
+    e = started(0.3, sessions=2)
+    engines.append(e)
+    done = []
+    e.apply(e.config.with_changes(resolution=(512, 288)), on_done=done.append)
+    assert wait_for(lambda: done == [None])
+    assert e.backend.resolution == (512, 288)
+    assert wait_for(lambda: any(
+        s.latest is not None and s.latest.frame.shape == (288, 512, 3)
+        for s in e.snapshot().sessions))
+
+
+def test_failed_backend_switch_keeps_old_backend_and_reverts(engines):
+    e = started(0.3, sessions=2)
+    engines.append(e)
+    done = []
+    e.apply(e.config.with_changes(resolution=(1024, 576)), on_done=done.append)  # not in profile
+    assert wait_for(lambda: len(done) == 1)
+    assert "no curve" in done[0]
+    assert e.backend.resolution == (256, 144)
+    assert any(ev.kind == "error" and "could not switch" in ev.message
+               for ev in e.snapshot().events)
+
+
+def test_out_of_memory_halves_the_cap_and_the_worker_recovers(engines):
+    e = started(0.0, oom_above=2, sessions=6, policy="all", fps=60.0)
+    engines.append(e)
+    assert wait_for(lambda: any(ev.kind == "oom" for ev in e.snapshot().events))
+    n0 = sum(s.delivered for s in e.snapshot().sessions)
+    time.sleep(0.5)
+    snap = e.snapshot()
+    assert sum(s.delivered for s in snap.sessions) > n0 + 20
+    assert snap.oom_cap is not None and snap.oom_cap <= 2
+    assert max(snap.batch_sizes) <= 2
+
+
+def test_exception_in_a_batch_is_reported_and_the_worker_goes_on(engines, monkeypatch):
+    e = started(0.2, sessions=2)
+    engines.append(e)
+    real = e.backend.run
+    calls = {"n": 0}
+
+    def flaky(windows):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("injected post-processing failure")
+        return real(windows)
+
+    monkeypatch.setattr(e.backend, "run", flaky)
+    assert wait_for(lambda: any("injected" in ev.message for ev in e.snapshot().events))
+    n0 = sum(s.delivered for s in e.snapshot().sessions)
+    assert wait_for(lambda: sum(s.delivered for s in e.snapshot().sessions) > n0 + 5)
+    assert e.threads_alive() == ["feeder", "monitor", "worker"]
+
+
+def test_bad_source_shows_on_its_sessions_and_others_run(engines, tmp_path):
+    bad = tmp_path / "notes.mp4"
+    bad.write_text("this is not a video")
+    e = started(0.0, sources=("synthetic", str(bad)), sessions=4, skip_bad_sources=True)
+    engines.append(e)
+    assert wait_for(lambda: all(s.fps > 0 for s in e.snapshot().sessions if s.id % 2 == 0))
+    snap = e.snapshot()
+    errored = [s for s in snap.sessions if s.state == "error"]
+    assert [s.id for s in errored] == [1, 3]
+    assert "not a video" in errored[0].error or "no frames" in errored[0].error
+
+
+def test_pause_stops_processing_and_resume_continues(engines):
+    e = started(0.3, sessions=2)
+    engines.append(e)
+    e.set_paused(True)
+    time.sleep(0.2)
+    n0 = sum(s.delivered for s in e.snapshot().sessions)
+    time.sleep(0.4)
+    assert sum(s.delivered for s in e.snapshot().sessions) == n0
+    e.set_paused(False)
+    assert wait_for(lambda: sum(s.delivered for s in e.snapshot().sessions) > n0 + 5)
+
+
+def test_real_model_on_cpu_runs_and_says_untrained(engines):
+    e = started(0.0, backend="torch", device="cpu", precision="fp32", resolution=(128, 72),
+                sessions=2, profile=None)
+    engines.append(e)
+    assert wait_for(lambda: sum(s.delivered for s in e.snapshot().sessions) >= 4, timeout=20)
+    snap = e.snapshot()
+    assert snap.weights == "untrained weights: timing only"
+    assert snap.draws_detections is False
+    r = e.report()
+    assert all(s["stages_ms"]["compute"] > 1.0 for s in r["sessions"] if s["delivered"])
+    assert "rss_mb" in r["memory"]
