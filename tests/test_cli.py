@@ -28,8 +28,22 @@ FAST = ["--duration", "1", "--warmup", "0.2", "--quiet"]
 
 
 def test_run_emulated_json_to_stdout(capsys):
-    code, out, err = run_cli(["run", "synthetic", "--sessions", "3", "--policy", "round-robin",
-                              "--resolution", "256x144", *FAST, "--json", "-"], capsys)
+    code, out, err = run_cli(
+        [
+            "run",
+            "synthetic",
+            "--sessions",
+            "3",
+            "--policy",
+            "round-robin",
+            "--resolution",
+            "256x144",
+            *FAST,
+            "--json",
+            "-",
+        ],
+        capsys,
+    )
     assert code == 0
     report = json.loads(out)
     assert report["kind"] == "run"
@@ -42,8 +56,20 @@ def test_run_emulated_json_to_stdout(capsys):
 
 def test_run_writes_json_file_and_prints_table(tmp_path, capsys):
     target = tmp_path / "r.json"
-    code, out, _ = run_cli(["run", "synthetic", "--sessions", "2", "--resolution", "256x144",
-                            *FAST, "--json", str(target)], capsys)
+    code, out, _ = run_cli(
+        [
+            "run",
+            "synthetic",
+            "--sessions",
+            "2",
+            "--resolution",
+            "256x144",
+            *FAST,
+            "--json",
+            str(target),
+        ],
+        capsys,
+    )
     assert code == 0
     assert "mean fps" in out and "synthetic" in out
     assert json.loads(target.read_text())["config"]["sessions"] == 2
@@ -68,19 +94,37 @@ def _bad_files(tmp_path: Path) -> dict[str, Path]:
         ("empty file", ["run", "{empty}"], "empty file"),
         ("text renamed .mp4", ["run", "{text}"], "notes.mp4:"),
         ("camera that is not there", ["run", "camera:99"], "camera:99: no camera at index 99"),
-        ("malformed profile", ["run", "synthetic", "--profile", "{profile}"],
-         "curves[0].resolution: missing field"),
+        (
+            "malformed profile",
+            ["run", "synthetic", "--profile", "{profile}"],
+            "curves[0].resolution: missing field",
+        ),
         ("unknown profile", ["run", "synthetic", "--profile", "nope"], "profile nope"),
         ("unknown policy", ["run", "--policy", "fastest"], "invalid choice: 'fastest'"),
         ("unknown precision", ["run", "--precision", "int8"], "invalid choice: 'int8'"),
         ("bad resolution", ["run", "--resolution", "500x283"], "multiples of 8"),
         ("negative duration", ["run", "synthetic", "--duration", "-3"], "duration"),
         ("zero sessions", ["run", "--sessions", "0"], "at least 1"),
-        ("corrupt checkpoint", ["run", "synthetic", "--device", "cpu", "--resolution",
-                                "128x72", "--checkpoint", "{ckpt}"], "garbage.pt"),
+        (
+            "corrupt checkpoint",
+            [
+                "run",
+                "synthetic",
+                "--device",
+                "cpu",
+                "--resolution",
+                "128x72",
+                "--checkpoint",
+                "{ckpt}",
+            ],
+            "garbage.pt",
+        ),
         ("no cuda", ["run", "synthetic", "--device", "cuda:0"], "device cuda:0"),
-        ("profile lacks resolution", ["run", "synthetic", "--resolution", "1024x576"],
-         "no curve for fp16 at 1024x576"),
+        (
+            "profile lacks resolution",
+            ["run", "synthetic", "--resolution", "1024x576"],
+            "no curve for fp16 at 1024x576",
+        ),
     ],
 )
 def test_bad_input_is_one_line_exit_2(case, argv, expect, tmp_path, capsys):
@@ -88,7 +132,7 @@ def test_bad_input_is_one_line_exit_2(case, argv, expect, tmp_path, capsys):
         pytest.skip("a GPU is present")
     files = _bad_files(tmp_path)
     argv = [argv[0], *FAST, *(a.format(**files) for a in argv[1:])]
-    code, out, err = run_cli(argv, capsys)
+    code, _, err = run_cli(argv, capsys)
     assert code == 2, (case, err)
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 1, (case, err)
@@ -99,9 +143,22 @@ def test_bad_input_is_one_line_exit_2(case, argv, expect, tmp_path, capsys):
 def test_one_bad_source_stops_everything_unless_skipped(tmp_path, capsys):
     code, _, err = run_cli(["run", "synthetic", str(tmp_path / "gone.mp4"), *FAST], capsys)
     assert code == 2 and "gone.mp4: no such file" in err
-    code, out, _ = run_cli(["run", "synthetic", str(tmp_path / "gone.mp4"), "--sessions", "2",
-                            "--resolution", "256x144", "--skip-bad-sources", *FAST,
-                            "--json", "-"], capsys)
+    code, out, _ = run_cli(
+        [
+            "run",
+            "synthetic",
+            str(tmp_path / "gone.mp4"),
+            "--sessions",
+            "2",
+            "--resolution",
+            "256x144",
+            "--skip-bad-sources",
+            *FAST,
+            "--json",
+            "-",
+        ],
+        capsys,
+    )
     assert code == 0
     report = json.loads(out)
     states = {s["id"]: s.get("state", "running") for s in report["sessions"]}
@@ -110,9 +167,14 @@ def test_one_bad_source_stops_everything_unless_skipped(tmp_path, capsys):
 
 
 def test_module_entry_point_no_traceback_on_bad_input():
-    proc = subprocess.run([sys.executable, "-m", "batchscope", "run", "camera:99", "--quiet"],
-                          capture_output=True, text=True, env={"PYTHONPATH": APP},
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "batchscope", "run", "camera:99", "--quiet"],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": APP},
+        timeout=120,
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        "batchscope: error: camera:99: no camera at index 99"]
+        "batchscope: error: camera:99: no camera at index 99"
+    ]

@@ -19,8 +19,14 @@ from batchscope.engine.policies import (
 )
 
 
-def overload(policy, sessions: int = 4, fps: float = 30.0, batch_ms=lambda n: 9.82 * n,
-             seconds: float = 20.0, seed: int = 0) -> dict[int, int]:
+def overload(
+    policy,
+    sessions: int = 4,
+    fps: float = 30.0,
+    batch_ms=lambda n: 9.82 * n,
+    seconds: float = 20.0,
+    seed: int = 0,
+) -> dict[int, int]:
     """A tiny deterministic loop: sessions publish at fps with seeded random phases
     into latest-only mailboxes; the device runs what the policy takes for
     batch_ms(n). Returns results delivered per session."""

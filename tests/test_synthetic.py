@@ -6,7 +6,6 @@ import csv
 import importlib.util
 import itertools
 import math
-import time
 from pathlib import Path
 
 import cv2

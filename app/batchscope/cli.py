@@ -89,7 +89,8 @@ def _choice_list(choices: Sequence[str], what: str) -> Callable[[str], list[str]
         for p in out:
             if p not in choices:
                 raise argparse.ArgumentTypeError(
-                    f"unknown {what} {p!r}; choose from {', '.join(choices)}")
+                    f"unknown {what} {p!r}; choose from {', '.join(choices)}"
+                )
         return out
 
     return parse
@@ -97,14 +98,27 @@ def _choice_list(choices: Sequence[str], what: str) -> Callable[[str], list[str]
 
 def add_policy_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("policy parameters")
-    g.add_argument("--max-batch", type=_positive_int, default=None,
-                   help="largest batch (all, dynamic, adaptive)")
-    g.add_argument("--max-delay-ms", type=_number, default=10.0,
-                   help="longest wait for a fuller batch in ms (dynamic, fixed; default 10)")
-    g.add_argument("--batch", type=_positive_int, default=4,
-                   help="batch size of the fixed policy (default 4)")
-    g.add_argument("--slo-ms", type=_number, default=50.0,
-                   help="latency objective in ms (adaptive; default 50)")
+    g.add_argument(
+        "--max-batch",
+        type=_positive_int,
+        default=None,
+        help="largest batch (all, dynamic, adaptive)",
+    )
+    g.add_argument(
+        "--max-delay-ms",
+        type=_number,
+        default=10.0,
+        help="longest wait for a fuller batch in ms (dynamic, fixed; default 10)",
+    )
+    g.add_argument(
+        "--batch", type=_positive_int, default=4, help="batch size of the fixed policy (default 4)"
+    )
+    g.add_argument(
+        "--slo-ms",
+        type=_number,
+        default=50.0,
+        help="latency objective in ms (adaptive; default 50)",
+    )
 
 
 class Parser(argparse.ArgumentParser):
@@ -118,50 +132,93 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="batchscope",
         description="A desktop lab for live batching experiments on a real-time, multi-session "
-                    "vision worker (BlurBall). Without a command, opens the app on its demo.")
+        "vision worker (BlurBall). Without a command, opens the app on its demo.",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
     gui = sub.add_parser("gui", help="open the desktop app (the default)")
-    gui.add_argument("sources", nargs="*", metavar="SOURCE",
-                     help="video files, camera:N or synthetic (default: the sample videos)")
+    gui.add_argument(
+        "sources",
+        nargs="*",
+        metavar="SOURCE",
+        help="video files, camera:N or synthetic (default: the sample videos)",
+    )
     gui.add_argument("--screenshot", metavar="PNG", help="save a grab of the window and exit")
-    gui.add_argument("--after", type=_number, default=5.0, metavar="SECONDS",
-                     help="with --screenshot: seconds to run first (default 5)")
+    gui.add_argument(
+        "--after",
+        type=_number,
+        default=5.0,
+        metavar="SECONDS",
+        help="with --screenshot: seconds to run first (default 5)",
+    )
     gui.add_argument("--scenario", help="start on a demo scenario (by its menu name)")
 
     run = sub.add_parser("run", help="run the live worker headless and report")
-    run.add_argument("sources", nargs="*", metavar="SOURCE",
-                     help="video files, camera:N or synthetic (default: the sample videos)")
+    run.add_argument(
+        "sources",
+        nargs="*",
+        metavar="SOURCE",
+        help="video files, camera:N or synthetic (default: the sample videos)",
+    )
     run.add_argument("--sessions", type=_positive_int, default=4)
     run.add_argument("--policy", choices=POLICIES, default="all")
     add_policy_flags(run)
-    run.add_argument("--backend", choices=BACKENDS, default=None,
-                     help="torch (the real model) or emulated (replay a profile); default: "
-                          "torch if --device is given, else emulated")
+    run.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default=None,
+        help="torch (the real model) or emulated (replay a profile); default: "
+        "torch if --device is given, else emulated",
+    )
     run.add_argument("--device", default=None, help="cpu or cuda:N (torch backend)")
-    run.add_argument("--profile", default="laptop-8gb",
-                     help="profile name or JSON path (emulated backend; default laptop-8gb)")
-    run.add_argument("--precision", choices=PRECISIONS, default=None,
-                     help="default: fp16 on emulated/CUDA, fp32 on CPU")
+    run.add_argument(
+        "--profile",
+        default="laptop-8gb",
+        help="profile name or JSON path (emulated backend; default laptop-8gb)",
+    )
+    run.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default=None,
+        help="default: fp16 on emulated/CUDA, fp32 on CPU",
+    )
     run.add_argument("--resolution", type=_resolution, default=(512, 288), metavar="WxH")
     run.add_argument("--fps", type=_number, default=30.0, help="frames/s per session (default 30)")
-    run.add_argument("--duration", type=_number, default=20.0, metavar="S",
-                     help="measured seconds (after warm-up; default 20)")
-    run.add_argument("--warmup", type=_number, default=1.0, metavar="S",
-                     help="seconds run before measuring (default 1)")
+    run.add_argument(
+        "--duration",
+        type=_number,
+        default=20.0,
+        metavar="S",
+        help="measured seconds (after warm-up; default 20)",
+    )
+    run.add_argument(
+        "--warmup",
+        type=_number,
+        default=1.0,
+        metavar="S",
+        help="seconds run before measuring (default 1)",
+    )
     run.add_argument("--checkpoint", help="BlurBall checkpoint to load (torch backend)")
     run.add_argument("--channels-last", action="store_true")
     run.add_argument("--no-cudnn-benchmark", action="store_true")
-    run.add_argument("--lean", action="store_true",
-                     help="skip stage-4 outputs the head never uses (same result, less compute)")
+    run.add_argument(
+        "--lean",
+        action="store_true",
+        help="skip stage-4 outputs the head never uses (same result, less compute)",
+    )
     run.add_argument("--seed", type=int, default=0)
-    run.add_argument("--skip-bad-sources", action="store_true",
-                     help="report a bad source and run the others (default: start nothing)")
+    run.add_argument(
+        "--skip-bad-sources",
+        action="store_true",
+        help="report a bad source and run the others (default: start nothing)",
+    )
     run.add_argument("--json", metavar="PATH|-", help="write the report as JSON ('-': stdout)")
     run.add_argument("--quiet", action="store_true", help="no live status line")
 
     from batchscope.profiles.cli import add_profile_commands
+    from batchscope.sim.cli import add_simulate_command
 
+    add_simulate_command(sub)
     add_profile_commands(sub)
     return parser
 
@@ -206,14 +263,27 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     if args.checkpoint and backend != "torch":
         raise ConfigError("checkpoint", args.checkpoint, "needs the torch backend (--device)")
     return RunConfig(
-        sources=tuple(args.sources), sessions=args.sessions, fps=args.fps, policy=args.policy,
-        max_batch=args.max_batch, max_delay_ms=args.max_delay_ms, batch=args.batch,
-        slo_ms=args.slo_ms, backend=backend, device=device,
-        profile=args.profile if backend == "emulated" else None, precision=precision,
-        resolution=args.resolution, channels_last=args.channels_last,
-        cudnn_benchmark=not args.no_cudnn_benchmark, checkpoint=args.checkpoint,
-        lean=args.lean, duration_s=args.duration, seed=args.seed,
-        skip_bad_sources=args.skip_bad_sources, extra={"warmup_s": args.warmup},
+        sources=tuple(args.sources),
+        sessions=args.sessions,
+        fps=args.fps,
+        policy=args.policy,
+        max_batch=args.max_batch,
+        max_delay_ms=args.max_delay_ms,
+        batch=args.batch,
+        slo_ms=args.slo_ms,
+        backend=backend,
+        device=device,
+        profile=args.profile if backend == "emulated" else None,
+        precision=precision,
+        resolution=args.resolution,
+        channels_last=args.channels_last,
+        cudnn_benchmark=not args.no_cudnn_benchmark,
+        checkpoint=args.checkpoint,
+        lean=args.lean,
+        duration_s=args.duration,
+        seed=args.seed,
+        skip_bad_sources=args.skip_bad_sources,
+        extra={"warmup_s": args.warmup},
     )
 
 
@@ -221,10 +291,12 @@ def status_line(report: dict[str, Any], t: float, total: float) -> str:
     o = report["overall"]
     sizes = o["batch_sizes"]
     common = max(sizes, key=sizes.get) if sizes else "-"
-    return (f"[{t:5.1f}/{total:.0f} s] thru {o['throughput_wps']:6.1f} w/s  "
-            f"fps mean {o['mean_fps']:5.1f} min {o['min_fps']:5.1f}  "
-            f"p50 {o['latency_ms']['p50']:6.1f} ms  p99 {o['latency_ms']['p99']:6.1f} ms  "
-            f"busy {100 * o['busy']:3.0f}%  batch≈{common}")
+    return (
+        f"[{t:5.1f}/{total:.0f} s] thru {o['throughput_wps']:6.1f} w/s  "
+        f"fps mean {o['mean_fps']:5.1f} min {o['min_fps']:5.1f}  "
+        f"p50 {o['latency_ms']['p50']:6.1f} ms  p99 {o['latency_ms']['p99']:6.1f} ms  "
+        f"busy {100 * o['busy']:3.0f}%  batch≈{common}"
+    )
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -237,8 +309,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     out_stream = sys.stderr if args.json == "-" else sys.stdout
     engine = Engine(config)
     if not args.quiet:
-        print(f"batchscope: opening {len(config.sources) or 'sample'} source(s) and "
-              f"{config.device_label}…", file=sys.stderr)
+        print(
+            f"batchscope: opening {len(config.sources) or 'sample'} source(s) and "
+            f"{config.device_label}…",
+            file=sys.stderr,
+        )
     engine.open()
     if config.skip_bad_sources and all(s.error for s in engine.sources):
         raise CliError("no source could be opened")
@@ -260,8 +335,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         engine.stop()
     if not args.quiet and sys.stderr.isatty():
         print(file=sys.stderr)
-    print(f"{report['device_label']} · {report['weights']} · {config.policy_phrase()}",
-          file=out_stream)
+    print(
+        f"{report['device_label']} · {report['weights']} · {config.policy_phrase()}",
+        file=out_stream,
+    )
     print(format_table([report]), file=out_stream)
     print(file=out_stream)
     print(format_sessions(report), file=out_stream)

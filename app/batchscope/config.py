@@ -69,8 +69,9 @@ def parse_resolution(text: str | tuple[int, int]) -> tuple[int, int]:
         w, h = int(m.group(1)), int(m.group(2))
     if w <= 0 or h <= 0 or w % 8 or h % 8:
         raise ConfigError(
-            "resolution", f"{w}x{h}", "width and height must be multiples of 8 (the model "
-            "downsamples 3 times by 2)"
+            "resolution",
+            f"{w}x{h}",
+            "width and height must be multiples of 8 (the model downsamples 3 times by 2)",
         )
     if w > 4096 or h > 4096:
         raise ConfigError("resolution", f"{w}x{h}", "larger than 4096 pixels")

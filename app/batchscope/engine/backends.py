@@ -33,8 +33,9 @@ class DeviceOutOfMemory(RuntimeError):
 
     def __init__(self, batch: int, detail: str = "") -> None:
         self.batch = batch
-        super().__init__(f"out of device memory at batch {batch}" + (f" ({detail})" if detail
-                                                                     else ""))
+        super().__init__(
+            f"out of device memory at batch {batch}" + (f" ({detail})" if detail else "")
+        )
 
 
 @dataclass(frozen=True)
@@ -77,8 +78,13 @@ class EmulatedBackend(Backend):
 
     weights = "emulated device: no model runs"
 
-    def __init__(self, profile: DeviceProfile, precision: str, resolution: tuple[int, int],
-                 oom_above: int | None = None) -> None:
+    def __init__(
+        self,
+        profile: DeviceProfile,
+        precision: str,
+        resolution: tuple[int, int],
+        oom_above: int | None = None,
+    ) -> None:
         from batchscope.profiles.profile import ProfileError
 
         try:
@@ -132,9 +138,16 @@ class TorchBackend(Backend):
 
     draws_detections = True
 
-    def __init__(self, device: str, precision: str, resolution: tuple[int, int],
-                 channels_last: bool = False, cudnn_benchmark: bool = True,
-                 checkpoint: str | None = None, lean: bool = False) -> None:
+    def __init__(
+        self,
+        device: str,
+        precision: str,
+        resolution: tuple[int, int],
+        channels_last: bool = False,
+        cudnn_benchmark: bool = True,
+        checkpoint: str | None = None,
+        lean: bool = False,
+    ) -> None:
         import torch
 
         from batchscope.models.blurball import BlurBall
@@ -176,8 +189,9 @@ class TorchBackend(Backend):
             cap = 1 << max(0, (n - 1).bit_length())
             w, h = self.resolution
             pin = self.device.type == "cuda"
-            self._staging = self.torch.empty((cap, 3, h, w, 3), dtype=self.torch.uint8,
-                                             pin_memory=pin)
+            self._staging = self.torch.empty(
+                (cap, 3, h, w, 3), dtype=self.torch.uint8, pin_memory=pin
+            )
             self._staging_np = self._staging.numpy()
         return self._staging, self._staging_np
 
@@ -266,10 +280,14 @@ def check_device(device: str) -> Any:
     if device == "cpu":
         return torch.device("cpu")
     if not torch.cuda.is_available():
-        why = ("this torch build has no CUDA" if torch.version.cuda is None
-               else "no CUDA GPU is visible")
-        raise BackendError(f"device {device}: not available ({why}); use --device cpu or "
-                           f"--backend emulated")
+        why = (
+            "this torch build has no CUDA"
+            if torch.version.cuda is None
+            else "no CUDA GPU is visible"
+        )
+        raise BackendError(
+            f"device {device}: not available ({why}); use --device cpu or --backend emulated"
+        )
     dev = torch.device(device)
     index = dev.index or 0
     if index >= torch.cuda.device_count():
@@ -302,10 +320,18 @@ def check_precision(precision: str, device: Any) -> Any:
 def make_backend(config: RunConfig, oom_above: int | None = None) -> Backend:
     """The backend a config asks for; BackendError/ProfileError/CheckpointError if it cannot."""
     if config.backend == "emulated":
-        return EmulatedBackend(load_profile(config.profile or ""), config.precision,
-                               config.resolution, oom_above=oom_above)
-    return TorchBackend(config.device, config.precision, config.resolution,
-                        channels_last=config.channels_last,
-                        cudnn_benchmark=config.cudnn_benchmark,
-                        checkpoint=config.checkpoint, lean=config.lean)
-
+        return EmulatedBackend(
+            load_profile(config.profile or ""),
+            config.precision,
+            config.resolution,
+            oom_above=oom_above,
+        )
+    return TorchBackend(
+        config.device,
+        config.precision,
+        config.resolution,
+        channels_last=config.channels_last,
+        cudnn_benchmark=config.cudnn_benchmark,
+        checkpoint=config.checkpoint,
+        lean=config.lean,
+    )

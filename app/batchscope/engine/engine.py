@@ -93,8 +93,12 @@ def default_sources() -> tuple[str, ...]:
 
 
 class Engine:
-    def __init__(self, config: RunConfig, clock: Callable[[], float] = time.perf_counter,
-                 oom_above: int | None = None) -> None:
+    def __init__(
+        self,
+        config: RunConfig,
+        clock: Callable[[], float] = time.perf_counter,
+        oom_above: int | None = None,
+    ) -> None:
         self.config = config
         self._clock = clock
         self._oom_above = oom_above
@@ -110,8 +114,9 @@ class Engine:
         self._worker = None
         self._feeder = Feeder(self.mailboxes, self._on_source_error, clock, seed=config.seed)
         self._monitor_stop = threading.Event()
-        self._monitor = threading.Thread(target=self._monitor_loop, name="batchscope-monitor",
-                                         daemon=True)
+        self._monitor = threading.Thread(
+            target=self._monitor_loop, name="batchscope-monitor", daemon=True
+        )
         self.running = False
 
     # -- lifecycle --------------------------------------------------------------
@@ -131,8 +136,9 @@ class Engine:
                 if slot.error:
                     raise SourceError(slot.spec, slot.error)
         backend = make_backend(self.config, self._oom_above)
-        self._worker = Worker(self.mailboxes, self.store, make_policy(self.config), backend,
-                              self.event, self._clock)
+        self._worker = Worker(
+            self.mailboxes, self.store, make_policy(self.config), backend, self.event, self._clock
+        )
         for slot in self._slots:
             if slot.source is not None and slot.source.note:
                 self.event("info", f"{slot.spec}: {slot.source.note}")
@@ -146,8 +152,11 @@ class Engine:
         self._feeder.start()
         self._monitor.start()
         self.running = True
-        self.event("config", f"start: {self.config.policy_phrase()}, {self.config.sessions} "
-                             f"sessions on {self._worker.backend.label}")
+        self.event(
+            "config",
+            f"start: {self.config.policy_phrase()}, {self.config.sessions} "
+            f"sessions on {self._worker.backend.label}",
+        )
 
     def stop(self, timeout: float = 2.0) -> None:
         """Stop every thread; returns within about ``timeout`` seconds."""
@@ -211,8 +220,9 @@ class Engine:
 
     # -- sources and sessions -----------------------------------------------------------
 
-    def _open_sources(self, specs: tuple[str, ...], resolution: tuple[int, int]
-                      ) -> list[SourceSlot]:
+    def _open_sources(
+        self, specs: tuple[str, ...], resolution: tuple[int, int]
+    ) -> list[SourceSlot]:
         slots = []
         for spec in specs:
             try:
@@ -260,8 +270,11 @@ class Engine:
             self.event("error", f"{spec}: {slot.error}")
         with self._lock:
             self._slots.append(slot)
-            specs = (*self.config.sources, spec) if self.config.sources else tuple(
-                s.spec for s in self._slots)
+            specs = (
+                (*self.config.sources, spec)
+                if self.config.sources
+                else tuple(s.spec for s in self._slots)
+            )
             self.config = self.config.with_changes(sources=specs)
             self._sync_sessions()
         return slot
@@ -285,8 +298,7 @@ class Engine:
 
     # -- live configuration -----------------------------------------------------------
 
-    def apply(self, new: RunConfig, on_done: Callable[[str | None], None] | None = None
-              ) -> None:
+    def apply(self, new: RunConfig, on_done: Callable[[str | None], None] | None = None) -> None:
         """Apply a changed config live; each change becomes a labelled event.
 
         Policy and session changes take effect before the next batch. A new
@@ -317,6 +329,7 @@ class Engine:
         if {"sessions", "fps", "resolution", "sources"} & changes.keys():
             self._sync_sessions()
         if set(BACKEND_FIELDS) & changes.keys():
+
             def done(exc: Exception | None) -> None:
                 if exc is not None:
                     revert = {k: getattr(old, k) for k in BACKEND_FIELDS if k != "resolution"}
@@ -345,8 +358,11 @@ class Engine:
     def _sample(self) -> TimelineSample:
         now = self._clock()
         with self.store.lock:
-            fps = {sid: live_fps(np.fromiter(times, float), now)
-                   for sid, times in self.store.result_times.items() if sid in self._sessions}
+            fps = {
+                sid: live_fps(np.fromiter(times, float), now)
+                for sid, times in self.store.result_times.items()
+                if sid in self._sessions
+            }
             batches = self.store.batches.tail(256)
         recent = batches[batches["end"] > now - 1.0]
         window = min(1.0, now - self._stats_t0) or 1.0
@@ -365,8 +381,9 @@ class Engine:
         now = self._clock()
         with self.store.lock:
             items = self.store.items.tail(RECENT_ITEMS)
-            result_times = {sid: np.fromiter(t, float)
-                            for sid, t in self.store.result_times.items()}
+            result_times = {
+                sid: np.fromiter(t, float) for sid, t in self.store.result_times.items()
+            }
             delivered = dict(self.store.delivered)
             latest = dict(self.store.latest)
             sizes = Counter(int(b) for b in self.store.batches.tail(4096)["size"])
@@ -380,25 +397,46 @@ class Engine:
             mine = items[items["session"] == s.id]
             lat = latencies_ms(mine)
             recent[s.id] = lat
-            views.append(SessionView(
-                id=s.id, source=s.source.name, state=s.state, error=s.error,
-                fps=live_fps(result_times.get(s.id, np.empty(0)), now),
-                delivered=delivered.get(s.id, 0), overwritten=overwritten.get(s.id, 0),
-                latency_ms=latency_summary(lat), stages_ms=stage_means(mine),
-                latest=latest.get(s.id)))
+            views.append(
+                SessionView(
+                    id=s.id,
+                    source=s.source.name,
+                    state=s.state,
+                    error=s.error,
+                    fps=live_fps(result_times.get(s.id, np.empty(0)), now),
+                    delivered=delivered.get(s.id, 0),
+                    overwritten=overwritten.get(s.id, 0),
+                    latency_ms=latency_summary(lat),
+                    stages_ms=stage_means(mine),
+                    latest=latest.get(s.id),
+                )
+            )
         last = timeline[-1] if timeline else None
         worker = self._worker
         return Snapshot(
-            t=now - self._t0, config=self.config, running=self.running,
-            paused=self.paused, device=worker.backend.label, weights=worker.backend.weights,
+            t=now - self._t0,
+            config=self.config,
+            running=self.running,
+            paused=self.paused,
+            device=worker.backend.label,
+            weights=worker.backend.weights,
             draws_detections=worker.backend.draws_detections,
-            policy=worker.policy.describe(), oom_cap=worker.oom_cap, sessions=views,
-            recent_latency_ms=recent, batch_sizes=dict(sorted(sizes.items())),
+            policy=worker.policy.describe(),
+            oom_cap=worker.oom_cap,
+            sessions=views,
+            recent_latency_ms=recent,
+            batch_sizes=dict(sorted(sizes.items())),
             throughput_wps=last.throughput_wps if last else 0.0,
-            busy=last.busy if last else 0.0, memory=last.memory if last else {},
-            timeline=timeline, events=events,
-            notes=[f"{s.spec}: {s.source.note}" for s in self._slots
-                   if s.source is not None and s.source.note])
+            busy=last.busy if last else 0.0,
+            memory=last.memory if last else {},
+            timeline=timeline,
+            events=events,
+            notes=[
+                f"{s.spec}: {s.source.note}"
+                for s in self._slots
+                if s.source is not None and s.source.note
+            ],
+        )
 
     def report(self, kind: str = "run") -> dict[str, Any]:
         """The JSON report over the interval since the last statistics reset (or start)."""
@@ -409,15 +447,26 @@ class Engine:
         items = items[items["arrival"] >= self._stats_t0]
         batches = batches[batches["start"] >= self._stats_t0]
         with self._lock:
-            infos = [SessionInfo(s.id, s.source.spec, s.state, s.error)
-                     for s in sorted(self._sessions.values(), key=lambda s: s.id)]
+            infos = [
+                SessionInfo(s.id, s.source.spec, s.state, s.error)
+                for s in sorted(self._sessions.values(), key=lambda s: s.id)
+            ]
         backend = self._worker.backend
-        return build_report(kind, self.config, infos, items, batches,
-                            self.mailboxes.overwritten(), now - self._stats_t0,
-                            backend.memory(), extra={"device_label": backend.label,
-                                                     "weights": backend.weights,
-                                                     "events": [e.__dict__ for e in
-                                                                self.store.events]})
+        return build_report(
+            kind,
+            self.config,
+            infos,
+            items,
+            batches,
+            self.mailboxes.overwritten(),
+            now - self._stats_t0,
+            backend.memory(),
+            extra={
+                "device_label": backend.label,
+                "weights": backend.weights,
+                "events": [e.__dict__ for e in self.store.events],
+            },
+        )
 
 
 class _NoSource(FrameSource):

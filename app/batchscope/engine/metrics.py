@@ -38,7 +38,7 @@ class Ring:
     def view(self) -> np.ndarray:
         if self.total < len(self._data):
             return self._data[: self._next].copy()
-        return np.concatenate([self._data[self._next:], self._data[: self._next]])
+        return np.concatenate([self._data[self._next :], self._data[: self._next]])
 
     def tail(self, n: int) -> np.ndarray:
         """The newest ``n`` records (fewer if there are fewer), oldest first."""

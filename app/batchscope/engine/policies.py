@@ -139,7 +139,7 @@ class BatchAll(BatchPolicy):
 
 
 class Dynamic(BatchPolicy):
-    """Triton-style: go when ``max_batch`` windows wait or the oldest has waited ``max_delay_ms``."""
+    """Triton-style: go when ``max_batch`` windows wait or the oldest waited ``max_delay_ms``."""
 
     name = "dynamic"
 

@@ -122,21 +122,28 @@ def summary_row(report: Mapping[str, Any]) -> list[str]:
 
 def format_table(reports: Sequence[Mapping[str, Any]]) -> str:
     """One row per report: the figures the study compared."""
-    head = "".join(name.rjust(w) if i != 1 else "  " + name.ljust(w - 2)
-                   for i, (name, w) in enumerate(TABLE_COLUMNS))
+    head = "".join(
+        name.rjust(w) if i != 1 else "  " + name.ljust(w - 2)
+        for i, (name, w) in enumerate(TABLE_COLUMNS)
+    )
     lines = [head, "-" * len(head)]
     for r in reports:
         cells = summary_row(r)
-        lines.append("".join(c.rjust(w) if i != 1 else "  " + c.ljust(w - 2)
-                             for i, (c, (_, w)) in enumerate(zip(cells, TABLE_COLUMNS,
-                                                                strict=True))))
+        lines.append(
+            "".join(
+                c.rjust(w) if i != 1 else "  " + c.ljust(w - 2)
+                for i, (c, (_, w)) in enumerate(zip(cells, TABLE_COLUMNS, strict=True))
+            )
+        )
     return "\n".join(lines)
 
 
 def format_sessions(report: Mapping[str, Any]) -> str:
     """Per-session table of one report."""
-    lines = [f"{'id':>3}  {'source':<24}{'fps':>7}{'delivered':>10}{'overwr':>8}"
-             f"{'p50 ms':>8}{'p99 ms':>8}{'wait':>7}{'prep':>7}{'comp':>7}{'post':>7}"]
+    lines = [
+        f"{'id':>3}  {'source':<24}{'fps':>7}{'delivered':>10}{'overwr':>8}"
+        f"{'p50 ms':>8}{'p99 ms':>8}{'wait':>7}{'prep':>7}{'comp':>7}{'post':>7}"
+    ]
     for s in report["sessions"]:
         lat, st = s["latency_ms"], s["stages_ms"]
         src = s["source"] if len(s["source"]) <= 23 else "…" + s["source"][-22:]

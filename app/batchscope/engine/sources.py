@@ -71,8 +71,9 @@ class FrameSource(ABC):
 class CachedSource(FrameSource):
     """Frames decoded once into memory and looped."""
 
-    def __init__(self, spec: str, name: str, frames: np.ndarray, fps: float,
-                 source_size: tuple[int, int]) -> None:
+    def __init__(
+        self, spec: str, name: str, frames: np.ndarray, fps: float, source_size: tuple[int, int]
+    ) -> None:
         frames.setflags(write=False)
         self.spec = spec
         self.name = name
@@ -274,8 +275,9 @@ def _read_truth_csv(path: Path) -> list[BallTruth]:
         lines = path.read_text().splitlines()[1:]
         for line in lines:
             _, vis, x, y, length, theta = line.split(",")[:6]
-            truths.append(BallTruth(vis.strip() == "1", float(x), float(y), float(length),
-                                    float(theta)))
+            truths.append(
+                BallTruth(vis.strip() == "1", float(x), float(y), float(length), float(theta))
+            )
     except (OSError, ValueError):
         return []
     return truths

@@ -46,7 +46,10 @@ class Worker:
         self._clock = clock
         self._lock = threading.Lock()
         self._pending_policy: BatchPolicy | None = None
-        self._pending_backend: tuple[Callable[[], Backend], Callable[[Exception | None], None]] | None = None
+        self._pending_backend: (
+            tuple[Callable[[], Backend], Callable[[Exception | None], None]] | None
+        )
+        self._pending_backend = None
         self._terminate = False
         self.paused = False
         self.oom_cap: int | None = None  # set after an out-of-memory, cleared by a new backend
@@ -73,8 +76,9 @@ class Worker:
             self._pending_policy = policy
         self._mailboxes.wake()
 
-    def set_backend(self, factory: Callable[[], Backend],
-                    done: Callable[[Exception | None], None]) -> None:
+    def set_backend(
+        self, factory: Callable[[], Backend], done: Callable[[Exception | None], None]
+    ) -> None:
         """Build a new backend on the worker thread between batches; ``done(error)`` after."""
         with self._lock:
             self._pending_backend = (factory, done)
@@ -121,8 +125,9 @@ class Worker:
         now = self._clock()
         decision = self.policy.select(waiting, now)
         if not decision.take:
-            timeout = POLL_S if decision.wait_until is None else min(
-                POLL_S, decision.wait_until - now)
+            timeout = (
+                POLL_S if decision.wait_until is None else min(POLL_S, decision.wait_until - now)
+            )
             if timeout > 0:
                 self._mailboxes.wait(timeout)
             return
@@ -145,8 +150,10 @@ class Worker:
             return
         except Exception as exc:
             sessions = ", ".join(str(w.session) for w in windows)
-            self._event("error", f"batch of {len(windows)} (sessions {sessions}): "
-                                 f"{type(exc).__name__}: {exc}")
+            self._event(
+                "error",
+                f"batch of {len(windows)} (sessions {sessions}): {type(exc).__name__}: {exc}",
+            )
             time.sleep(POLL_S)
             return
         end = result.post_end
@@ -155,13 +162,20 @@ class Worker:
         latest: dict[int, Latest] = {}
         worst = 0.0
         for win, det in zip(windows, result.detections, strict=True):
-            records.append((win.session, n, win.arrival, start, result.prep_end,
-                            result.compute_end, end))
+            records.append(
+                (win.session, n, win.arrival, start, result.prep_end, result.compute_end, end)
+            )
             lat_ms = (end - win.arrival) * 1000.0
             worst = max(worst, lat_ms)
             latest[win.session] = Latest(win.frames[-1], det, win.seq, win.frame_index, lat_ms)
-        batch = (start, n, result.prep_end - start, result.compute_end - result.prep_end,
-                 end - result.compute_end, end)
+        batch = (
+            start,
+            n,
+            result.prep_end - start,
+            result.compute_end - result.prep_end,
+            end - result.compute_end,
+            end,
+        )
         self._store.record_batch(records, batch, latest)
         self.policy.observe(n, worst)
 
@@ -169,13 +183,18 @@ class Worker:
         n = len(windows)
         self.oom_cap = max(1, n // 2)
         if n == 1:
-            self._event("oom", f"{exc}; even one window does not fit: dropped (session "
-                               f"{windows[0].session})")
+            self._event(
+                "oom",
+                f"{exc}; even one window does not fit: dropped (session {windows[0].session})",
+            )
             return
         self._event("oom", f"{exc}; batch cap halved to {self.oom_cap}, re-running in halves")
         for i in range(0, n, self.oom_cap):
             self._run_batch(windows[i : i + self.oom_cap])
 
     def describe(self) -> dict[str, Any]:
-        return {"policy": self.policy.describe(), "oom_cap": self.oom_cap,
-                "building": self.busy_building}
+        return {
+            "policy": self.policy.describe(),
+            "oom_cap": self.oom_cap,
+            "building": self.busy_building,
+        }

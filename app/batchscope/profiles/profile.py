@@ -26,6 +26,7 @@ point it is scaled proportionally from the first.
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,7 +68,7 @@ class BatchCurve:
             return pts[0].ms * batch / pts[0].batch
         if batch <= pts[0].batch:
             return pts[0].ms * batch / pts[0].batch
-        for a, b in zip(pts, pts[1:], strict=False):
+        for a, b in pairwise(pts):
             if batch <= b.batch:
                 return a.ms + (b.ms - a.ms) * (batch - a.batch) / (b.batch - a.batch)
         a, b = pts[-2], pts[-1]
@@ -191,7 +192,7 @@ def parse_profile(data: Any, origin: str) -> DeviceProfile:
         measured = [p for p in points if p.ms is not None]
         if not measured:
             raise fail(f"{where}.points", "no measured point")
-        for a, b in zip(measured, measured[1:], strict=False):
+        for a, b in pairwise(measured):
             if b.batch <= a.batch:
                 raise fail(f"{where}.points", "batch sizes must increase")
             if b.ms < a.ms:
