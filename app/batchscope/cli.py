@@ -32,11 +32,20 @@ class CliError(Exception):
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     from batchscope.engine.backends import BackendError
+    from batchscope.engine.recorder import RecordingError
     from batchscope.engine.sources import SourceError
     from batchscope.models.weights import CheckpointError
     from batchscope.profiles.profile import ProfileError
 
-    return (CliError, ConfigError, SourceError, ProfileError, BackendError, CheckpointError)
+    return (
+        CliError,
+        ConfigError,
+        SourceError,
+        ProfileError,
+        BackendError,
+        CheckpointError,
+        RecordingError,
+    )
 
 
 def configure_threads() -> None:
@@ -213,6 +222,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="report a bad source and run the others (default: start nothing)",
     )
     run.add_argument("--json", metavar="PATH|-", help="write the report as JSON ('-': stdout)")
+    run.add_argument(
+        "--record",
+        metavar="DIR",
+        help="record config, events, per-window timings and the timeline to a "
+        "new folder (flushed every second)",
+    )
     run.add_argument("--quiet", action="store_true", help="no live status line")
 
     from batchscope.profiles.cli import add_profile_commands
@@ -319,6 +334,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise CliError("no source could be opened")
     engine.start()
     try:
+        if args.record:
+            engine.start_recording(args.record)
         if args.warmup > 0:
             time.sleep(args.warmup)
         engine.reset_stats(announce=False)
@@ -331,6 +348,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 end = "" if sys.stderr.isatty() else "\n"
                 print(("\r" if end == "" else "") + line, end=end, file=sys.stderr, flush=True)
         report = engine.report()
+        recorded = engine.stop_recording()
     finally:
         engine.stop()
     if not args.quiet and sys.stderr.isatty():
@@ -345,6 +363,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     for ev in report["events"]:
         if ev["kind"] in ("error", "oom"):
             print(f"  event at {ev['t']:.1f} s [{ev['kind']}] {ev['message']}", file=out_stream)
+    if recorded:
+        print(f"recorded to {recorded}", file=out_stream)
     write_json(report, args.json)
     return 0
 

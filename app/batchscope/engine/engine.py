@@ -14,6 +14,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -118,6 +119,7 @@ class Engine:
             target=self._monitor_loop, name="batchscope-monitor", daemon=True
         )
         self.running = False
+        self.recorder = None
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -162,6 +164,7 @@ class Engine:
         """Stop every thread; returns within about ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
         self.running = False
+        self.stop_recording()
         self._feeder.stop(max(0.1, deadline - time.monotonic()))
         self._monitor_stop.set()
         if self._monitor.is_alive():
@@ -180,6 +183,8 @@ class Engine:
             out.append("monitor")
         if self._worker is not None and self._worker.alive:
             out.append("worker")
+        if self.recorder is not None and self.recorder.alive:
+            out.append("recorder")
         return out
 
     def set_paused(self, paused: bool) -> None:
@@ -200,6 +205,28 @@ class Engine:
             self.event("config", "statistics reset")
 
     # -- events -------------------------------------------------------------------
+
+    @property
+    def clock_origin(self) -> float:
+        """The clock reading that is t = 0 s on every time axis."""
+        return self._t0
+
+    def start_recording(self, folder: str | Path) -> Path:
+        """Record config, events, per-item timings and timeline to ``folder`` (see recorder)."""
+        from batchscope.engine.recorder import Recorder
+
+        if self.recorder is not None:
+            raise ValueError(f"already recording to {self.recorder.folder}")
+        self.recorder = Recorder(self, folder)
+        self.event("config", f"recording to {self.recorder.folder}")
+        return self.recorder.folder
+
+    def stop_recording(self) -> Path | None:
+        recorder, self.recorder = self.recorder, None
+        if recorder is None:
+            return None
+        self.event("config", f"recording stopped: {recorder.folder}")
+        return recorder.stop(self.report())
 
     def now(self) -> float:
         """Seconds since start (the time axis of every plot)."""

@@ -23,34 +23,37 @@ RESULT_TIMES = 256  # per session, enough for a 1 s fps window up to 256 fps
 
 
 class Ring:
-    """A fixed-capacity ring of structured records; ``view()`` returns them oldest first."""
+    """A fixed-capacity ring of structured records; ``view()`` returns them oldest first.
+
+    ``total`` counts every record ever appended and never goes back, even on
+    ``clear()``, so a reader (the recorder) can tell what is new since it last looked.
+    """
 
     def __init__(self, dtype: np.dtype, capacity: int) -> None:
         self._data = np.zeros(capacity, dtype=dtype)
         self._next = 0
-        self.total = 0  # records ever appended
+        self._count = 0  # records held now (≤ capacity)
+        self.total = 0
 
     def append(self, record: tuple) -> None:
         self._data[self._next] = record
         self._next = (self._next + 1) % len(self._data)
+        self._count = min(self._count + 1, len(self._data))
         self.total += 1
 
     def view(self) -> np.ndarray:
-        if self.total < len(self._data):
-            return self._data[: self._next].copy()
-        return np.concatenate([self._data[self._next :], self._data[: self._next]])
+        return self.tail(self._count)
 
     def tail(self, n: int) -> np.ndarray:
         """The newest ``n`` records (fewer if there are fewer), oldest first."""
-        n = min(n, self.total, len(self._data))
+        n = max(0, min(n, self._count))
         start = self._next - n
         if start >= 0:
             return self._data[start : self._next].copy()
         return np.concatenate([self._data[start:], self._data[: self._next]])
 
     def clear(self) -> None:
-        self._next = 0
-        self.total = 0
+        self._count = 0
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,187 @@
+"""Recording a run to a folder, flushed every second.
+
+Layout of a recording (times in s since the engine started):
+
+- ``config.json``   the config when recording started
+- ``events.jsonl``  one JSON object per event (config changes, errors, OOM)
+- ``items.csv``     one row per processed window: session, batch, arrival, start,
+                    prep_end, compute_end, result
+- ``batches.csv``   one row per batch: start, size, prep_ms, compute_ms, post_ms, end
+- ``timeline.csv``  one row per monitor sample: t, throughput_wps, busy, mean_batch,
+                    fps per session (JSON), memory MB (JSON)
+- ``report.json``   the report over the recorded interval, written when recording stops
+
+Why a thread of its own and plain appends: a crash or ``kill -9`` must lose
+at most the last second, so every file is appended and flushed once per
+second and no file is ever rewritten except ``report.json`` at the end.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from batchscope.engine.engine import Engine
+
+FLUSH_PERIOD_S = 1.0
+
+
+class RecordingError(ValueError):
+    """The folder cannot take a recording; one line naming it and why."""
+
+
+class Recorder:
+    def __init__(self, engine: Engine, folder: str | Path) -> None:
+        self.folder = Path(folder)
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            if any(self.folder.iterdir()):
+                raise RecordingError(f"{self.folder}: folder is not empty; choose a new one")
+            probe = self.folder / ".write-test"
+            probe.write_text("")
+            probe.unlink()
+        except OSError as exc:
+            raise RecordingError(f"{self.folder}: cannot record here ({exc.strerror})") from None
+        self._engine = engine
+        self._t0 = engine.clock_origin
+        store = engine.store
+        self._items_seen = store.items.total
+        self._batches_seen = store.batches.total
+        self._events_seen: Any = None  # all events so far go in: they explain the run
+        self._timeline_seen = _marker(list(store.timeline))
+        self.lost_items = 0
+        (self.folder / "config.json").write_text(
+            json.dumps(engine.config.to_json(), indent=2) + "\n"
+        )
+        # One unbuffered O_APPEND descriptor per file and one write() per flush: a
+        # process killed mid-run leaves whole lines only.
+        self._fds = {
+            name: os.open(self.folder / name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            for name in ("events.jsonl", "items.csv", "batches.csv", "timeline.csv")
+        }
+        self._buffers = {name: io.StringIO() for name in self._fds}
+        self._csv = {
+            name: csv.writer(buf, lineterminator="\n") for name, buf in self._buffers.items()
+        }
+        self._csv["items.csv"].writerow(
+            ["session", "batch", "arrival", "start", "prep_end", "compute_end", "result"]
+        )
+        self._csv["batches.csv"].writerow(
+            ["start", "size", "prep_ms", "compute_ms", "post_ms", "end"]
+        )
+        self._csv["timeline.csv"].writerow(
+            ["t", "throughput_wps", "busy", "mean_batch", "fps", "memory_mb"]
+        )
+        self._write_out()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="batchscope-recorder", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(FLUSH_PERIOD_S):
+            try:
+                self.flush()
+            except Exception as exc:  # report, keep the thread alive
+                self._engine.event("error", f"recorder: {type(exc).__name__}: {exc}")
+
+    def flush(self) -> None:
+        """Append everything new since the last flush and push it to the OS."""
+        store = self._engine.store
+        with store.lock:
+            new_items = store.items.total - self._items_seen
+            items = store.items.tail(new_items)
+            self._items_seen = store.items.total
+            batches = store.batches.tail(store.batches.total - self._batches_seen)
+            self._batches_seen = store.batches.total
+            events = list(store.events)
+            timeline = list(store.timeline)
+        self.lost_items += new_items - len(items)
+        t0 = self._t0
+        self._csv["items.csv"].writerows(
+            (int(r["session"]), int(r["batch"]), *(_t(r[k] - t0) for k in _ITEM_TIMES))
+            for r in items
+        )
+        self._csv["batches.csv"].writerows(
+            (
+                _t(b["start"] - t0),
+                int(b["size"]),
+                _ms(b["prep_s"]),
+                _ms(b["compute_s"]),
+                _ms(b["post_s"]),
+                _t(b["end"] - t0),
+            )
+            for b in batches
+        )
+        # events and timeline are bounded deques: count what was appended since last time
+        new_events = events[max(0, len(events) - _appended(events, self._events_seen)) :]
+        for ev in new_events:
+            self._buffers["events.jsonl"].write(json.dumps(ev.__dict__) + "\n")
+        self._events_seen = _marker(events)
+        for s in timeline[max(0, len(timeline) - _appended(timeline, self._timeline_seen)) :]:
+            self._csv["timeline.csv"].writerow(
+                (
+                    s.t,
+                    round(s.throughput_wps, 3),
+                    round(s.busy, 4),
+                    round(s.mean_batch, 3),
+                    json.dumps({str(k): round(v, 2) for k, v in s.fps.items()}),
+                    json.dumps({k: round(v, 1) for k, v in s.memory.items()}),
+                )
+            )
+        self._timeline_seen = _marker(timeline)
+        self._write_out()
+
+    def _write_out(self) -> None:
+        for name, buf in self._buffers.items():
+            data = buf.getvalue().encode()
+            if data:
+                os.write(self._fds[name], data)
+                buf.seek(0)
+                buf.truncate()
+
+    def stop(self, report: dict[str, Any] | None = None) -> Path:
+        """Stop recording: last flush, the report, files closed. Returns the folder."""
+        self._stop.set()
+        self._thread.join(timeout=2.0)
+        self.flush()
+        for fd in self._fds.values():
+            os.close(fd)
+        if report is not None:
+            if self.lost_items:
+                report = {**report, "recording_lost_items": self.lost_items}
+            (self.folder / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+        return self.folder
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+
+_ITEM_TIMES = ("arrival", "start", "prep_end", "compute_end", "result")
+
+
+def _t(seconds: float) -> str:
+    return f"{seconds:.6f}"
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000.0:.3f}"
+
+
+def _marker(seq: list[Any]) -> Any:
+    """The newest element seen, to find where to resume in a bounded deque."""
+    return seq[-1] if seq else None
+
+
+def _appended(seq: list[Any], marker: Any) -> int:
+    """How many elements of ``seq`` come after ``marker`` (all of them if it is gone)."""
+    for i in range(len(seq) - 1, -1, -1):
+        if seq[i] is marker:
+            return len(seq) - 1 - i
+    return len(seq)
