@@ -35,18 +35,21 @@ def overload(
     phases = [rng.random() * period for _ in range(sessions)]
     next_pub = list(phases)
     pending: dict[int, float] = {}
+    since: dict[int, float] = {}
     delivered = dict.fromkeys(range(sessions), 0)
     t = 0.0
     while t < seconds:
         for s in range(sessions):
             while next_pub[s] <= t:
                 pending[s] = next_pub[s]
+                since.setdefault(s, next_pub[s])
                 next_pub[s] += period
-        waiting = [Waiting(s, a) for s, a in pending.items()]
+        waiting = [Waiting(s, a, since[s]) for s, a in pending.items()]
         d = policy.select(waiting, t)
         if d.take:
             for s in d.take:
                 del pending[s]
+                del since[s]
                 delivered[s] += 1
             dt = batch_ms(len(d.take)) / 1000.0
             policy.observe(len(d.take), dt * 1000.0)
@@ -161,3 +164,13 @@ def test_make_policy_for_every_name():
     for name in ("oldest", "round-robin", "all", "dynamic", "fixed", "adaptive"):
         cfg = RunConfig(policy=name, max_batch=8 if name == "dynamic" else None)
         assert make_policy(cfg).name == name
+
+
+def test_dynamic_deadline_survives_overwrites():
+    # A delay longer than the frame interval (33 ms at 30 fps): each overwrite brings a
+    # fresh arrival, but the deadline counts from when the session started waiting.
+    p = Dynamic(max_batch=8, max_delay_ms=50)
+    assert p.select([Waiting(0, 1.033, since=1.0)], 1.040).wait_until == pytest.approx(1.05)
+    assert p.select([Waiting(0, 1.033, since=1.0)], 1.050).take == (0,)
+    got = overload(Dynamic(max_batch=8, max_delay_ms=50), sessions=4, seconds=5)
+    assert all(n > 50 for n in got.values())

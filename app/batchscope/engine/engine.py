@@ -38,6 +38,7 @@ from batchscope.paths import sample_videos
 
 MONITOR_PERIOD_S = 0.25
 RECENT_ITEMS = 4096  # latencies the live histograms and stage bars use
+RECENT_BATCHES_S = 10.0  # the live batch-size distribution covers the last 10 s
 GOLDEN = (math.sqrt(5) - 1) / 2
 
 
@@ -79,7 +80,7 @@ class Snapshot:
     oom_cap: int | None
     sessions: list[SessionView]
     recent_latency_ms: dict[int, np.ndarray]
-    batch_sizes: dict[int, int]
+    batch_sizes: dict[int, int]  # batch size -> batches in the last RECENT_BATCHES_S
     throughput_wps: float
     busy: float
     memory: dict[str, float]
@@ -110,7 +111,6 @@ class Engine:
         self._lock = threading.RLock()
         self._slots: list[SourceSlot] = []
         self._sessions: dict[int, Session] = {}
-        self._retired: dict[int, Session] = {}
         self._listeners: list[Callable[[Event], None]] = []
         self._worker = None
         self._feeder = Feeder(self.mailboxes, self._on_source_error, clock, seed=config.seed)
@@ -270,7 +270,6 @@ class Engine:
             for sid in [s for s in self._sessions if s >= n]:
                 session = self._sessions.pop(sid)
                 session.state = "stopped"
-                self._retired[sid] = session
                 self.mailboxes.drop(sid)
             for sid in range(n):
                 slot = self._slots[sid % len(self._slots)] if self._slots else None
@@ -287,7 +286,6 @@ class Engine:
             return session
         n = slot.source.n_frames or 1
         phase = int(n * ((sid * GOLDEN) % 1.0))
-        self._retired.pop(sid, None)
         return Session(sid, slot.source, phase)
 
     def add_source(self, spec: str) -> SourceSlot:
@@ -413,7 +411,9 @@ class Engine:
             }
             delivered = dict(self.store.delivered)
             latest = dict(self.store.latest)
-            sizes = Counter(int(b) for b in self.store.batches.tail(4096)["size"])
+            recent_batches = self.store.batches.tail(4096)
+            recent_batches = recent_batches[recent_batches["end"] > now - RECENT_BATCHES_S]
+            sizes = Counter(int(b) for b in recent_batches["size"])
             timeline = list(self.store.timeline)
             events = list(self.store.events)
         overwritten = self.mailboxes.overwritten()

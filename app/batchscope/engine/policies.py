@@ -22,10 +22,22 @@ from batchscope.config import RunConfig
 
 @dataclass(frozen=True)
 class Waiting:
-    """One window waiting in a session's mailbox."""
+    """One window waiting in a session's mailbox.
+
+    ``arrival`` is when this (newest) window was published; ``since`` is when the
+    session's mailbox became non-empty, kept across overwrites. Deadlines
+    (``dynamic``, ``fixed``) count from ``since``: counted from ``arrival``, every
+    overwrite would push the deadline back and a delay longer than the frame
+    interval would never fire.
+    """
 
     session: int
     arrival: float  # s, on the caller's clock
+    since: float | None = None  # s; None means the same as arrival
+
+    @property
+    def waiting_since(self) -> float:
+        return self.arrival if self.since is None else self.since
 
 
 @dataclass(frozen=True)
@@ -154,7 +166,8 @@ class Dynamic(BatchPolicy):
         if not waiting:
             return IDLE
         ordered = _by_arrival(waiting)
-        deadline = ordered[0].arrival + self.max_delay_ms / 1000.0
+        first = min(w.waiting_since for w in waiting)
+        deadline = first + self.max_delay_ms / 1000.0
         if len(ordered) >= self.max_batch or now >= deadline:
             return Decision(take=tuple(w.session for w in ordered[: self.max_batch]))
         return Decision(wait_until=deadline)

@@ -68,6 +68,7 @@ class Mailboxes:
         self._lock = threading.Lock()
         self.changed = threading.Condition(self._lock)
         self._pending: dict[int, Window] = {}
+        self._since: dict[int, float] = {}  # when each non-empty mailbox became non-empty
         self._overwritten: dict[int, int] = {}
         self._published: dict[int, int] = {}
 
@@ -77,6 +78,7 @@ class Mailboxes:
             sid = window.session
             replaced = sid in self._pending
             self._pending[sid] = window
+            self._since.setdefault(sid, window.arrival)
             self._published[sid] = self._published.get(sid, 0) + 1
             if replaced:
                 self._overwritten[sid] = self._overwritten.get(sid, 0) + 1
@@ -85,12 +87,18 @@ class Mailboxes:
 
     def waiting(self) -> list[Waiting]:
         with self._lock:
-            return [Waiting(w.session, w.arrival) for w in self._pending.values()]
+            return [
+                Waiting(w.session, w.arrival, self._since[w.session])
+                for w in self._pending.values()
+            ]
 
     def take(self, sessions: Iterable[int]) -> list[Window]:
         """Remove and return the windows of ``sessions`` (those still there), in that order."""
         with self._lock:
-            return [self._pending.pop(s) for s in sessions if s in self._pending]
+            taken = [self._pending.pop(s) for s in sessions if s in self._pending]
+            for w in taken:
+                del self._since[w.session]
+            return taken
 
     def wait(self, timeout: float) -> None:
         """Block until a window is published or ``timeout`` seconds pass."""
@@ -106,6 +114,7 @@ class Mailboxes:
         """Forget a retired session's pending window (its counters stay for the report)."""
         with self._lock:
             self._pending.pop(sid, None)
+            self._since.pop(sid, None)
 
     def overwritten(self) -> dict[int, int]:
         with self._lock:

@@ -26,8 +26,8 @@ point it is scaled proportionally from the first.
 from __future__ import annotations
 
 import json
-from itertools import pairwise
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 

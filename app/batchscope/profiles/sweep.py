@@ -1,0 +1,327 @@
+"""Measure BlurBall's batch curve on this device, the study's way, as a device profile.
+
+Why: the best policy depends on the batch curve, and the curve depends on
+the GPU (PRODUCT.md: the laptop GPU loses throughput past batch 1 at
+512×288, the server GPU gains a little), so it must be re-measured on each
+device. The method is the study's, so the numbers can be compared with it:
+
+- the bare model (no pre/post-processing), in ``eval()`` and
+  ``torch.inference_mode()`` at the precision, cuDNN benchmark on;
+- the input made once, on the device, before timing;
+- ``warmup`` runs per point (cuDNN autotunes per input shape), then
+  ``rounds`` × ``repeat`` timed runs; the quoted time is the median of the
+  rounds' medians (CUDA events on CUDA; ``perf_counter`` otherwise);
+- peak memory per point: ``torch.cuda.max_memory_allocated`` over the timed
+  runs on CUDA (model + input + activations); on CPU the rise of the
+  process's resident-set high-water mark above its size before the input
+  was made.
+
+A point that fails (out of memory or otherwise) is kept in the curve with
+its ``error`` and no ``ms``; the sweep goes on with the next point.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import partial
+from itertools import pairwise
+from typing import Any
+
+from batchscope.config import ConfigError, format_resolution, parse_resolution
+from batchscope.engine.backends import check_device, check_precision, supported_precisions
+from batchscope.profiles.machine import PeakMemory
+from batchscope.profiles.profile import BatchCurve, CurvePoint, DeviceProfile
+
+DEFAULT_BATCHES = (1, 2, 3, 4, 8, 16)
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """What to measure; validated here so that every error names the flag."""
+
+    device: str
+    precisions: tuple[str, ...]
+    resolutions: tuple[tuple[int, int], ...]
+    batches: tuple[int, ...] = DEFAULT_BATCHES
+    warmup: int = 10  # untimed runs per point
+    repeat: int = 30  # timed runs per round
+    rounds: int = 3
+    channels_last: bool = False
+    lean: bool = False
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"cpu|cuda(:\d+)?", self.device):
+            raise ConfigError("device", self.device, "expected cpu or cuda:N")
+        if not self.precisions:
+            raise ConfigError("precision", "", "give at least one precision")
+        if not self.resolutions:
+            raise ConfigError("resolution", "", "give at least one resolution")
+        for res in self.resolutions:
+            parse_resolution(res)
+        if not self.batches or min(self.batches) < 1:
+            raise ConfigError("batch", list(self.batches), "batch sizes must be at least 1")
+        if list(self.batches) != sorted(set(self.batches)):
+            raise ConfigError("batch", list(self.batches), "batch sizes must increase")
+        if self.warmup < 0:
+            raise ConfigError("warmup", self.warmup, "must be 0 or more runs")
+        if self.repeat < 1:
+            raise ConfigError("repeat", self.repeat, "must be at least 1 run")
+        if self.rounds < 1:
+            raise ConfigError("rounds", self.rounds, "must be at least 1 round")
+
+    @property
+    def points(self) -> list[tuple[str, tuple[int, int], int]]:
+        """(precision, resolution, batch) in the order they are measured."""
+        return [(p, r, b) for p in self.precisions for r in self.resolutions for b in self.batches]
+
+    def method(self) -> str:
+        layout = ", channels_last" if self.channels_last else ""
+        lean = ", lean head" if self.lean else ""
+        return (
+            f"batchscope sweep: bare BlurBall (3-frame window{layout}{lean}), eval + "
+            f"inference_mode, cuDNN benchmark on, input made on the device; median of "
+            f"{self.rounds}x{self.repeat} runs (median of round medians) after "
+            f"{self.warmup} warm-ups per point"
+        )
+
+
+def time_round(model: Any, x: Any, repeat: int) -> float:
+    """Median ms of ``repeat`` forward passes of ``model`` on ``x`` (inside inference_mode)."""
+    import torch
+
+    if x.is_cuda:
+        marks = [
+            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+            for _ in range(repeat)
+        ]
+        for begin, end in marks:
+            begin.record()
+            model(x)
+            end.record()
+        torch.cuda.synchronize(x.device)
+        return statistics.median(begin.elapsed_time(end) for begin, end in marks)
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        model(x)
+        times.append((time.perf_counter() - t) * 1000.0)
+    return statistics.median(times)
+
+
+def measure_point(
+    model: Any,
+    plan: SweepPlan,
+    device: Any,
+    dtype: Any,
+    resolution: tuple[int, int],
+    batch: int,
+    memory: PeakMemory,
+) -> CurvePoint:
+    """One point of the curve; a failure becomes a point with ``error`` (never raises)."""
+    import torch
+
+    w, h = resolution
+    x = None
+    try:
+        memory.before_input()
+        x = torch.randn(batch, 9, h, w, device=device, dtype=dtype)
+        if plan.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        with torch.inference_mode():
+            for _ in range(plan.warmup):
+                model(x)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            memory.reset()
+            medians = [time_round(model, x, plan.repeat) for _ in range(plan.rounds)]
+        return CurvePoint(
+            batch, round(statistics.median(medians), 4), peak_mb=round(memory.peak_mb(), 1)
+        )
+    except torch.OutOfMemoryError as exc:
+        return CurvePoint(batch, None, error=f"out of memory: {_first_line(exc)}")
+    except Exception as exc:  # one bad point must not end the sweep
+        return CurvePoint(batch, None, error=f"{type(exc).__name__}: {_first_line(exc)}")
+    finally:
+        del x
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().split("\n")[0]
+    return text[:160] or type(exc).__name__
+
+
+def run_sweep(plan: SweepPlan, progress: Callable[[str], None]) -> list[BatchCurve]:
+    """Measure every point of ``plan``; ``progress`` gets one line per point.
+
+    Raises BackendError (one line) if the device or a precision is not available.
+    """
+    import torch
+
+    from batchscope.models.blurball import BlurBall
+
+    device = check_device(plan.device)
+    dtypes = {p: check_precision(p, device) for p in plan.precisions}
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = True
+    else:
+        for p in plan.precisions:
+            why = supported_precisions("cpu").get(p)
+            if why:
+                progress(f"note: {p} on cpu: {why}")
+    memory = PeakMemory(device)
+    total = sum(_cost(r, b) for _, r, b in plan.points)
+    done_cost, done, t0 = 0.0, 0, time.perf_counter()
+    curves = []
+    for precision in plan.precisions:
+        model = BlurBall(lean=plan.lean).eval().to(device, dtypes[precision])
+        if plan.channels_last:
+            model = model.to(memory_format=torch.channels_last)
+        for resolution in plan.resolutions:
+            measure = partial(
+                measure_point, model, plan, device, dtypes[precision], resolution, memory=memory
+            )
+            where = f"{precision} {format_resolution(resolution)}"
+            points = []
+            for batch in plan.batches:
+                point = measure(batch)
+                points.append(point)
+                done += 1
+                done_cost += _cost(resolution, batch)
+                elapsed = time.perf_counter() - t0
+                left = elapsed * (total - done_cost) / done_cost
+                progress(
+                    f"[{done}/{len(plan.points)}] {where} batch {batch}: "
+                    f"{_describe(point)} · {elapsed:.1f} s elapsed, ~{left:.0f} s left"
+                )
+            points = _settle(points, measure, partial(_prefixed, progress, where))
+            curves.append(BatchCurve(precision, resolution, tuple(points)))
+        del model
+    return curves
+
+
+def _prefixed(progress: Callable[[str], None], prefix: str, line: str) -> None:
+    progress(f"{prefix}: {line}")
+
+
+def _falls(points: list[CurvePoint]) -> list[tuple[CurvePoint, CurvePoint]]:
+    """Consecutive measured points whose time decreases with the batch size."""
+    measured = [p for p in points if p.ms is not None]
+    return [(a, b) for a, b in pairwise(measured) if b.ms < a.ms]
+
+
+def _settle(
+    points: list[CurvePoint], measure: Callable[[int], CurvePoint], progress: Callable[[str], None]
+) -> list[CurvePoint]:
+    """Make the curve one that profiles accept: time must not fall as the batch grows.
+
+    Why: a larger batch cannot really run faster than a smaller one, so a fall is
+    noise (another process on the device, a cold first point); ``parse_profile``
+    rejects such curves. Both points of each fall are measured once more; a fall
+    that survives that is left out: the later point keeps its measured time in its
+    ``error`` and no ``ms`` (the curve interpolates over it).
+    """
+    falls = _falls(points)
+    if not falls:
+        return points
+    again = sorted({p.batch for pair in falls for p in pair})
+    seen = ", ".join(f"b{a.batch} {a.ms:.2f} ms > b{b.batch} {b.ms:.2f} ms" for a, b in falls)
+    progress(f"time falls ({seen}); measuring batch {', '.join(map(str, again))} again")
+    fresh = {b: measure(b) for b in again}
+    points = [fresh.get(p.batch, p) for p in points]
+    kept: list[CurvePoint] = []
+    last: CurvePoint | None = None
+    for p in points:
+        if p.ms is not None and last is not None and p.ms < last.ms:
+            p = CurvePoint(
+                p.batch,
+                None,
+                p.peak_mb,
+                error=f"measured {p.ms:.2f} ms, less than batch {last.batch}'s "
+                f"{last.ms:.2f} ms twice: left out as noise",
+            )
+            progress(f"batch {p.batch}: {p.error}")
+        elif p.ms is not None:
+            last = p
+        kept.append(p)
+    return kept
+
+
+def _cost(resolution: tuple[int, int], batch: int) -> float:
+    """Relative time a point takes, for the estimate of what is left (pixels pushed)."""
+    return float(batch * resolution[0] * resolution[1])
+
+
+def _describe(point: CurvePoint) -> str:
+    if point.ms is None:
+        return f"FAILED ({point.error})"
+    return (
+        f"{point.ms:.2f} ms, {point.batch * 1000.0 / point.ms:.1f} windows/s, "
+        f"peak {point.peak_mb:g} MB"
+    )
+
+
+def build_profile(
+    plan: SweepPlan,
+    name: str,
+    curves: list[BatchCurve],
+    device_label: str,
+    memory_total_mb: float | None,
+    facts: dict[str, Any],
+    memory_metric: str,
+) -> DeviceProfile:
+    return DeviceProfile(
+        name=name,
+        device=device_label,
+        curves=tuple(curves),
+        memory_total_mb=None if memory_total_mb is None else round(memory_total_mb),
+        source=plan.method(),
+        meta={
+            "device_id": plan.device,
+            **facts,
+            "date": datetime.now(UTC).isoformat(timespec="seconds"),
+            "peak_mb_metric": memory_metric,
+        },
+    )
+
+
+def markdown_table(profile: DeviceProfile) -> str:
+    """The study's table per resolution: ms per batch, then windows/s, per precision."""
+    blocks = []
+    resolutions = list(dict.fromkeys(c.resolution for c in profile.curves))
+    for res in resolutions:
+        curves = [c for c in profile.curves if c.resolution == res]
+        precs = [c.precision for c in curves]
+        batches = sorted({p.batch for c in curves for p in c.points})
+        head = (
+            ["batch"]
+            + [f"{p.upper()} ms" for p in precs]
+            + [f"{p.upper()} windows/s" for p in precs]
+        )
+        lines = [
+            f"{profile.device}, {format_resolution(res)}:",
+            "",
+            "| " + " | ".join(head) + " |",
+            "|" + "---|" * len(head),
+        ]
+        for b in batches:
+            pts = [next((p for p in c.points if p.batch == b), None) for c in curves]
+            ms = [_cell(p, lambda q: f"{q.ms:.2f}") for p in pts]
+            wps = [_cell(p, lambda q: f"{q.batch * 1000.0 / q.ms:.1f}") for p in pts]
+            lines.append("| " + " | ".join([str(b), *ms, *wps]) + " |")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+def _cell(point: CurvePoint | None, fmt: Callable[[CurvePoint], str]) -> str:
+    if point is None:
+        return "–"
+    if point.ms is None:
+        return "OOM" if (point.error or "").startswith("out of memory") else "failed"
+    return fmt(point)

@@ -1,0 +1,53 @@
+"""How fast the simulator is: seconds of wall time to simulate 30 s of 16 sessions.
+
+The simulator is meant for grids of scenarios ("simulate any policy × session
+count × profile in a fraction of a second"), so it must run far faster than
+real time. Prints, per policy, the best of a few runs and the speed-up
+(simulated seconds per wall second).
+
+    PYTHONPATH=app python benchmarks/sim_speed.py [--sessions 16] [--duration 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from batchscope.config import POLICIES, RunConfig
+from batchscope.profiles.profile import load_profile
+from batchscope.sim.simulator import DEFAULT_WARMUP_S, simulate
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sessions", type=int, default=16)
+    parser.add_argument("--duration", type=float, default=30.0, help="simulated seconds")
+    parser.add_argument("--repeat", type=int, default=5, help="runs per policy (best kept)")
+    args = parser.parse_args()
+    profile = load_profile("laptop-8gb")
+    simulated_s = args.duration + DEFAULT_WARMUP_S
+    print(
+        f"laptop-8gb fp16 512x288, {args.sessions} sessions at 30 fps, "
+        f"{args.duration:g} s (+{DEFAULT_WARMUP_S:g} s warm-up) simulated; best of "
+        f"{args.repeat}"
+    )
+    print(f"{'policy':<22}{'wall s':>9}{'sim/wall':>10}{'batches':>9}{'windows':>9}")
+    for policy in POLICIES:
+        config = RunConfig(
+            sessions=args.sessions, policy=policy, max_batch=8, duration_s=args.duration
+        )
+        best = float("inf")
+        for _ in range(args.repeat):
+            start = time.perf_counter()
+            report = simulate(config, profile)
+            best = min(best, time.perf_counter() - start)
+        overall = report["overall"]
+        windows = sum(s["delivered"] for s in report["sessions"])
+        print(
+            f"{report['policy_label']:<22}{best:>9.3f}{simulated_s / best:>9.0f}x"
+            f"{sum(overall['batch_sizes'].values()):>9}{windows:>9}"
+        )
+
+
+if __name__ == "__main__":
+    main()

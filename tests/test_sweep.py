@@ -1,0 +1,177 @@
+"""`batchscope sweep` on the CPU at a tiny resolution: the profile it writes is one the
+rest of BatchScope accepts, a missing device is one line, and a failing point is kept."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from batchscope.cli import main
+from batchscope.engine.backends import EmulatedBackend
+from batchscope.profiles import sweep
+from batchscope.profiles.profile import CurvePoint, load_profile
+
+TINY = [
+    "--device",
+    "cpu",
+    "--precision",
+    "fp32",
+    "--resolution",
+    "128x72",
+    "--warmup",
+    "1",
+    "--repeat",
+    "2",
+    "--rounds",
+    "1",
+]
+
+
+@pytest.fixture
+def user_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point the user profile folder at a temporary one."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    return tmp_path / "config" / "batchscope" / "profiles"
+
+
+def test_cpu_sweep_writes_a_profile_the_simulator_and_emulator_accept(
+    user_config: Path, capsys
+) -> None:
+    assert main(["sweep", *TINY, "--batch", "1,2", "--name", "tiny-cpu"]) == 0
+    captured = capsys.readouterr()
+    path = user_config / "tiny-cpu.json"
+    assert path.is_file()  # the default --out is the user profile folder
+    progress = [line for line in captured.err.splitlines() if line.startswith("[")]
+    assert len(progress) == 2 and all("left" in line for line in progress)
+    assert "| batch | FP32 ms | FP32 windows/s |" in captured.out
+
+    profile = load_profile("tiny-cpu")  # found by name, like `batchscope profiles` lists it
+    (curve,) = profile.curves
+    assert (curve.precision, curve.resolution) == ("fp32", (128, 72))
+    assert [p.batch for p in curve.points] == [1, 2]
+    # A point can only lack a time if CPU noise made it fall below batch 1's twice.
+    assert curve.points[0].ms and curve.points[0].ms > 0
+    assert all(p.ms > 0 and p.peak_mb is not None for p in curve.measured)
+    for key in ("torch_version", "date", "peak_mb_metric", "device_id"):
+        assert key in profile.meta
+    assert "median of 1x2 runs" in profile.source
+
+    assert (
+        main(
+            [
+                "simulate",
+                "--profile",
+                str(path),
+                "--precision",
+                "fp32",
+                "--resolution",
+                "128x72",
+                "--sessions",
+                "2",
+                "--duration",
+                "2",
+            ]
+        )
+        == 0
+    )
+    assert "mean fps" in capsys.readouterr().out
+    EmulatedBackend(profile, "fp32", (128, 72))  # `run --backend emulated` builds this
+
+    assert main(["profiles"]) == 0
+    assert "tiny-cpu" in capsys.readouterr().out
+
+
+def test_missing_device_is_one_line_exit_2(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "never.json"
+    assert main(["sweep", "--device", "cuda:0", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "cuda:0" in err
+    assert not out.exists()
+
+
+def test_bad_repeat_is_one_line_exit_2(tmp_path: Path, capsys) -> None:
+    assert main(["sweep", *TINY, "--repeat", "0", "--out", str(tmp_path / "x.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "repeat" in err
+
+
+def test_a_failing_point_is_recorded_and_the_sweep_goes_on(
+    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = sweep.time_round
+
+    def out_of_memory_at_two(model, x, repeat):
+        if x.shape[0] == 2:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real(model, x, repeat)
+
+    monkeypatch.setattr(sweep, "time_round", out_of_memory_at_two)
+    out = tmp_path / "oom.json"
+    assert main(["sweep", *TINY, "--batch", "1,2,3", "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    points = json.loads(out.read_text())["curves"][0]["points"]
+    assert [p["batch"] for p in points] == [1, 2, 3]
+    assert "ms" not in points[1] and points[1]["error"].startswith("out of memory")
+    assert points[0]["ms"] > 0
+    assert "ms" in points[2] or "noise" in points[2]["error"]  # measured after the failure
+    assert "| 2 | OOM | OOM |" in captured.out
+    curve = load_profile(out).curves[0]
+    assert 2 not in [p.batch for p in curve.measured]  # the emulator interpolates over it
+
+
+def _point(batch: int, ms: float) -> CurvePoint:
+    return CurvePoint(batch, ms, peak_mb=1.0)
+
+
+def test_a_falling_curve_is_measured_again_then_the_later_point_left_out() -> None:
+    lines: list[str] = []
+    noisy = [_point(1, 40.0), _point(2, 30.0), _point(4, 150.0)]
+    again = {1: _point(1, 41.0), 2: _point(2, 80.0)}
+    settled = sweep._settle(noisy, again.__getitem__, lines.append)
+    assert [p.ms for p in settled] == [41.0, 80.0, 150.0]  # the fall was noise
+    assert "b1 40.00 ms > b2 30.00 ms" in lines[0]
+
+    still = {1: _point(1, 40.0), 2: _point(2, 35.0)}
+    settled = sweep._settle(noisy, still.__getitem__, lines.append)
+    assert [p.ms for p in settled] == [40.0, None, 150.0]
+    assert "35.00 ms" in settled[1].error and "twice" in settled[1].error
+
+
+def test_a_rising_curve_is_kept_as_measured() -> None:
+    points = [_point(1, 40.0), _point(2, 40.0), _point(4, 150.0)]
+    assert sweep._settle(points, pytest.fail, pytest.fail) == points
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_sweep_times_with_events_and_reads_torch_peak_memory(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "gpu.json"
+    args = [
+        "sweep",
+        "--device",
+        "cuda:0",
+        "--precision",
+        "fp16,fp32",
+        "--resolution",
+        "128x72",
+        "--batch",
+        "1,2",
+        "--warmup",
+        "2",
+        "--repeat",
+        "5",
+        "--rounds",
+        "2",
+    ]
+    assert main([*args, "--out", str(out)]) == 0
+    profile = load_profile(out)
+    assert {c.precision for c in profile.curves} == {"fp16", "fp32"}
+    assert all(p.peak_mb and p.peak_mb > 0 for c in profile.curves for p in c.measured)
+    assert profile.meta["cuda_version"] and profile.memory_total_mb > 1000
+    assert "max_memory_allocated" in profile.meta["peak_mb_metric"]
+    assert "| batch | FP16 ms | FP32 ms | FP16 windows/s | FP32 windows/s |" in (
+        capsys.readouterr().out
+    )
