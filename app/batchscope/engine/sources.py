@@ -153,7 +153,7 @@ class CameraSource(FrameSource):
         self.spec = f"camera:{index}"
         self.name = camera_name(index) or self.spec
         self.resolution = resolution
-        if sys.platform.startswith("linux") and not Path(f"/dev/video{index}").exists():
+        if not camera_present(index):
             raise SourceError(self.spec, f"no camera at index {index}")
         cap = cv2.VideoCapture(index)
         if not cap.isOpened():
@@ -217,6 +217,11 @@ def open_source(spec: str, resolution: tuple[int, int]) -> FrameSource:
 class CameraInfo:
     index: int
     name: str
+
+
+def camera_present(index: int) -> bool:
+    """On Linux, whether /dev/videoN exists (asking OpenCV is slow and noisy); elsewhere True."""
+    return not sys.platform.startswith("linux") or Path(f"/dev/video{index}").exists()
 
 
 def camera_name(index: int) -> str | None:

@@ -75,11 +75,13 @@ def _read(path: Path) -> object:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # torch raises many types; all mean an unreadable file
         message = str(error)
-        if _REFUSED_MARKER in message:
-            detail = _first_sentence(message.split(_REFUSED_MARKER, 1)[1])
+        detail = _first_sentence(message.split(_REFUSED_MARKER, 1)[-1])
+        if _REFUSED_MARKER in message and "Unsupported operand" in detail:
+            # garbage bytes or a plain (non-torch) pickle: the unpickler met an opcode
+            reason = f"not a torch checkpoint, refused by weights_only loading ({detail})"
+        elif _REFUSED_MARKER in message:
             reason = f"holds objects other than tensors, refused by weights_only loading ({detail})"
         else:
-            detail = _first_sentence(message)
             reason = f"not a torch checkpoint or corrupt ({type(error).__name__}: {detail})"
         raise CheckpointError(path, reason) from error
 

@@ -1,0 +1,140 @@
+"""Cost of watching: the same emulated run headless and with the dashboard open.
+
+The dashboard must not distort what it measures. This runs the emulated
+laptop GPU (fp16, 512×288, batch all waiting) on the sample videos twice per
+session count — once with no UI, once with the real main window (offscreen)
+reading snapshots on its timer — and prints:
+
+- throughput ratio (dashboard / headless; 1.0 = no cost),
+- p50 latency ratio (dashboard / headless; 1.0 = no cost),
+- the UI timer rate actually achieved (Hz),
+- GUI-thread busy %: time spent inside the timer callback / wall time.
+
+Usage: QT_QPA_PLATFORM=offscreen python benchmarks/ui_overhead.py [--duration 10]
+       [--sessions 4,16] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "app"))
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+from batchscope.config import RunConfig
+from batchscope.engine.engine import Engine, default_sources
+
+WARMUP_S = 2.0
+
+
+def config(sessions: int) -> RunConfig:
+    return RunConfig(
+        sources=default_sources(),
+        sessions=sessions,
+        policy="all",
+        backend="emulated",
+        profile="laptop-8gb",
+        precision="fp16",
+        resolution=(512, 288),
+    )
+
+
+def headless(sessions: int, duration: float) -> dict[str, Any]:
+    engine = Engine(config(sessions))
+    engine.open()
+    engine.start()
+    try:
+        time.sleep(WARMUP_S)
+        engine.reset_stats(announce=False)
+        time.sleep(duration)
+        return engine.report()
+    finally:
+        engine.stop()
+
+
+def with_dashboard(sessions: int, duration: float) -> tuple[dict[str, Any], float, float]:
+    from PySide6.QtCore import QEventLoop, QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from batchscope.ui.device_options import device_choices
+    from batchscope.ui.main_window import MainWindow
+    from batchscope.ui.theme import Look, apply_look
+
+    app = QApplication.instance() or QApplication([])
+    apply_look(app, Look())
+
+    def pump(seconds: float) -> None:
+        loop = QEventLoop()
+        QTimer.singleShot(int(seconds * 1000), loop.quit)
+        loop.exec()
+
+    engine = Engine(config(sessions))
+    window = MainWindow(engine, Look(), None, devices=device_choices(gpus=[]))
+    window.resize(1600, 1000)
+    window.show()
+    window.start()
+    deadline = time.monotonic() + 60
+    while not window.timer.isActive() and time.monotonic() < deadline:
+        pump(0.05)
+    try:
+        pump(WARMUP_S)
+        engine.reset_stats(announce=False)
+        window.tick_stats.reset()
+        pump(duration)
+        return engine.report(), window.tick_stats.rate_hz, window.tick_stats.busy_fraction
+    finally:
+        window.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=10.0, help="measured seconds per run")
+    parser.add_argument("--sessions", default="4,16", help="session counts, comma-separated")
+    parser.add_argument("--json", help="also write the figures as JSON to this path")
+    args = parser.parse_args()
+    rows = []
+    print(
+        f"sources: {', '.join(Path(s).name for s in default_sources())}; "
+        f"emulated laptop-8gb fp16 512x288, policy all; {args.duration:g} s per run"
+    )
+    head = (
+        f"{'sessions':>8} {'thru headless':>14} {'thru UI':>8} {'ratio':>6} "
+        f"{'p50 headless':>13} {'p50 UI':>7} {'ratio':>6} {'UI Hz':>6} {'GUI busy':>9}"
+    )
+    print(head)
+    print("-" * len(head))
+    for n in (int(v) for v in args.sessions.split(",")):
+        base = headless(n, args.duration)
+        ui, hz, busy = with_dashboard(n, args.duration)
+        b, u = base["overall"], ui["overall"]
+        row = {
+            "sessions": n,
+            "throughput_headless_wps": b["throughput_wps"],
+            "throughput_ui_wps": u["throughput_wps"],
+            "throughput_ratio": round(u["throughput_wps"] / b["throughput_wps"], 3),
+            "p50_headless_ms": b["latency_ms"]["p50"],
+            "p50_ui_ms": u["latency_ms"]["p50"],
+            "p50_ratio": round(u["latency_ms"]["p50"] / b["latency_ms"]["p50"], 3),
+            "ui_timer_hz": round(hz, 1),
+            "gui_busy_pct": round(100 * busy, 1),
+        }
+        rows.append(row)
+        print(
+            f"{n:>8} {row['throughput_headless_wps']:>14.1f} {row['throughput_ui_wps']:>8.1f} "
+            f"{row['throughput_ratio']:>6.3f} {row['p50_headless_ms']:>13.1f} "
+            f"{row['p50_ui_ms']:>7.1f} {row['p50_ratio']:>6.3f} {row['ui_timer_hz']:>6.1f} "
+            f"{row['gui_busy_pct']:>8.1f}%"
+        )
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
