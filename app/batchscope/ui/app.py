@@ -1,0 +1,94 @@
+"""`batchscope gui`: the desktop app.
+
+Starts on the last-used settings or the demo default, shows the window at
+once and opens the sources in the background. ``--screenshot PNG --after S``
+runs the real app, grabs the window S seconds after the engine started,
+saves it and exits (0, or 2 with one line if the PNG cannot be written);
+screenshot runs ignore and keep the saved settings so images are
+reproducible. ``BATCHSCOPE_THEME=light`` and ``BATCHSCOPE_PRESENTATION=1``
+choose the look (for README images of the light theme and presentation mode).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from PySide6.QtCore import QSettings, QTimer
+from PySide6.QtWidgets import QApplication
+
+from batchscope.engine.engine import Engine
+from batchscope.ui.main_window import MainWindow
+from batchscope.ui.scenarios import find_scenario
+from batchscope.ui.settings import initial_config
+from batchscope.ui.theme import apply_look, look_from_name
+
+SCREENSHOT_SIZE = (1600, 1000)
+START_TIMEOUT_S = 120.0  # a screenshot run gives up if the engine has not started by then
+
+
+def cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def run_gui(args: argparse.Namespace) -> int:
+    scenario = None
+    if args.scenario:
+        try:
+            scenario = find_scenario(args.scenario)
+        except KeyError as exc:
+            print(f"batchscope: error: {exc.args[0]}", file=sys.stderr)
+            return 2
+    screenshot = getattr(args, "screenshot", None)
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setOrganizationName("BatchScope")
+    app.setApplicationName("BatchScope")
+    settings = None if screenshot else QSettings("BatchScope", "BatchScope")
+
+    config, note = initial_config(settings, args.sources, cuda_available())
+    if scenario is not None:  # start on its first step rather than switching right away
+        config = config.with_changes(**scenario.steps[0].as_dict())
+    theme = os.environ.get("BATCHSCOPE_THEME") or (
+        str(settings.value("theme", "dark")) if settings else "dark"
+    )
+    look = look_from_name(theme, os.environ.get("BATCHSCOPE_PRESENTATION") == "1")
+    apply_look(app, look)
+    window = MainWindow(Engine(config), look, settings)
+    if settings is not None and settings.value("geometry") is not None:
+        window.restoreGeometry(settings.value("geometry"))
+    else:
+        window.resize(*SCREENSHOT_SIZE)
+    if look.presentation:
+        window.set_presentation(True)
+    else:
+        window.show()
+    result = {"code": 0}
+    if screenshot:
+        _arm_screenshot(window, screenshot, args.after, result)
+    window.start(scenario, note)
+    app.exec()
+    return result["code"]
+
+
+def _arm_screenshot(window: MainWindow, path: str, after_s: float, result: dict) -> None:
+    """Grab ``after_s`` seconds after the engine starts (or fails to), save, close."""
+
+    def grab() -> None:
+        if not window.grab().save(path, "PNG"):
+            print(f"batchscope: error: {path}: cannot write the screenshot", file=sys.stderr)
+            result["code"] = 2
+        window.close()
+        QApplication.instance().quit()
+
+    fired = {"armed": False}
+
+    def arm(_error: object) -> None:
+        if not fired["armed"]:
+            fired["armed"] = True
+            QTimer.singleShot(int(max(0.0, after_s) * 1000), grab)
+
+    window.presenter.started.connect(arm)
+    QTimer.singleShot(int(START_TIMEOUT_S * 1000), lambda: arm(None))

@@ -1,0 +1,129 @@
+"""Which devices, precisions and resolutions the controls offer, and why some are greyed out.
+
+Pure functions (no widgets) so the rules are tested without a screen. A
+device is the real model on the CPU or a CUDA GPU, or an emulated device
+profile; an emulated device can only replay the (precision, resolution)
+curves its profile measured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from batchscope.config import PRECISIONS, RunConfig, format_resolution
+
+#: Resolutions the controls offer (width a multiple of 32, height of 16).
+RESOLUTIONS: tuple[tuple[int, int], ...] = ((256, 144), (512, 288), (768, 432), (1024, 576))
+
+_PRECISION_PREFERENCE = ("fp16", "fp32", "bf16")
+
+
+@dataclass(frozen=True)
+class DeviceChoice:
+    key: str  # "cpu", "cuda:0", "emulated:laptop-8gb"
+    label: str
+    backend: str
+    device: str
+    profile: str | None = None
+    covers: tuple[tuple[str, tuple[int, int]], ...] = ()  # emulated: measured curves
+
+    @property
+    def emulated(self) -> bool:
+        return self.backend == "emulated"
+
+    def changes(self) -> dict[str, Any]:
+        """The RunConfig fields that select this device."""
+        return {"backend": self.backend, "device": self.device, "profile": self.profile}
+
+
+def cuda_names() -> list[str]:
+    import torch
+
+    if not torch.cuda.is_available():
+        return []
+    return [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+
+
+def device_choices(gpus: list[str] | None = None) -> list[DeviceChoice]:
+    """CPU, each CUDA GPU found, then each emulated profile that loads."""
+    from batchscope.profiles.profile import DeviceProfile, list_profiles
+
+    gpus = cuda_names() if gpus is None else gpus
+    out = [DeviceChoice("cpu", "CPU · real model", "torch", "cpu")]
+    out += [
+        DeviceChoice(f"cuda:{i}", f"cuda:{i} · {name} · real model", "torch", f"cuda:{i}")
+        for i, name in enumerate(gpus)
+    ]
+    for _kind, profile in list_profiles():
+        if isinstance(profile, DeviceProfile):
+            out.append(
+                DeviceChoice(
+                    f"emulated:{profile.name}",
+                    f"Emulated · {profile.name} ({profile.device})",
+                    "emulated",
+                    "cpu",
+                    profile.name,
+                    tuple(profile.covers()),
+                )
+            )
+    return out
+
+
+def choice_key(config: RunConfig) -> str:
+    return f"emulated:{config.profile}" if config.backend == "emulated" else config.device
+
+
+def precision_reasons(choice: DeviceChoice, resolution: tuple[int, int]) -> dict[str, str | None]:
+    """precision -> None if the device can run it at ``resolution``, else why not."""
+    if not choice.emulated:
+        from batchscope.engine.backends import supported_precisions
+
+        return supported_precisions(choice.device)
+    out: dict[str, str | None] = {}
+    for p in PRECISIONS:
+        if (p, tuple(resolution)) in choice.covers:
+            out[p] = None
+        elif any(cp == p for cp, _ in choice.covers):
+            out[p] = f"profile {choice.profile} has no {p} curve at {format_resolution(resolution)}"
+        else:
+            out[p] = f"profile {choice.profile} has no {p} measurements"
+    return out
+
+
+def resolution_options(choice: DeviceChoice) -> dict[tuple[int, int], str | None]:
+    """resolution -> None if offered for this device, else why not (emulated: not measured)."""
+    covered = sorted({tuple(r) for _, r in choice.covers})
+    everything = sorted(set(RESOLUTIONS) | set(covered) if choice.emulated else RESOLUTIONS)
+    if not choice.emulated:
+        return dict.fromkeys(everything)
+    return {
+        r: None
+        if r in covered
+        else f"profile {choice.profile} was not measured at {format_resolution(r)}"
+        for r in everything
+    }
+
+
+def fit(
+    choice: DeviceChoice, precision: str, resolution: tuple[int, int]
+) -> tuple[str, tuple[int, int]]:
+    """The closest (precision, resolution) the device can run, keeping what already fits."""
+    options = resolution_options(choice)
+    if options.get(tuple(resolution), "absent") is not None:
+        allowed = [r for r, why in options.items() if why is None]
+        resolution = (512, 288) if (512, 288) in allowed else allowed[0]
+    reasons = precision_reasons(choice, resolution)
+    if reasons.get(precision) is not None:
+        if choice.emulated:
+            # the precision may exist at another resolution of the profile
+            for r in options:
+                if (precision, r) in choice.covers:
+                    return precision, r
+        preference = (
+            ("fp32", "bf16", "fp16")
+            if choice.device == "cpu" and not choice.emulated
+            else _PRECISION_PREFERENCE
+        )
+        precision = next(p for p in preference if reasons.get(p) is None)
+    return precision, tuple(resolution)

@@ -1,0 +1,237 @@
+"""The distribution plots: latency histogram, overwritten frames, batch sizes, stages."""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtWidgets import QComboBox
+
+from batchscope.engine.engine import Snapshot
+from batchscope.engine.stats import STAGES
+from batchscope.ui.plots import PlotCard, pen, style_labels
+from batchscope.ui.theme import STAGE_COLOURS, Look, session_colour
+
+BINS = 60
+PERCENTILES = (("p50", 50), ("p95", 95), ("p99", 99))
+
+
+def nice_ceiling(x: float) -> float:
+    """The next round value at or above ``x`` (keeps the histogram range steady)."""
+    if x <= 0:
+        return 1.0
+    base = 10 ** math.floor(math.log10(x))
+    return next(m * base for m in (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10) if m * base >= x)
+
+
+def session_ticks(ids: list[int]) -> list[list[tuple[float, str]]]:
+    step = max(1, math.ceil(len(ids) / 10))
+    return [[(float(i), f"S{i}") for i in ids[::step]]]
+
+
+class LatencyHistogram(PlotCard):
+    """End-to-end latency of the recent windows, with p50/p95/p99 and the objective."""
+
+    def __init__(self, look: Look) -> None:
+        self.which = QComboBox()
+        self.which.addItem("All", -1)
+        self.curve = pg.PlotCurveItem(
+            np.array([0.0, 1.0]), np.array([0.0]), stepMode="center", fillLevel=0
+        )
+        self.markers = {name: pg.InfiniteLine(angle=90, movable=False) for name, _ in PERCENTILES}
+        self.objective = pg.InfiniteLine(angle=90, movable=False)
+        super().__init__("Latency", look, "latency (ms)", "windows", header_extra=self.which)
+        self.plot.addItem(self.curve)
+        for i, (name, line) in enumerate(self.markers.items()):
+            pg.InfLineLabel(line, name, position=0.93 - 0.1 * i, anchors=[(0, 0), (0, 0)])
+            self.plot.addItem(line, ignoreBounds=True)
+        pg.InfLineLabel(self.objective, "objective", position=0.6, anchors=[(1, 0), (1, 0)])
+        self.plot.addItem(self.objective, ignoreBounds=True)
+        self.plot.enableAutoRange(x=False)
+        self.restyle()
+
+    def restyle(self) -> None:
+        t, lw = self.look.theme, self.look.line_width
+        colour = pg.mkColor(t.accent)
+        self.curve.setPen(pen(t.accent, lw * 0.8))
+        colour.setAlpha(90)
+        self.curve.setBrush(colour)
+        for line in self.markers.values():
+            line.setPen(pen(t.text, max(1.0, lw * 0.5), dashed=True))
+        self.objective.setPen(pen(t.error, lw))
+        for line in self.markers.values():
+            style_labels(line, t.text, self.look)
+        style_labels(self.objective, t.error, self.look)
+
+    def update_from(self, snap: Snapshot) -> None:
+        ids = [s.id for s in snap.sessions]
+        if [self.which.itemData(i) for i in range(1, self.which.count())] != ids:
+            current = self.which.currentData()
+            self.which.blockSignals(True)
+            while self.which.count() > 1:
+                self.which.removeItem(1)
+            for sid in ids:
+                self.which.addItem(f"S{sid}", sid)
+            self.which.setCurrentIndex(max(0, self.which.findData(current)))
+            self.which.blockSignals(False)
+        sid = self.which.currentData()
+        if sid == -1:
+            parts = list(snap.recent_latency_ms.values())
+            ms = np.concatenate(parts) if parts else np.empty(0)
+        else:
+            ms = snap.recent_latency_ms.get(sid, np.empty(0))
+        adaptive = snap.config.policy == "adaptive"
+        self.objective.setVisible(adaptive)
+        if self.objective.value() != snap.config.slo_ms:
+            self.objective.setValue(snap.config.slo_ms)
+            for child in self.objective.childItems():
+                if isinstance(child, pg.InfLineLabel):
+                    child.setFormat(f"objective {snap.config.slo_ms:g} ms")
+        who = "all sessions" if sid == -1 else f"session {sid}"
+        self.set_axis_label("left", f"windows ({who})")
+        if ms.size == 0:
+            self.curve.setData(np.array([0.0, 1.0]), np.array([0.0]))
+            self.set_title("Latency — no results yet")
+            return
+        p = dict(
+            zip(
+                (n for n, _ in PERCENTILES),
+                np.percentile(ms, [q for _, q in PERCENTILES]),
+                strict=True,
+            )
+        )
+        top = nice_ceiling(max(p["p99"] * 1.25, snap.config.slo_ms * 1.15 if adaptive else 0))
+        counts, edges = np.histogram(np.clip(ms, 0, top), bins=BINS, range=(0, top))
+        self.curve.setData(edges, counts.astype(float))
+        for name, line in self.markers.items():
+            line.setValue(p[name])
+            for child in line.childItems():
+                if isinstance(child, pg.InfLineLabel):
+                    child.setFormat(f"{name} {p[name]:.0f}")
+        self.plot.setXRange(0, top, padding=0)
+        self.set_title(f"Latency — p50 {p['p50']:.0f} · p99 {p['p99']:.0f} ms")
+        self.title.setToolTip(f"End-to-end latency of the last {ms.size} windows of {who}")
+
+
+class OverwrittenBars(PlotCard):
+    """Windows replaced in a mailbox before the worker took them, per session."""
+
+    def __init__(self, look: Look) -> None:
+        self.bars = pg.BarGraphItem(x=[], height=[], width=0.7)
+        super().__init__("Overwritten frames", look, "session", "frames")
+        self.plot.addItem(self.bars)
+        self.plot.enableAutoRange(y=False)
+        self._history: deque[tuple[float, int]] = deque()
+        self._ids: list[int] = []
+
+    def rate(self, t: float, total: int) -> float:
+        """Overwritten frames per second over about the last second."""
+        if self._history and total < self._history[-1][1]:
+            self._history.clear()  # statistics were reset
+        self._history.append((t, total))
+        while len(self._history) > 2 and self._history[1][0] <= t - 1.0:
+            self._history.popleft()
+        t0, n0 = self._history[0]
+        return (total - n0) / (t - t0) if t > t0 else 0.0
+
+    def update_from(self, snap: Snapshot) -> None:
+        ids = [s.id for s in snap.sessions]
+        counts = [s.overwritten for s in snap.sessions]
+        self.bars.setOpts(
+            x=ids,
+            height=counts,
+            width=0.7,
+            brushes=[pg.mkBrush(session_colour(i)) for i in ids],
+            pens=[pg.mkPen(None)] * len(ids),
+        )
+        if ids != self._ids:
+            self._ids = ids
+            self.plot.getAxis("bottom").setTicks(session_ticks(ids))
+            self.plot.setXRange(-0.6, max(ids, default=0) + 0.6, padding=0)
+        self.plot.setYRange(0, max(1, max(counts, default=0)) * 1.08, padding=0)
+        total = sum(counts)
+        self.set_title(f"Overwritten — total {total:,} · {self.rate(snap.t, total):.1f}/s")
+
+
+class BatchSizeBars(PlotCard):
+    """Share of batches of each size over the recent batches."""
+
+    def __init__(self, look: Look) -> None:
+        self.bars = pg.BarGraphItem(x=[], height=[], width=0.7)
+        super().__init__("Batch sizes", look, "batch size (windows)", "share of batches (%)")
+        self.plot.addItem(self.bars)
+        self._right = 0
+
+    def restyle(self) -> None:
+        self.bars.setOpts(brush=pg.mkBrush(self.look.theme.accent), pen=pg.mkPen(None))
+
+    def update_from(self, snap: Snapshot) -> None:
+        sizes = snap.batch_sizes
+        total = sum(sizes.values())
+        if not total:
+            return
+        x = np.array(list(sizes), float)
+        share = np.array(list(sizes.values()), float) * 100.0 / total
+        self.bars.setOpts(x=x, height=share, width=0.7)
+        mean = float((x * share).sum() / 100.0)
+        right = max(4, int(x.max()))
+        self.plot.setXRange(0.4, right + 0.6, padding=0)
+        if right != self._right:
+            self._right = right
+            step = max(1, right // 12)
+            self.plot.getAxis("bottom").setTicks([[(i, str(i)) for i in range(1, right + 1, step)]])
+        cap = f" · capped at {snap.oom_cap} after OOM" if snap.oom_cap else ""
+        self.set_title(f"Batch size — mean {mean:.1f}{cap}")
+        self.title.setToolTip(f"Share of the last {total:,} batches of each size")
+
+
+class StageBars(PlotCard):
+    """Mean latency per session split into wait, prep, compute and post (stacked).
+
+    The title is the legend: a coloured chip and the mean of each stage, so no legend box
+    ever covers a bar.
+    """
+
+    def __init__(self, look: Look) -> None:
+        self.bars = {stage: pg.BarGraphItem(x=[], height=[], width=0.7) for stage in STAGES}
+        self._means = dict.fromkeys(STAGES, 0)
+        super().__init__("Latency by stage", look, "session", "mean latency (ms)")
+        for item in self.bars.values():
+            self.plot.addItem(item)
+        self._ids: list[int] = []
+        self.restyle()
+
+    def restyle(self) -> None:
+        for stage, item in self.bars.items():
+            item.setOpts(brush=pg.mkBrush(STAGE_COLOURS[stage]), pen=pg.mkPen(None))
+        self._show_legend()
+
+    def _show_legend(self) -> None:
+        chips = " &nbsp;".join(
+            f'<span style="color:{STAGE_COLOURS[st]}">■</span>&nbsp;{st} {v}'
+            for st, v in self._means.items()
+        )
+        self.set_title(f'<span style="font-weight:normal">{chips}</span>')
+        self.title.setToolTip("Mean latency of each stage over the recent windows, per session")
+
+    def update_from(self, snap: Snapshot) -> None:
+        ids = [s.id for s in snap.sessions]
+        base = np.zeros(len(ids))
+        for stage, item in self.bars.items():
+            h = np.array([s.stages_ms.get(stage, 0.0) for s in snap.sessions])
+            item.setOpts(x=ids, height=h, y0=base.copy(), width=0.7)
+            base += h
+        if ids != self._ids:
+            self._ids = ids
+            self.plot.getAxis("bottom").setTicks(session_ticks(ids))
+            self.plot.setXRange(-0.6, max(ids, default=0) + 0.6, padding=0)
+        if ids:
+            means = {
+                st: round(float(np.mean([s.stages_ms.get(st, 0.0) for s in snap.sessions])))
+                for st in STAGES
+            }
+            if means != self._means:
+                self._means = means
+                self._show_legend()

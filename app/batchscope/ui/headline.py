@@ -1,0 +1,120 @@
+"""Headline numbers in large type (readable from the back of a room) and the status bar."""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QSizePolicy,
+    QStatusBar,
+    QVBoxLayout,
+    QWidget,
+)
+
+from batchscope.engine.engine import Snapshot
+from batchscope.engine.stats import jain
+from batchscope.ui.theme import Look
+
+KPIS = (
+    ("throughput", "throughput (windows/s)"),
+    ("mean_fps", "mean fps"),
+    ("min_fps", "min fps"),
+    ("jain", "fairness (Jain)"),
+    ("p50", "p50 latency (ms)"),
+    ("p99", "p99 latency (ms)"),
+    ("busy", "device busy"),
+)
+
+
+def headline_numbers(snap: Snapshot) -> dict[str, str]:
+    """The headline figures, formatted (same definitions as the report)."""
+    fps = [s.fps for s in snap.sessions if s.state == "running"]
+    parts = list(snap.recent_latency_ms.values())
+    ms = np.concatenate(parts) if parts else np.empty(0)
+    p50, p99 = np.percentile(ms, [50, 99]) if ms.size else (np.nan, np.nan)
+    dash = "–"
+    return {
+        "throughput": f"{snap.throughput_wps:.0f}",
+        "mean_fps": f"{np.mean(fps):.1f}" if fps else dash,
+        "min_fps": f"{min(fps):.1f}" if fps else dash,
+        "jain": f"{jain(fps):.2f}" if fps else dash,
+        "p50": f"{p50:.0f}" if ms.size else dash,
+        "p99": f"{p99:.0f}" if ms.size else dash,
+        "busy": f"{100 * snap.busy:.0f}%",
+    }
+
+
+class HeadlineStrip(QFrame):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("kpis")
+        row = QHBoxLayout(self)
+        row.setContentsMargins(10, 4, 10, 4)
+        self.values: dict[str, QLabel] = {}
+        for key, name in KPIS:
+            box = QVBoxLayout()
+            box.setSpacing(0)
+            value = QLabel("–")
+            value.setObjectName("kpiValue")
+            label = QLabel(name)
+            label.setObjectName("kpiName")
+            box.addWidget(value)
+            box.addWidget(label)
+            row.addLayout(box)
+            row.addStretch(1)
+            self.values[key] = value
+
+    def update_from(self, snap: Snapshot) -> None:
+        for key, text in headline_numbers(snap).items():
+            if self.values[key].text() != text:
+                self.values[key].setText(text)
+
+
+class StatusLine(QStatusBar):
+    """Device and memory, weights, throughput, busy, policy; plus the latest apply message."""
+
+    def __init__(self, look: Look, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._look = look
+        self.message = QLabel()
+        self.device = QLabel()
+        self.weights = QLabel()
+        self.rate = QLabel()
+        self.policy = QLabel()
+        self.message.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.message.setMinimumWidth(40)
+        self.addWidget(self.message, 1)
+        for w in (self.device, self.weights, self.rate, self.policy):
+            self.addPermanentWidget(w)
+        self._level = "info"
+
+    def set_look(self, look: Look) -> None:
+        self._look = look
+        self.show_message(self.message.text(), self._level)
+
+    def show_message(self, text: str, level: str = "info") -> None:
+        t = self._look.theme
+        colour = {"error": t.error, "ok": t.ok, "busy": t.accent}.get(level, t.text)
+        self._level = level
+        self.message.setStyleSheet(f"color: {colour};")
+        self.message.setText(text)
+        self.message.setToolTip(text)
+
+    def update_from(self, snap: Snapshot) -> None:
+        total = snap.memory.get("device_total_mb")
+        device = snap.device + (f" · {total / 1024:.0f} GB" if total else "")
+        texts = (
+            (self.device, device),
+            (self.weights, snap.weights),
+            (
+                self.rate,
+                f"{snap.throughput_wps:.0f} w/s · busy {100 * snap.busy:.0f}%"
+                + (" · paused" if snap.paused else ""),
+            ),
+            (self.policy, snap.config.policy_phrase()),
+        )
+        for label, text in texts:
+            if label.text() != text:
+                label.setText(text)

@@ -1,0 +1,391 @@
+"""The main window: panels, plots, menus and the one timer that reads the engine.
+
+Everything on screen is refreshed from one ``engine.snapshot()`` per tick
+(``TICK_HZ``); nothing else in the UI touches the engine's threads. Cards
+that are hidden (other tabs) skip their update.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from PySide6.QtCore import QSettings, Qt, QTimer
+from PySide6.QtGui import (
+    QAction,
+    QActionGroup,
+    QCloseEvent,
+    QDragEnterEvent,
+    QDropEvent,
+    QKeySequence,
+)
+from PySide6.QtWidgets import (
+    QApplication,
+    QFileDialog,
+    QFrame,
+    QGroupBox,
+    QLabel,
+    QMainWindow,
+    QSplitter,
+    QTabWidget,
+    QToolBar,
+    QVBoxLayout,
+    QWidget,
+)
+
+from batchscope.engine.engine import Engine, Snapshot
+from batchscope.ui.controls import ControlsPanel
+from batchscope.ui.device_options import DeviceChoice, device_choices
+from batchscope.ui.dist_plots import BatchSizeBars, LatencyHistogram, OverwrittenBars, StageBars
+from batchscope.ui.export import ExportError, export_png, export_report
+from batchscope.ui.headline import HeadlineStrip, StatusLine
+from batchscope.ui.plots import FpsPlot, MemoryPlot, PlotCard, ThroughputPlot, time_window
+from batchscope.ui.presenter import Presenter
+from batchscope.ui.scenarios import SCENARIOS, Scenario
+from batchscope.ui.sessions_panel import SessionsPanel
+from batchscope.ui.settings import save_config
+from batchscope.ui.theme import Look, apply_look
+from batchscope.ui.video_tiles import VideoWall
+
+TICK_HZ = 15
+
+
+@dataclass
+class TickStats:
+    """How often the UI timer fired and how much of the GUI thread it used."""
+
+    ticks: int = 0
+    busy_s: float = 0.0
+    since: float = field(default_factory=time.perf_counter)
+
+    def record(self, seconds: float) -> None:
+        self.ticks += 1
+        self.busy_s += seconds
+
+    def reset(self) -> None:
+        self.ticks, self.busy_s, self.since = 0, 0.0, time.perf_counter()
+
+    @property
+    def rate_hz(self) -> float:
+        return self.ticks / max(1e-9, time.perf_counter() - self.since)
+
+    @property
+    def busy_fraction(self) -> float:
+        return self.busy_s / max(1e-9, time.perf_counter() - self.since)
+
+
+class MainWindow(QMainWindow):
+    def __init__(
+        self,
+        engine: Engine,
+        look: Look,
+        settings: QSettings | None = None,
+        devices: list[DeviceChoice] | None = None,
+    ) -> None:
+        super().__init__()
+        self.setWindowTitle("BatchScope — live batching lab")
+        self.engine = engine
+        self.look = look
+        self.settings = settings
+        self.presenter = Presenter(engine, self)
+        self.tick_stats = TickStats()
+        self._start_note: str | None = None
+        self.setAcceptDrops(True)
+
+        self.controls = ControlsPanel(devices if devices is not None else device_choices())
+        self.sessions = SessionsPanel(look)
+        self.video = VideoWall(look)
+        self.fps_plot = FpsPlot(look)
+        self.latency = LatencyHistogram(look)
+        self.overwritten = OverwrittenBars(look)
+        self.batches = BatchSizeBars(look)
+        self.throughput = ThroughputPlot(look)
+        self.stages = StageBars(look)
+        self.memory = MemoryPlot(look)
+        self.headline = HeadlineStrip()
+        self.caption = QLabel()
+        self.caption.setObjectName("caption")
+        self.caption.setWordWrap(True)
+        self.caption.hide()
+        self.status_line = StatusLine(look)
+        self.setStatusBar(self.status_line)
+        self._build_layout()
+        self._build_actions()
+        self.controls.show_config(engine.config)
+        self.sessions.show_count(engine.config.sessions)
+
+        p = self.presenter
+        self.controls.changed.connect(p.change)
+        self.sessions.sessions_changed.connect(p.set_sessions)
+        self.sessions.add_files.connect(self.add_files)
+        self.sessions.add_source.connect(lambda spec: p.add_sources([spec]))
+        self.sessions.remove_source.connect(self._remove_source)
+        p.status.connect(self._on_status)
+        p.config_shown.connect(self._show_config)
+        p.caption.connect(self._show_caption)
+        p.started.connect(self._on_started)
+
+        self.timer = QTimer(self)
+        self.timer.setInterval(1000 // TICK_HZ)
+        self.timer.timeout.connect(self.tick)
+
+    # -- layout -----------------------------------------------------------------------------
+
+    def _build_layout(self) -> None:
+        left = QWidget()
+        lay = QVBoxLayout(left)
+        lay.setContentsMargins(6, 6, 0, 6)
+        controls_box = QGroupBox("Controls")
+        QVBoxLayout(controls_box).addWidget(self.controls)
+        sessions_box = QGroupBox("Sessions")
+        QVBoxLayout(sessions_box).addWidget(self.sessions)
+        lay.addWidget(controls_box)
+        lay.addWidget(sessions_box, 1)
+
+        video_card = QFrame()
+        video_card.setObjectName("card")
+        vlay = QVBoxLayout(video_card)
+        vlay.setContentsMargins(6, 6, 6, 6)
+        vlay.addWidget(self.video)
+        self.tabs = QTabWidget()
+        self.tabs.addTab(self.batches, "Batch sizes")
+        self.tabs.addTab(self.throughput, "Throughput")
+        self.tabs.addTab(self.stages, "Stages")
+        self.tabs.addTab(self.memory, "Memory")
+
+        top = QSplitter(Qt.Orientation.Horizontal)
+        top.addWidget(video_card)
+        top.addWidget(self.fps_plot)
+        top.setSizes([560, 640])
+        bottom = QSplitter(Qt.Orientation.Horizontal)
+        for w in (self.latency, self.overwritten, self.tabs):
+            bottom.addWidget(w)
+        bottom.setSizes([400, 400, 400])
+        rows = QSplitter(Qt.Orientation.Vertical)
+        rows.addWidget(top)
+        rows.addWidget(bottom)
+        rows.setSizes([520, 440])
+
+        self.dashboard = QWidget()
+        dlay = QVBoxLayout(self.dashboard)
+        dlay.setContentsMargins(4, 6, 6, 6)
+        dlay.addWidget(self.caption)
+        dlay.addWidget(self.headline)
+        dlay.addWidget(rows, 1)
+
+        self.split = QSplitter(Qt.Orientation.Horizontal)
+        self.split.addWidget(left)
+        self.split.addWidget(self.dashboard)
+        self.split.setStretchFactor(1, 1)
+        self.split.setSizes([400, 1200])
+        self._panel_sizes = self.split.sizes()
+        self.setCentralWidget(self.split)
+
+    def _build_actions(self) -> None:
+        bar = QToolBar("Run")
+        bar.setMovable(False)
+        self.addToolBar(bar)
+        self.pause_action = QAction("Pause", self, checkable=True)
+        self.pause_action.setShortcut(QKeySequence(Qt.Key.Key_Space))
+        self.pause_action.toggled.connect(self._on_pause)
+        reset = QAction("Reset statistics", self)
+        reset.triggered.connect(self.presenter.reset_stats)
+        export_plots = QAction("Export plots (PNG)…", self)
+        export_plots.triggered.connect(self._export_plots)
+        export_numbers = QAction("Export numbers (JSON)…", self)
+        export_numbers.triggered.connect(self._export_numbers)
+        self.presentation_action = QAction("Presentation mode", self, checkable=True)
+        self.presentation_action.setShortcut(QKeySequence(Qt.Key.Key_F11))
+        self.presentation_action.toggled.connect(self.set_presentation)
+        for a in (self.pause_action, reset, export_plots, export_numbers):
+            bar.addAction(a)
+
+        menu = self.menuBar()
+        file_menu = menu.addMenu("&File")
+        add = file_menu.addAction("Add video files…")
+        add.triggered.connect(self.sessions._choose_files)
+        file_menu.addAction(export_plots)
+        file_menu.addAction(export_numbers)
+        file_menu.addSeparator()
+        quit_action = file_menu.addAction("Quit")
+        quit_action.setShortcut(QKeySequence.StandardKey.Quit)
+        quit_action.triggered.connect(self.close)
+        run_menu = menu.addMenu("&Run")
+        run_menu.addAction(self.pause_action)
+        run_menu.addAction(reset)
+        scen_menu = menu.addMenu("&Scenarios")
+        for scenario in SCENARIOS:
+            action = scen_menu.addAction(scenario.name)
+            action.setToolTip(scenario.caption)
+            action.triggered.connect(lambda _=False, s=scenario: self.start_scenario(s))
+        scen_menu.addSeparator()
+        scen_menu.addAction("Stop scenario").triggered.connect(self.presenter.scenarios.cancel)
+        view = menu.addMenu("&View")
+        group = QActionGroup(self)
+        self.theme_actions = {}
+        for name in ("dark", "light"):
+            action = view.addAction(f"{name.title()} theme")
+            action.setCheckable(True)
+            action.setChecked(self.look.theme.name == name)
+            action.triggered.connect(lambda _=False, n=name: self.set_look(self.look.with_theme(n)))
+            group.addAction(action)
+            self.theme_actions[name] = action
+        view.addSeparator()
+        view.addAction(self.presentation_action)
+
+    # -- running ------------------------------------------------------------------------------
+
+    def start(self, scenario: Scenario | None = None, note: str | None = None) -> None:
+        """Start the engine in the background; the timer starts once it runs.
+
+        ``note`` (e.g. that no CUDA GPU was found) replaces the status message once running.
+        """
+        self._start_note = note
+        self.presenter.start_engine(scenario)
+
+    def start_scenario(self, scenario: Scenario) -> None:
+        self.presenter.start_scenario(scenario)
+
+    def add_files(self, paths: list[str]) -> None:
+        """Add video files as sources (the file dialog and drag-and-drop both come here)."""
+        self.presenter.add_sources([str(p) for p in paths])
+
+    def _on_started(self, error: str | None) -> None:
+        if error is None:
+            self.tick_stats.reset()
+            self.timer.start()
+            if self._start_note:
+                self.status_line.show_message(self._start_note, "info")
+
+    def tick(self) -> None:
+        t0 = time.perf_counter()
+        snap = self.presenter.snapshot()
+        events = self.presenter.drain_events()
+        for plot in (self.fps_plot, self.throughput, self.memory):
+            plot.add_events(events)
+        for ev in events:
+            if ev.kind in ("error", "oom"):
+                self.status_line.show_message(f"{ev.kind}: {ev.message}", "error")
+        if snap is not None:
+            self._show(snap)
+        self.tick_stats.record(time.perf_counter() - t0)
+
+    def _show(self, snap: Snapshot) -> None:
+        sizes = {
+            s.source.name: s.source.source_size for s in self.engine.sources if s.source is not None
+        }
+        self.sessions.update_sessions(snap.sessions)
+        self.video.update_from(snap, sizes)
+        self.headline.update_from(snap)
+        self.status_line.update_from(snap)
+        window = time_window(snap.timeline, snap.t)
+        for card in (self.fps_plot, self.throughput, self.memory):
+            if card.isVisible():
+                card.update_from(snap, window)
+        for card in (self.latency, self.overwritten, self.batches, self.stages):
+            if card.isVisible():
+                card.update_from(snap)
+        if self.pause_action.isChecked() != snap.paused:
+            self.pause_action.blockSignals(True)
+            self.pause_action.setChecked(snap.paused)
+            self.pause_action.setText("Resume" if snap.paused else "Pause")
+            self.pause_action.blockSignals(False)
+
+    # -- reactions ------------------------------------------------------------------------------
+
+    def _on_status(self, message: str, level: str) -> None:
+        self.status_line.show_message(message, level)
+        if level == "error" and message.startswith("Not applied"):
+            self.controls.show_error(message)
+
+    def _show_config(self, config: object) -> None:
+        self.controls.show_config(config)
+        self.sessions.show_count(config.sessions)
+
+    def _show_caption(self, text: str) -> None:
+        self.caption.setText(text)
+        self.caption.setVisible(bool(text))
+
+    def _on_pause(self, paused: bool) -> None:
+        self.pause_action.setText("Resume" if paused else "Pause")
+        self.presenter.set_paused(paused)
+
+    def _remove_source(self, sid: int) -> None:
+        slots = self.engine.sources
+        if sid < 0 or not slots:
+            self.status_line.show_message("Select a session whose source to remove.", "error")
+            return
+        self.presenter.remove_source(slots[sid % len(slots)].spec)
+
+    def _export_plots(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(
+            self, "Export plots", "batchscope-plots.png", "PNG image (*.png)"
+        )
+        if path:
+            self._export(lambda: export_png(self.dashboard, path))
+
+    def _export_numbers(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(
+            self, "Export numbers", "batchscope-report.json", "JSON report (*.json)"
+        )
+        if path:
+            self._export(lambda: export_report(self.engine, path))
+
+    def _export(self, write: object) -> None:
+        try:
+            out: Path = write()
+        except ExportError as exc:
+            self.status_line.show_message(str(exc), "error")
+        else:
+            self.status_line.show_message(f"Saved {out}", "ok")
+
+    # -- look ---------------------------------------------------------------------------------
+
+    def set_look(self, look: Look) -> None:
+        self.look = look
+        app = QApplication.instance()
+        if isinstance(app, QApplication):
+            apply_look(app, look)
+        for card in self.findChildren(PlotCard):
+            card.set_look(look)
+        self.video.set_look(look)
+        self.sessions.set_look(look)
+        self.status_line.set_look(look)
+        self.theme_actions[look.theme.name].setChecked(True)
+
+    def set_presentation(self, on: bool) -> None:
+        if on != self.look.presentation:
+            self.set_look(self.look.toggled_presentation())
+        if on:
+            # the plots get the whole screen; the panel is one drag of the splitter away
+            self._panel_sizes = self.split.sizes()
+            self.split.setSizes([0, sum(self._panel_sizes)])
+            self.showFullScreen()
+        else:
+            self.split.setSizes(self._panel_sizes)
+            self.showNormal()
+        if self.presentation_action.isChecked() != on:
+            self.presentation_action.setChecked(on)
+
+    # -- drag and drop, close -------------------------------------------------------------------
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        urls = event.mimeData().urls()
+        if urls and all(u.isLocalFile() for u in urls):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        self.add_files([u.toLocalFile() for u in event.mimeData().urls()])
+        event.acceptProposedAction()
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        self.timer.stop()
+        if self.look.presentation:
+            self.set_presentation(False)  # remember the normal window, not full screen
+        if self.settings is not None:
+            self.settings.setValue("geometry", self.saveGeometry())
+            self.settings.setValue("theme", self.look.theme.name)
+            save_config(self.settings, self.engine.config)
+        self.presenter.shutdown()
+        event.accept()

@@ -1,0 +1,365 @@
+"""Plot cards and the time plots (fps, throughput, memory) with config-change markers.
+
+pyqtgraph as its examples teach: every item is created once and fed with
+``setData``/``setOpts`` from the one UI timer, never ``clear()`` + ``plot()``;
+``PlotCurveItem`` for the many session lines; float64 x with clip-to-view.
+The time axis is seconds since the engine started; the plots show the last
+``SPAN_S`` seconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QFont, QPen
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
+
+from batchscope.engine.engine import Snapshot
+from batchscope.engine.metrics import Event, TimelineSample
+from batchscope.ui.theme import MEMORY_SERIES, Look, session_colour
+
+SPAN_S = 60.0
+MARKED_KINDS = ("config", "oom", "error")
+MAX_LABEL = 46
+
+
+@dataclass
+class TimeWindow:
+    """The timeline samples of the visible span, as arrays (computed once per tick)."""
+
+    t: np.ndarray
+    fps: dict[int, np.ndarray] = field(default_factory=dict)
+    throughput: np.ndarray = field(default_factory=lambda: np.empty(0))
+    memory: dict[str, np.ndarray] = field(default_factory=dict)
+    x_range: tuple[float, float] = (0.0, SPAN_S)
+
+
+def time_window(timeline: Sequence[TimelineSample], now: float, span: float = SPAN_S) -> TimeWindow:
+    start = now - span
+    i = len(timeline)
+    while i > 0 and timeline[i - 1].t >= start:
+        i -= 1
+    samples = timeline[i:]
+    t = np.fromiter((s.t for s in samples), float, len(samples))
+    sids = sorted({sid for s in samples for sid in s.fps})
+    fps = {
+        sid: np.fromiter((s.fps.get(sid, np.nan) for s in samples), float, len(samples))
+        for sid in sids
+    }
+    keys = sorted({k for s in samples for k in s.memory})
+    memory = {
+        k: np.fromiter((s.memory.get(k, np.nan) for s in samples), float, len(samples))
+        for k in keys
+    }
+    return TimeWindow(
+        t,
+        fps,
+        np.fromiter((s.throughput_wps for s in samples), float, len(samples)),
+        memory,
+        (max(0.0, now - span), max(span, now)),
+    )
+
+
+def pen(colour: str, width: float, dashed: bool = False) -> QPen:
+    style = Qt.PenStyle.DashLine if dashed else Qt.PenStyle.SolidLine
+    return pg.mkPen(colour, width=width, style=style)
+
+
+def style_labels(line: pg.InfiniteLine, colour: str, look: Look) -> None:
+    """Colour and size the labels of a marker line for the current look."""
+    font = QFont("DejaVu Sans")
+    font.setPointSize(look.axis_pt)
+    for child in line.childItems():
+        if isinstance(child, pg.InfLineLabel):
+            child.setColor(colour)
+            child.textItem.setFont(font)
+
+
+class PlotCard(QFrame):
+    """A titled frame holding one pyqtgraph plot, styled by the current look."""
+
+    def __init__(
+        self,
+        title: str,
+        look: Look,
+        x_label: str,
+        y_label: str,
+        header_extra: QWidget | None = None,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.setObjectName("card")
+        self.look = look
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(8, 6, 8, 4)
+        layout.setSpacing(2)
+        head = QHBoxLayout()
+        self.title = QLabel(title)
+        self.title.setObjectName("cardTitle")
+        # a long live title must never widen the window: it is cut, with the full text as tip
+        self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.title.setMinimumWidth(40)
+        head.addWidget(self.title, 1)
+        if header_extra is not None:
+            head.addWidget(header_extra)
+        layout.addLayout(head)
+        self.widget = pg.PlotWidget()
+        self.plot = self.widget.getPlotItem()
+        self.plot.setMenuEnabled(False)
+        self.plot.hideButtons()
+        self.plot.setMouseEnabled(x=False, y=False)
+        self.plot.setClipToView(True)
+        self._labels = (x_label, y_label)
+        for name in ("left", "bottom"):
+            self.plot.getAxis(name).enableAutoSIPrefix(False)
+        layout.addWidget(self.widget, 1)
+        self._title_text = title
+        self.set_look(look)
+
+    def set_title(self, text: str) -> None:
+        if text != self._title_text:
+            self._title_text = text
+            self.title.setText(text)
+            self.title.setToolTip(text)
+
+    def set_axis_label(self, axis: str, text: str) -> None:
+        """Change the label of the "bottom" or "left" axis (styled; no-op if unchanged)."""
+        index = ("bottom", "left").index(axis)
+        if self._labels[index] != text:
+            self._labels = (text, self._labels[1]) if index == 0 else (self._labels[0], text)
+            self.plot.getAxis(axis).setLabel(
+                text, color=self.look.theme.muted, **{"font-size": f"{self.look.axis_pt}pt"}
+            )
+
+    def set_look(self, look: Look) -> None:
+        self.look = look
+        t = look.theme
+        self.widget.setBackground(t.plot)
+        font = QFont("DejaVu Sans")
+        font.setPointSize(look.axis_pt)
+        for name, text in zip(("bottom", "left"), self._labels, strict=True):
+            axis = self.plot.getAxis(name)
+            axis.setPen(pg.mkPen(t.grid))
+            axis.setTextPen(pg.mkPen(t.muted))
+            axis.setStyle(tickFont=font, tickTextOffset=4)
+            axis.setLabel(text, color=t.muted, **{"font-size": f"{look.axis_pt}pt"})
+        self.plot.showGrid(x=True, y=True, alpha=0.18 if t.name == "dark" else 0.3)
+        self.restyle()
+
+    def restyle(self) -> None:
+        """Re-create pens after a look change (subclasses)."""
+
+
+class EventMarkers:
+    """Labelled vertical lines at config changes, out-of-memory and errors on one time plot."""
+
+    def __init__(self, plot: pg.PlotItem, look: Look, labelled: bool = True) -> None:
+        self._plot = plot
+        self._look = look
+        self._labelled = labelled
+        self._lines: list[tuple[Event, pg.InfiniteLine]] = []
+
+    def add(self, events: Sequence[Event]) -> None:
+        for ev in events:
+            if ev.kind not in MARKED_KINDS:
+                continue
+            text = ev.message if len(ev.message) <= MAX_LABEL else ev.message[:MAX_LABEL] + "…"
+            line = pg.InfiniteLine(pos=ev.t, angle=90, movable=False)
+            if self._labelled:
+                position = (0.94, 0.80, 0.66)[len(self._lines) % 3]
+                fill = pg.mkColor(self._look.theme.plot)
+                fill.setAlpha(200)
+                pg.InfLineLabel(line, text, position=position, anchors=[(0, 0), (0, 0)], fill=fill)
+            self._style(ev, line)
+            self._plot.addItem(line, ignoreBounds=True)
+            self._lines.append((ev, line))
+
+    def prune(self, t_min: float) -> None:
+        while self._lines and self._lines[0][0].t < t_min:
+            _, line = self._lines.pop(0)
+            self._plot.removeItem(line)
+
+    def set_look(self, look: Look) -> None:
+        self._look = look
+        for ev, line in self._lines:
+            self._style(ev, line)
+
+    def _style(self, ev: Event, line: pg.InfiniteLine) -> None:
+        t = self._look.theme
+        colour = {"config": t.event, "oom": t.warn, "error": t.error}.get(ev.kind, t.muted)
+        line.setPen(pen(colour, max(1.0, self._look.line_width * 0.6), dashed=True))
+        style_labels(line, colour, self._look)
+
+
+class TimePlot(PlotCard):
+    """A plot over the last ``SPAN_S`` seconds, with event markers."""
+
+    def __init__(
+        self,
+        title: str,
+        look: Look,
+        y_label: str,
+        labelled: bool = True,
+        header_extra: QWidget | None = None,
+    ) -> None:
+        super().__init__(title, look, "time (s)", y_label, header_extra)
+        self.markers = EventMarkers(self.plot, look, labelled)
+        self.plot.enableAutoRange(x=False)
+        self.plot.setXRange(0, SPAN_S, padding=0)
+
+    def add_events(self, events: Sequence[Event]) -> None:
+        self.markers.add(events)
+
+    def set_look(self, look: Look) -> None:
+        super().set_look(look)
+        if hasattr(self, "markers"):
+            self.markers.set_look(look)
+
+    def scroll(self, window: TimeWindow) -> None:
+        self.plot.setXRange(*window.x_range, padding=0)
+        self.markers.prune(window.x_range[0])
+
+
+class FpsPlot(TimePlot):
+    """Frames per second per session (one line each, in its colour) and the target fps."""
+
+    def __init__(self, look: Look) -> None:
+        self._curves: dict[int, pg.PlotCurveItem] = {}
+        self.target = pg.InfiniteLine(pos=30, angle=0, movable=False)
+        super().__init__("Frames per second, per session", look, "fps")
+        pg.InfLineLabel(self.target, "target", position=0.98, anchors=[(1, 1), (1, 1)])
+        self.plot.addItem(self.target, ignoreBounds=True)
+        self.plot.enableAutoRange(y=False)
+        self.plot.setYRange(0, 35, padding=0)
+        self.restyle()
+
+    def restyle(self) -> None:
+        lw = self.look.line_width
+        for sid, curve in self._curves.items():
+            curve.setPen(pen(session_colour(sid), lw))
+        self.target.setPen(pen(self.look.theme.text, max(1.0, lw * 0.6), dashed=True))
+        style_labels(self.target, self.look.theme.text, self.look)
+
+    @property
+    def curves(self) -> dict[int, pg.PlotCurveItem]:
+        return self._curves
+
+    def update_from(self, snap: Snapshot, window: TimeWindow) -> None:
+        target = snap.config.fps or 30.0
+        if self.target.value() != target:
+            self.target.setValue(target)
+        active = {s.id for s in snap.sessions}
+        top = target
+        for sid, values in window.fps.items():
+            curve = self._curves.get(sid)
+            if curve is None:
+                curve = self._curves[sid] = pg.PlotCurveItem(
+                    pen=pen(session_colour(sid), self.look.line_width), connect="finite"
+                )
+                self.plot.addItem(curve)
+            curve.setData(window.t, values)
+            curve.setVisible(sid in active)
+            if len(values) and np.isfinite(values).any():
+                top = max(top, float(np.nanmax(values)))
+        for sid, curve in self._curves.items():
+            if sid not in window.fps:
+                curve.setVisible(False)
+        self.plot.setYRange(0, top * 1.15, padding=0)
+        self.scroll(window)
+
+
+class ThroughputPlot(TimePlot):
+    """Windows processed per second, against what the sessions offer (sessions × fps)."""
+
+    def __init__(self, look: Look) -> None:
+        self.curve = pg.PlotCurveItem()
+        self.offered = pg.InfiniteLine(pos=0, angle=0, movable=False)
+        super().__init__("Throughput", look, "windows/s", labelled=False)
+        pg.InfLineLabel(
+            self.offered, "offered (sessions × fps)", position=0.98, anchors=[(1, 1), (1, 1)]
+        )
+        self.plot.addItem(self.curve)
+        self.plot.addItem(self.offered, ignoreBounds=True)
+        self.plot.enableAutoRange(y=False)
+        self.restyle()
+
+    def restyle(self) -> None:
+        self.curve.setPen(pen(self.look.theme.accent, self.look.line_width))
+        self.offered.setPen(
+            pen(self.look.theme.text, max(1.0, self.look.line_width * 0.6), dashed=True)
+        )
+        style_labels(self.offered, self.look.theme.text, self.look)
+
+    def update_from(self, snap: Snapshot, window: TimeWindow) -> None:
+        offered = sum(1 for s in snap.sessions if s.state == "running") * (snap.config.fps or 30)
+        if self.offered.value() != offered:
+            self.offered.setValue(offered)
+        self.curve.setData(window.t, window.throughput)
+        top = max(offered, float(window.throughput.max()) if len(window.throughput) else 0.0)
+        self.plot.setYRange(0, max(1.0, top) * 1.15, padding=0)
+        self.set_title(f"Throughput — {snap.throughput_wps:.0f} w/s (offered {offered:.0f})")
+        self.scroll(window)
+
+
+class MemoryPlot(TimePlot):
+    """Device and process memory over time; the device total as a dashed ceiling."""
+
+    def __init__(self, look: Look) -> None:
+        self._curves: dict[str, pg.PlotCurveItem] = {}
+        self.ceiling = pg.InfiniteLine(pos=0, angle=0, movable=False)
+        self._ceiling_label = pg.InfLineLabel(
+            self.ceiling, "", position=0.98, anchors=[(1, 1), (1, 1)]
+        )
+        super().__init__("Memory", look, "MB", labelled=False)
+        self.legend = self.plot.addLegend(offset=(-10, 10), labelTextSize=f"{look.axis_pt}pt")
+        self.plot.addItem(self.ceiling, ignoreBounds=True)
+        self.ceiling.setVisible(False)
+        self.plot.enableAutoRange(y=False)
+        self.restyle()
+
+    def restyle(self) -> None:
+        for key, curve in self._curves.items():
+            curve.setPen(pen(MEMORY_SERIES[key][1], self.look.line_width))
+        self.ceiling.setPen(
+            pen(self.look.theme.error, max(1.0, self.look.line_width * 0.6), dashed=True)
+        )
+        style_labels(self.ceiling, self.look.theme.error, self.look)
+        if hasattr(self, "legend"):
+            self.legend.setLabelTextColor(self.look.theme.text)
+
+    def update_from(self, snap: Snapshot, window: TimeWindow) -> None:
+        top = 1.0
+        for key in MEMORY_SERIES:
+            values = window.memory.get(key)
+            if values is None or not np.isfinite(values).any():
+                continue
+            curve = self._curves.get(key)
+            if curve is None:
+                curve = self._curves[key] = pg.PlotCurveItem(
+                    pen=pen(MEMORY_SERIES[key][1], self.look.line_width), connect="finite"
+                )
+                self.plot.addItem(curve)
+                self.legend.addItem(curve, MEMORY_SERIES[key][0])
+            curve.setData(window.t, values)
+            top = max(top, float(np.nanmax(values)))
+        total = snap.memory.get("device_total_mb")
+        off_scale = ""
+        if total:
+            self.ceiling.setValue(total)
+            self._ceiling_label.setFormat(f"device total {total:,.0f} MB")
+            on_scale = top > 0.2 * total
+            self.ceiling.setVisible(on_scale)
+            top = max(top, total) if on_scale else top
+            off_scale = "" if on_scale else f" (device {total / 1024:.0f} GB)"
+        now = [
+            f"{MEMORY_SERIES[k][2]} {snap.memory[k]:,.0f}"
+            for k in MEMORY_SERIES
+            if k in snap.memory
+        ]
+        self.set_title("Memory — " + " · ".join(now) + " MB" + off_scale if now else "Memory")
+        self.plot.setYRange(0, top * 1.12, padding=0)
+        self.scroll(window)

@@ -1,0 +1,209 @@
+"""The video wall: each session's latest processed frame, its fps and its detection.
+
+One widget paints every tile (up to 16), so a tick costs one paint event
+rather than sixteen. Frames are shrunk to the tile size with OpenCV before
+they become QImages, so painting never rescales full frames (bilinear: 0.06 ms a
+tile, where area averaging costs 0.6 ms).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtGui import QColor, QFont, QImage, QPainter, QPen
+from PySide6.QtWidgets import QSizePolicy, QWidget
+
+from batchscope.engine.engine import Snapshot
+from batchscope.ui.theme import Look, session_colour
+
+MAX_TILES = 16
+GAP = 6
+
+
+@dataclass
+class _Tile:
+    sid: int
+    seq: int = -1
+    pixels: np.ndarray | None = None  # kept alive: the QImage points into it
+    image: QImage | None = None
+    frame_size: tuple[int, int] = (16, 9)  # (w, h) of the model-resolution frame
+    detection: object | None = None
+    to_frame: tuple[float, float] = (1.0, 1.0)  # source pixels -> frame pixels
+    fps: float = 0.0
+    state: str = "running"
+    error: str | None = None
+
+
+def grid_shape(n: int, width: float, height: float, aspect: float) -> tuple[int, int]:
+    """(columns, rows) that make ``n`` tiles of ``aspect`` (w/h) as large as possible."""
+    best, best_w = (1, max(1, n)), 0.0
+    for cols in range(1, max(1, n) + 1):
+        rows = math.ceil(n / cols)
+        tile_w = min((width - GAP * (cols - 1)) / cols, (height - GAP * (rows - 1)) / rows * aspect)
+        if tile_w > best_w:
+            best, best_w = (cols, rows), tile_w
+    return best
+
+
+class VideoWall(QWidget):
+    def __init__(self, look: Look, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._look = look
+        self._tiles: list[_Tile] = []
+        self._message = ""  # shown on every tile when detections are not drawn
+        self._total = 0
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
+        self.setMinimumSize(240, 140)
+
+    def set_look(self, look: Look) -> None:
+        self._look = look
+        self.update()
+
+    def update_from(self, snap: Snapshot, source_sizes: dict[str, tuple[int, int]]) -> None:
+        sessions = snap.sessions[:MAX_TILES]
+        self._total = len(snap.sessions)
+        self._message = "" if snap.draws_detections else snap.weights
+        by_id = {t.sid: t for t in self._tiles}
+        self._tiles = [by_id.get(s.id) or _Tile(s.id) for s in sessions]
+        rects = self._rects(len(sessions))
+        for tile, view, rect in zip(self._tiles, sessions, rects, strict=True):
+            tile.fps, tile.state, tile.error = view.fps, view.state, view.error
+            latest = view.latest
+            if latest is None or (latest.seq == tile.seq and tile.image is not None):
+                continue
+            frame = latest.frame
+            h, w = frame.shape[:2]
+            tile.seq, tile.frame_size = latest.seq, (w, h)
+            sw, sh = source_sizes.get(view.source, (w, h))
+            tile.to_frame = (w / sw, h / sh)
+            tile.detection = latest.detection if snap.draws_detections else None
+            target = _fit(rect, w / h)
+            tw, th = max(1, int(target.width())), max(1, int(target.height()))
+            small = np.ascontiguousarray(
+                cv2.resize(frame, (tw, th), interpolation=cv2.INTER_LINEAR)
+                if (tw, th) != (w, h)
+                else frame
+            )
+            tile.pixels = small
+            tile.image = QImage(small.data, tw, th, 3 * tw, QImage.Format.Format_RGB888)
+        self.update()
+
+    # -- painting --------------------------------------------------------------------------
+
+    def _aspect(self) -> float:
+        for t in self._tiles:
+            if t.image is not None:
+                return t.frame_size[0] / t.frame_size[1]
+        return 16 / 9
+
+    def _rects(self, n: int) -> list[QRectF]:
+        if n == 0:
+            return []
+        w, h = self.width(), self.height()
+        cols, rows = grid_shape(n, w, h, self._aspect())
+        cw = (w - GAP * (cols - 1)) / cols
+        ch = (h - GAP * (rows - 1)) / rows
+        return [QRectF((i % cols) * (cw + GAP), (i // cols) * (ch + GAP), cw, ch) for i in range(n)]
+
+    def paintEvent(self, event: object) -> None:
+        p = QPainter(self)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing)
+        t = self._look.theme
+        if not self._tiles:
+            p.setPen(QColor(t.muted))
+            p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, "Starting the sessions…")
+            return
+        for tile, rect in zip(self._tiles, self._rects(len(self._tiles)), strict=True):
+            self._paint_tile(p, tile, rect)
+        if self._total > len(self._tiles):
+            p.setPen(QColor(t.muted))
+            p.drawText(
+                self.rect().adjusted(0, 0, -6, -2),
+                Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignBottom,
+                f"showing {len(self._tiles)} of {self._total} sessions",
+            )
+
+    def _paint_tile(self, p: QPainter, tile: _Tile, rect: QRectF) -> None:
+        look, t = self._look, self._look.theme
+        colour = QColor(session_colour(tile.sid))
+        p.setPen(Qt.PenStyle.NoPen)
+        p.setBrush(QColor("#000000"))
+        p.drawRoundedRect(rect, 4, 4)
+        target = _fit(rect, tile.frame_size[0] / tile.frame_size[1])
+        if tile.image is not None:
+            p.drawImage(target, tile.image)
+        if tile.detection is not None and tile.state == "running":
+            self._paint_detection(p, tile, target, colour)
+        font = QFont(p.font())
+        font.setPointSizeF(min(max(7.0, rect.height() / 11), 20.0))
+        font.setBold(True)
+        p.setFont(font)
+        label = f"S{tile.sid}   {tile.fps:4.1f} fps"
+        fm = p.fontMetrics()
+        pill = QRectF(
+            rect.left() + 5,
+            rect.top() + 5,
+            fm.horizontalAdvance(label) + fm.height() * 0.6 + 24,
+            fm.height() + 6,
+        )
+        p.setBrush(QColor(0, 0, 0, 170))
+        p.drawRoundedRect(pill, 4, 4)
+        p.setBrush(colour)
+        d = fm.height() * 0.6
+        p.drawEllipse(QRectF(pill.left() + 6, pill.center().y() - d / 2, d, d))
+        p.setPen(QColor("#FFFFFF"))
+        p.drawText(pill.adjusted(12 + d, 0, 0, 0), Qt.AlignmentFlag.AlignVCenter, label)
+        p.setPen(QPen(colour, 3 if look.presentation else 2))
+        p.setBrush(Qt.BrushStyle.NoBrush)
+        p.drawRoundedRect(rect.adjusted(1, 1, -1, -1), 4, 4)
+        font.setBold(False)
+        font.setPointSizeF(min(max(6.5, rect.height() / 16), 13.0))
+        p.setFont(font)
+        inner = rect.adjusted(8, 0, -8, -5)
+        if tile.state == "error":
+            p.setPen(QColor(t.error))
+            p.drawText(
+                rect.adjusted(10, 30, -10, -10),
+                Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap,
+                f"error: {tile.error}",
+            )
+        elif tile.state != "running":
+            p.setPen(QColor("#BBBBBB"))
+            p.drawText(rect, Qt.AlignmentFlag.AlignCenter, tile.state)
+        elif self._message:
+            p.setPen(QColor(255, 255, 255, 150))
+            text = p.fontMetrics().elidedText(
+                self._message, Qt.TextElideMode.ElideRight, int(inner.width())
+            )
+            p.drawText(inner, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignBottom, text)
+
+    def _paint_detection(self, p: QPainter, tile: _Tile, target: QRectF, colour: QColor) -> None:
+        det = tile.detection
+        kx = tile.to_frame[0] * target.width() / tile.frame_size[0]
+        ky = tile.to_frame[1] * target.height() / tile.frame_size[1]
+        centre = QPointF(target.left() + det.x * kx, target.top() + det.y * ky)
+        dx = math.cos(det.blur_angle) * det.blur_length * kx
+        dy = math.sin(det.blur_angle) * det.blur_length * ky
+        width = 4 if self._look.presentation else 3
+        p.setPen(QPen(QColor("#FFFFFF"), width, Qt.PenStyle.SolidLine, Qt.PenCapStyle.RoundCap))
+        p.drawLine(centre - QPointF(dx, dy), centre + QPointF(dx, dy))
+        r = max(6.0, target.width() * 0.025)
+        p.setPen(QPen(colour, width))
+        p.setBrush(Qt.BrushStyle.NoBrush)
+        p.drawEllipse(centre, r, r)
+        p.setPen(QColor("#FFFFFF"))
+        p.drawText(
+            centre + QPointF(r + 4, -r),
+            f"{det.blur_length:.0f} px · {math.degrees(det.blur_angle):.0f}°",
+        )
+
+
+def _fit(rect: QRectF, aspect: float) -> QRectF:
+    """The largest rectangle of ``aspect`` centred in ``rect``."""
+    w = min(rect.width(), rect.height() * aspect)
+    h = w / aspect
+    return QRectF(rect.center().x() - w / 2, rect.center().y() - h / 2, w, h)

@@ -1,0 +1,70 @@
+"""Shared test set-up: Qt runs offscreen, and the UI tests get small, fast engines."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def tiny_video(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 2-second 320×180 clip with a moving ball; decodes in milliseconds."""
+    import cv2
+    import numpy as np
+
+    path = tmp_path_factory.mktemp("videos") / "tiny.mp4"
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), 30, (320, 180))
+    if not writer.isOpened():
+        pytest.skip("OpenCV cannot write mp4 here")
+    for i in range(60):
+        frame = np.full((180, 320, 3), (40, 90, 30), np.uint8)
+        cv2.rectangle(frame, (40, 100), (280, 150), (160, 60, 20), -1)
+        cv2.circle(frame, (20 + i * 4, 60 + (i % 20)), 5, (255, 255, 255), -1)
+        writer.write(frame)
+    writer.release()
+    return path
+
+
+@pytest.fixture
+def ui_settings(tmp_path: Path):
+    """QSettings in a temporary INI file, so tests never touch the user's settings."""
+    from PySide6.QtCore import QSettings
+
+    return QSettings(str(tmp_path / "batchscope.ini"), QSettings.Format.IniFormat)
+
+
+@pytest.fixture
+def dashboard(qtbot, tiny_video: Path, ui_settings):
+    """A running dashboard on the emulated laptop GPU (256×144 FP16: 4.7 ms a window).
+
+    Yields the MainWindow once its timer runs; closes it (stopping every thread) after.
+    """
+    from batchscope.config import RunConfig
+    from batchscope.engine.engine import Engine
+    from batchscope.ui.device_options import device_choices
+    from batchscope.ui.main_window import MainWindow
+    from batchscope.ui.theme import Look
+
+    config = RunConfig(
+        sources=(str(tiny_video),),
+        sessions=3,
+        policy="all",
+        backend="emulated",
+        profile="laptop-8gb",
+        precision="fp16",
+        resolution=(256, 144),
+        skip_bad_sources=True,
+    )
+    window = MainWindow(Engine(config), Look(), ui_settings, devices=device_choices(gpus=[]))
+    qtbot.addWidget(window)
+    window.resize(1280, 800)
+    window.show()
+    window.start()
+    qtbot.waitUntil(window.timer.isActive, timeout=15_000)
+    yield window
+    window.close()

@@ -1,0 +1,53 @@
+"""`batchscope gui --screenshot`: the real app, grabbed and closed, in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+APP = Path(__file__).resolve().parents[1] / "app"
+
+
+def run_gui(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
+    env = {
+        **os.environ,
+        "QT_QPA_PLATFORM": "offscreen",
+        "XDG_CONFIG_HOME": str(tmp_path),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(APP), os.environ.get("PYTHONPATH")])),
+    }
+    code = "import sys; from batchscope.cli import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.run(
+        [sys.executable, "-c", code, "gui", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+
+
+def test_screenshot_writes_a_non_blank_png(tmp_path: Path, tiny_video: Path):
+    import cv2
+
+    out = tmp_path / "out.png"
+    proc = run_gui([str(tiny_video), "--screenshot", str(out), "--after", "2"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    image = cv2.imread(str(out))
+    assert image is not None and image.shape[1] >= 1000
+    assert float(image.std()) > 10.0  # panels, plots and frames: far from one flat colour
+    assert not (tmp_path / "BatchScope").exists()  # a screenshot run keeps no settings
+
+
+def test_screenshot_to_an_unwritable_path_fails_with_one_line(tmp_path: Path, tiny_video: Path):
+    out = tmp_path / "missing-folder" / "out.png"
+    proc = run_gui([str(tiny_video), "--screenshot", str(out), "--after", "0"], tmp_path)
+    assert proc.returncode == 2
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("batchscope:")]
+    assert errors == [f"batchscope: error: {out}: cannot write the screenshot"]
+
+
+def test_unknown_scenario_is_one_line(tmp_path: Path):
+    proc = run_gui(["--scenario", "nope"], tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().startswith("batchscope: error: scenario 'nope': unknown")

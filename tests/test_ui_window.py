@@ -1,0 +1,240 @@
+"""The dashboard end to end: controls reach the engine, plots fill, errors show, close is clean."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from batchscope.config import POLICIES
+
+
+def test_policy_combo_and_sliders_change_engine_config(dashboard, qtbot):
+    engine, controls = dashboard.engine, dashboard.controls
+    controls.policy.setCurrentIndex(POLICIES.index("oldest"))
+    qtbot.waitUntil(lambda: engine.config.policy == "oldest", timeout=5000)
+    assert not controls.objective.isEnabled() and not controls.max_batch.isEnabled()
+
+    controls.policy.setCurrentIndex(POLICIES.index("adaptive"))
+    assert controls.objective.isEnabled()
+    controls.objective.setValue(120)
+    controls.unlimited.setChecked(False)
+    controls.max_batch.setValue(8)
+    qtbot.waitUntil(
+        lambda: (
+            (engine.config.policy, engine.config.slo_ms, engine.config.max_batch)
+            == ("adaptive", 120.0, 8)
+        ),
+        timeout=5000,
+    )
+
+    dashboard.sessions.count.setValue(5)
+    qtbot.waitUntil(lambda: len(engine.snapshot().sessions) == 5, timeout=5000)
+
+
+def test_invalid_change_is_shown_not_applied(dashboard):
+    before = dashboard.engine.config
+    assert dashboard.presenter.change({"fps": -1.0}) is False
+    assert dashboard.engine.config == before
+    assert "fps" in dashboard.status_line.message.text()
+    assert dashboard.controls.error.isVisibleTo(dashboard)
+
+
+def test_precision_the_device_lacks_is_disabled_with_reason(dashboard):
+    combo = dashboard.controls.precision
+    index = combo.findData("bf16")
+    assert not combo.model().item(index).isEnabled()
+    assert "no bf16" in combo.itemData(index, role=3)  # Qt.ToolTipRole
+
+
+def test_plots_receive_data_after_a_few_ticks(dashboard, qtbot):
+    def filled() -> bool:
+        curves = dashboard.fps_plot.curves
+        hist = dashboard.latency.curve.yData
+        return (
+            bool(curves)
+            and all(len(c.xData) > 1 for c in curves.values())
+            and hist is not None
+            and hist.sum() > 0
+        )
+
+    qtbot.waitUntil(filled, timeout=10_000)
+    assert dashboard.tick_stats.ticks > 3
+    heights = dashboard.overwritten.bars.opts["height"]
+    assert len(heights) == 3
+    assert dashboard.video._tiles and all(t.image is not None for t in dashboard.video._tiles)
+    assert dashboard.headline.values["throughput"].text() not in ("–", "0")
+    rows = dashboard.sessions.table
+    assert rows.rowCount() == 3 and rows.item(0, 2).text() == "running"
+    for index in range(dashboard.tabs.count()):  # the hidden cards fill when shown
+        dashboard.tabs.setCurrentIndex(index)
+        qtbot.wait(150)
+    assert len(dashboard.throughput.curve.xData) > 1
+    assert dashboard.memory._curves  # at least RSS on the emulated device
+
+
+def test_config_change_is_marked_on_the_time_plots(dashboard, qtbot):
+    dashboard.controls.policy.setCurrentIndex(POLICIES.index("round-robin"))
+    qtbot.waitUntil(
+        lambda: any("policy" in ev.message for ev, _ in dashboard.fps_plot.markers._lines),
+        timeout=5000,
+    )
+
+
+def test_bad_dropped_file_shows_error_and_others_keep_running(dashboard, qtbot, tmp_path: Path):
+    from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+    from PySide6.QtGui import QDropEvent
+
+    bad = tmp_path / "notes.mp4"
+    bad.write_text("this is not a video\n")
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(bad))])
+    drop = QDropEvent(
+        QPointF(50, 50),
+        Qt.DropAction.CopyAction,
+        mime,
+        Qt.MouseButton.NoButton,
+        Qt.KeyboardModifier.NoModifier,
+    )
+    dashboard.dropEvent(drop)  # the window's own drop handler
+    table = dashboard.sessions.table
+
+    def error_row() -> int | None:
+        for row in range(table.rowCount()):
+            item = table.item(row, 2)
+            if item is not None and item.text().startswith("error"):
+                return row
+        return None
+
+    qtbot.waitUntil(lambda: error_row() is not None, timeout=10_000)
+    assert "notes.mp4" in table.item(error_row(), 1).text()
+    running = {
+        s.id: s.delivered for s in dashboard.engine.snapshot().sessions if s.state == "running"
+    }
+    assert running
+    qtbot.wait(800)
+    after = {s.id: s.delivered for s in dashboard.engine.snapshot().sessions}
+    assert all(after[sid] > n for sid, n in running.items())
+
+
+def test_close_stops_every_thread_promptly(dashboard):
+    engine = dashboard.engine
+    t0 = time.monotonic()
+    dashboard.close()
+    assert engine.threads_alive() == []
+    assert not dashboard.presenter.commands.alive
+    assert not dashboard.timer.isActive()
+    assert time.monotonic() - t0 < 3.0
+
+
+def test_settings_are_saved_on_close(dashboard, ui_settings):
+    dashboard.close()
+    assert ui_settings.value("geometry") is not None
+    assert '"policy": "all"' in ui_settings.value("controls")
+    assert "tiny.mp4" in ui_settings.value("sources")
+
+
+def test_pause_and_reset(dashboard, qtbot):
+    dashboard.pause_action.setChecked(True)
+    assert dashboard.engine.paused
+    dashboard.pause_action.setChecked(False)
+    assert not dashboard.engine.paused
+    dashboard.presenter.reset_stats()
+    assert sum(dashboard.engine.snapshot().batch_sizes.values()) < 20
+
+
+def test_themes_and_presentation_mode(dashboard, qtbot):
+    dashboard.set_look(dashboard.look.with_theme("light"))
+    assert dashboard.theme_actions["light"].isChecked()
+    dashboard.presentation_action.setChecked(True)
+    assert dashboard.look.presentation and dashboard.isFullScreen()
+    width = dashboard.fps_plot.look.line_width
+    dashboard.presentation_action.setChecked(False)
+    assert dashboard.fps_plot.look.line_width < width
+    qtbot.wait(200)
+    image = dashboard.grab().toImage()
+    assert image.width() > 0
+
+
+def test_video_tiles_without_detections_say_why(dashboard, qtbot):
+    qtbot.waitUntil(lambda: bool(dashboard.video._message), timeout=5000)
+    assert dashboard.video._message == "emulated device: no model runs"
+    assert all(t.detection is None for t in dashboard.video._tiles)
+
+
+def test_tick_cost_is_small(dashboard, qtbot):
+    qtbot.wait(1000)
+    assert dashboard.tick_stats.busy_fraction < 0.5
+    assert np.isfinite(dashboard.tick_stats.rate_hz)
+
+
+def test_resolution_change_reopens_sources_off_the_gui_thread(dashboard, qtbot):
+    combo = dashboard.controls.resolution
+    stalls, last = [], [time.perf_counter()]
+
+    def beat() -> None:
+        now = time.perf_counter()
+        stalls.append(now - last[0])
+        last[0] = now
+
+    from PySide6.QtCore import QTimer
+
+    heartbeat = QTimer()
+    heartbeat.timeout.connect(beat)
+    heartbeat.start(10)
+    combo.setCurrentIndex([combo.itemText(i) for i in range(combo.count())].index("512 × 288"))
+    engine = dashboard.engine
+    qtbot.waitUntil(lambda: engine.backend.resolution == (512, 288), timeout=10_000)
+    qtbot.waitUntil(
+        lambda: (
+            engine.snapshot().sessions[0].latest is not None
+            and engine.snapshot().sessions[0].latest.frame.shape[1] == 512
+        ),
+        timeout=10_000,
+    )
+    heartbeat.stop()
+    assert engine.config.resolution == (512, 288)
+    assert max(stalls) < 0.5  # the window kept painting while sources were re-decoded
+
+
+def test_camera_menu_says_when_there_is_none(dashboard, monkeypatch):
+    import batchscope.engine.sources as sources
+    from batchscope.engine.sources import CameraInfo
+
+    monkeypatch.setattr(sources, "list_cameras", lambda: [])
+    dashboard.sessions._fill_cameras()
+    actions = dashboard.sessions.camera_menu.actions()
+    assert [a.text() for a in actions] == ["no camera found"] and not actions[0].isEnabled()
+    monkeypatch.setattr(sources, "list_cameras", lambda: [CameraInfo(2, "USB Cam")])
+    dashboard.sessions._fill_cameras()
+    assert [a.text() for a in dashboard.sessions.camera_menu.actions()] == ["USB Cam  (camera:2)"]
+
+
+def test_a_start_failure_is_shown_and_close_stays_clean(qtbot, tiny_video, ui_settings):
+    from batchscope.config import RunConfig
+    from batchscope.engine.engine import Engine
+    from batchscope.ui.device_options import device_choices
+    from batchscope.ui.main_window import MainWindow
+    from batchscope.ui.theme import Look
+
+    # the server profile has no fp32 curve: the backend cannot be built
+    config = RunConfig(
+        sources=(str(tiny_video),),
+        sessions=1,
+        profile="server-24gb",
+        precision="fp32",
+        skip_bad_sources=True,
+    )
+    window = MainWindow(Engine(config), Look(), ui_settings, devices=device_choices(gpus=[]))
+    qtbot.addWidget(window)
+    window.show()
+    errors = []
+    window.presenter.started.connect(errors.append)
+    window.start()
+    qtbot.waitUntil(lambda: bool(errors), timeout=10_000)
+    assert "no curve for fp32" in errors[0]
+    assert window.status_line.message.text().startswith("Could not start")
+    assert not window.timer.isActive()
+    window.close()
+    assert window.engine.threads_alive() == []
