@@ -50,3 +50,17 @@ def test_export_png_and_errors(dashboard, tmp_path: Path):
         export_png(dashboard.dashboard, tmp_path / "no" / "such" / "plots.png")
     with pytest.raises(ExportError, match="cannot write the report"):
         export_report(dashboard.engine, tmp_path / "no" / "such" / "numbers.json")
+
+
+def test_record_toggle_writes_a_recording_and_close_finishes_it(dashboard, qtbot, tmp_path):
+    qtbot.waitUntil(lambda: dashboard.engine.running, timeout=5000)
+    folder = dashboard.presenter.toggle_recording(tmp_path)
+    dashboard.set_recording(folder)
+    assert folder is not None and folder.parent == tmp_path
+    assert dashboard.record_action.isChecked()
+    assert folder.name in dashboard.record_action.text()
+    qtbot.waitUntil(lambda: (folder / "items.csv").read_text().count("\n") > 10, timeout=8000)
+    dashboard.close()  # closing stops the engine, which finishes the recording
+    report = json.loads((folder / "report.json").read_text())
+    assert report["kind"] == "run" and report["sessions"]
+    assert dashboard.engine.threads_alive() == []

@@ -195,10 +195,16 @@ class MainWindow(QMainWindow):
         export_plots.triggered.connect(self._export_plots)
         export_numbers = QAction("Export numbers (JSON)…", self)
         export_numbers.triggered.connect(self._export_numbers)
+        self.record_action = QAction("Record…", self, checkable=True)
+        self.record_action.setToolTip(
+            "Record config, events, per-window timings and the timeline to a new folder "
+            "(written every second)"
+        )
+        self.record_action.triggered.connect(self._toggle_recording)
         self.presentation_action = QAction("Presentation mode", self, checkable=True)
         self.presentation_action.setShortcut(QKeySequence(Qt.Key.Key_F11))
         self.presentation_action.toggled.connect(self.set_presentation)
-        for a in (self.pause_action, reset, export_plots, export_numbers):
+        for a in (self.pause_action, reset, self.record_action, export_plots, export_numbers):
             bar.addAction(a)
 
         menu = self.menuBar()
@@ -214,6 +220,7 @@ class MainWindow(QMainWindow):
         run_menu = menu.addMenu("&Run")
         run_menu.addAction(self.pause_action)
         run_menu.addAction(reset)
+        run_menu.addAction(self.record_action)
         scen_menu = menu.addMenu("&Scenarios")
         for scenario in SCENARIOS:
             action = scen_menu.addAction(scenario.name)
@@ -317,6 +324,21 @@ class MainWindow(QMainWindow):
             self.status_line.show_message("Select a session whose source to remove.", "error")
             return
         self.presenter.remove_source(slots[sid % len(slots)].spec)
+
+    def _toggle_recording(self) -> None:
+        parent = ""
+        if self.engine.recorder is None:
+            default = str(Path.home() / "BatchScope recordings")
+            parent = QFileDialog.getExistingDirectory(self, "Record into folder", default)
+            if not parent:
+                self.record_action.setChecked(False)
+                return
+        self.set_recording(self.presenter.toggle_recording(parent))
+
+    def set_recording(self, folder: Path | None) -> None:
+        """Reflect the recording state on the action (checked and named while recording)."""
+        self.record_action.setChecked(folder is not None)
+        self.record_action.setText(f"Recording → {folder.name}" if folder else "Record…")
 
     def _export_plots(self) -> None:
         path, _ = QFileDialog.getSaveFileName(

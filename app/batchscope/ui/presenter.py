@@ -9,8 +9,10 @@ the plots. Tests drive it without clicking.
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
@@ -18,6 +20,7 @@ from PySide6.QtCore import QObject, Signal
 from batchscope.config import BACKEND_FIELDS, ConfigError, RunConfig
 from batchscope.engine.engine import Engine, Snapshot
 from batchscope.engine.metrics import Event
+from batchscope.engine.recorder import RecordingError
 from batchscope.ui.commands import EngineCommands
 from batchscope.ui.scenarios import Scenario, ScenarioRunner, Step
 
@@ -131,6 +134,25 @@ class Presenter(QObject):
         if self.engine.running:
             self.engine.reset_stats()
             self.status.emit("Statistics reset", "info")
+
+    def toggle_recording(self, parent: str | Path) -> Path | None:
+        """Start recording into a new ``run-YYYYmmdd-HHMMSS`` folder under ``parent``, or stop.
+
+        Returns the folder while recording, None once stopped. Files are appended
+        every second, and closing the window finishes the recording (report.json).
+        """
+        if self.engine.recorder is not None:
+            folder = self.engine.stop_recording()
+            self.status.emit(f"Recorded to {folder}", "ok")
+            return None
+        folder = Path(parent) / time.strftime("run-%Y%m%d-%H%M%S")
+        try:
+            self.engine.start_recording(folder)
+        except RecordingError as exc:
+            self.status.emit(str(exc), "error")
+            return None
+        self.status.emit(f"Recording to {folder}", "info")
+        return folder
 
     def start_scenario(self, scenario: Scenario) -> None:
         if not self.engine.running:
