@@ -98,7 +98,7 @@ def test_median_latency_agrees_within_25_percent(pairs, policy: str) -> None:
 
 def test_both_reports_have_the_same_shape(pairs) -> None:
     for live, sim in pairs.values():
-        assert set(sim) - {"policy_label"} == set(live) - {"events"}
+        assert set(sim) == set(live) - {"events"}
         # `run` adds warmup_s from its --warmup flag; this engine was made without it.
         assert set(sim["config"]) - {"warmup_s"} == set(live["config"])
         assert set(sim["overall"]) == set(live["overall"])

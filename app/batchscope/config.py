@@ -180,6 +180,20 @@ class RunConfig:
             return f"fixed batch of {self.batch}, wait ≤ {self.max_delay_ms:g} ms"
         return f"adaptive (AIMD) under {self.slo_ms:g} ms{cap}"
 
+    def policy_label(self) -> str:
+        """The policy and the parameters it reads, short enough for a table cell (≤ 20 chars)."""
+        p = self.policy
+        cap = f" ≤{self.max_batch}" if self.max_batch else ""
+        if p == "all":
+            return f"all{cap}"
+        if p == "dynamic":
+            return f"dynamic{cap}, {self.max_delay_ms:g} ms"
+        if p == "fixed":
+            return f"fixed {self.batch}, {self.max_delay_ms:g} ms"
+        if p == "adaptive":
+            return f"adaptive {self.slo_ms:g} ms{cap}"
+        return p
+
     def to_json(self) -> dict[str, Any]:
         """The ``config`` object of the JSON report."""
         return {

@@ -80,6 +80,7 @@ def build_report(
         "sessions": per_session,
         "overall": overall,
         "memory": dict(memory or {}),
+        "policy_label": config.policy_label(),
     }
     if extra:
         report.update(extra)
@@ -110,7 +111,7 @@ def summary_row(report: Mapping[str, Any]) -> list[str]:
     cfg, overall = report["config"], report["overall"]
     return [
         str(cfg["sessions"]),
-        str(report.get("policy_label", cfg["policy"])),
+        str(report["policy_label"]),
         f"{overall['mean_fps']:.1f}",
         f"{overall['min_fps']:.1f}",
         f"{overall['latency_ms']['p50']:.1f}",

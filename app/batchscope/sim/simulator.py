@@ -151,21 +151,6 @@ def simulate_trace(
     )
 
 
-def policy_label(config: RunConfig) -> str:
-    """The policy and the parameters it reads, short enough for a table cell (≤ 20 chars)."""
-    p = config.policy
-    cap = f" ≤{config.max_batch}" if config.max_batch else ""
-    if p == "all":
-        return f"all{cap}"
-    if p == "dynamic":
-        return f"dynamic{cap}, {config.max_delay_ms:g} ms"
-    if p == "fixed":
-        return f"fixed {config.batch}, {config.max_delay_ms:g} ms"
-    if p == "adaptive":
-        return f"adaptive {config.slo_ms:g} ms{cap}"
-    return p
-
-
 def simulate(
     config: RunConfig, profile: DeviceProfile | None = None, warmup_s: float = DEFAULT_WARMUP_S
 ) -> dict[str, Any]:
@@ -195,7 +180,6 @@ def simulate(
         trace.end - trace.start,
         memory,
         extra={
-            "policy_label": policy_label(config),
             "device_label": f"simulated: {profile.name} ({profile.device})",
             "weights": "simulated device: no model runs",
         },
