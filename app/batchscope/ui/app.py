@@ -16,9 +16,11 @@ import os
 import sys
 
 from PySide6.QtCore import QSettings, QTimer
+from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication
 
 from batchscope.engine.engine import Engine
+from batchscope.paths import assets_dir
 from batchscope.ui.main_window import MainWindow
 from batchscope.ui.scenarios import find_scenario
 from batchscope.ui.settings import initial_config
@@ -46,6 +48,10 @@ def run_gui(args: argparse.Namespace) -> int:
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setOrganizationName("BatchScope")
     app.setApplicationName("BatchScope")
+    app.setDesktopFileName("batchscope")  # matches packaging/batchscope.desktop
+    icon = assets_dir() / "icon.png"
+    if icon.is_file():
+        app.setWindowIcon(QIcon(str(icon)))
     settings = None if screenshot else QSettings("BatchScope", "BatchScope")
 
     config, note = initial_config(settings, args.sources, cuda_available())
