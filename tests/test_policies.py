@@ -174,3 +174,16 @@ def test_dynamic_deadline_survives_overwrites():
     assert p.select([Waiting(0, 1.033, since=1.0)], 1.050).take == (0,)
     got = overload(Dynamic(max_batch=8, max_delay_ms=50), sessions=4, seconds=5)
     assert all(n > 50 for n in got.values())
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [lambda: BatchAll(2), lambda: Dynamic(2, 5), lambda: AdaptiveAIMD(slo_ms=25)],
+    ids=["all-capped", "dynamic", "adaptive"],
+)
+def test_capped_batches_do_not_starve_a_session(policy):
+    # 6 sessions offer 180 windows/s; batches of ≤ 2 cannot take all of them. Taking the
+    # longest-waiting sessions first (overwrites included) keeps everyone served.
+    got = overload(policy(), sessions=6, batch_ms=lambda n: 8.0 + 4.0 * n, seconds=10)
+    fps = [n / 10.0 for n in got.values()]
+    assert min(fps) > 0.8 * (sum(fps) / len(fps))

@@ -76,6 +76,16 @@ def _by_arrival(waiting: Sequence[Waiting]) -> list[Waiting]:
     return sorted(waiting, key=lambda w: (w.arrival, w.session))
 
 
+def _longest_waiting(waiting: Sequence[Waiting]) -> list[Waiting]:
+    """Sessions ordered by how long they have waited, overwrites included.
+
+    What a capped batch takes first. Ordering by the newest window's arrival
+    instead would starve a session whose window keeps being overwritten — the
+    very flaw of ``oldest`` — as soon as the cap is below the session count.
+    """
+    return sorted(waiting, key=lambda w: (w.waiting_since, w.session))
+
+
 def _check_positive_int(name: str, value: int | None, allow_none: bool = False) -> None:
     if value is None and allow_none:
         return
@@ -128,7 +138,7 @@ class RoundRobin(BatchPolicy):
 
 
 class BatchAll(BatchPolicy):
-    """Whenever the device is free, take every waiting window (oldest first up to the cap)."""
+    """When the device is free, take every waiting window (longest-waiting first, to the cap)."""
 
     name = "all"
 
@@ -139,7 +149,7 @@ class BatchAll(BatchPolicy):
     def select(self, waiting: Sequence[Waiting], now: float) -> Decision:
         if not waiting:
             return IDLE
-        chosen = _by_arrival(waiting)[: self.max_batch]
+        chosen = _longest_waiting(waiting)[: self.max_batch]
         return Decision(take=tuple(w.session for w in chosen))
 
     @property
@@ -165,9 +175,8 @@ class Dynamic(BatchPolicy):
     def select(self, waiting: Sequence[Waiting], now: float) -> Decision:
         if not waiting:
             return IDLE
-        ordered = _by_arrival(waiting)
-        first = min(w.waiting_since for w in waiting)
-        deadline = first + self.max_delay_ms / 1000.0
+        ordered = _longest_waiting(waiting)
+        deadline = ordered[0].waiting_since + self.max_delay_ms / 1000.0
         if len(ordered) >= self.max_batch or now >= deadline:
             return Decision(take=tuple(w.session for w in ordered[: self.max_batch]))
         return Decision(wait_until=deadline)
@@ -222,7 +231,7 @@ class AdaptiveAIMD(BatchPolicy):
     def select(self, waiting: Sequence[Waiting], now: float) -> Decision:
         if not waiting:
             return IDLE
-        chosen = _by_arrival(waiting)[: self.cap]
+        chosen = _longest_waiting(waiting)[: self.cap]
         return Decision(take=tuple(w.session for w in chosen))
 
     def observe(self, batch_size: int, latency_ms: float) -> None:
