@@ -238,3 +238,16 @@ def test_real_model_on_cpu_runs_and_says_untrained(engines):
     r = e.report()
     assert all(s["stages_ms"]["compute"] > 1.0 for s in r["sessions"] if s["delivered"])
     assert "rss_mb" in r["memory"]
+
+
+def test_ring_appended_since_survives_clear():
+    ring = Ring(ITEM_DTYPE, 8)
+    for i in range(5):
+        ring.append((i, 1, float(i), 0, 0, 0, 0))
+    ring.clear()
+    ring.append((5, 1, 5.0, 0, 0, 0, 0))
+    assert list(ring.view()["session"]) == [5]
+    assert list(ring.appended_since(3)["session"]) == [3, 4, 5]
+    for i in range(6, 20):
+        ring.append((i, 1, float(i), 0, 0, 0, 0))
+    assert list(ring.appended_since(3)["session"]) == list(range(12, 20))  # capacity

@@ -319,3 +319,14 @@ def test_profile_without_curves_is_one_line(tmp_path: Path, capsys) -> None:
     path.write_text(json.dumps({"name": "x"}))
     assert main(["simulate", "--profile", str(path)]) == 2
     assert "curves" in _one_error_line(capsys)
+
+
+def test_profile_found_by_its_declared_name_too(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    folder = tmp_path / "batchscope" / "profiles"
+    folder.mkdir(parents=True)
+    data = json.loads((Path(__file__).parents[1] / "assets/profiles/server-24gb.json").read_text())
+    data["name"] = "cpu-demo"
+    (folder / "mybox.json").write_text(json.dumps(data))
+    assert load_profile("cpu-demo").name == "cpu-demo"
+    assert load_profile("mybox").name == "cpu-demo"

@@ -238,3 +238,30 @@ def test_a_start_failure_is_shown_and_close_stays_clean(qtbot, tiny_video, ui_se
     assert not window.timer.isActive()
     window.close()
     assert window.engine.threads_alive() == []
+
+
+def test_checkpoint_loads_on_the_real_model_and_is_refused_on_emulated(
+    dashboard, qtbot, tmp_path: Path
+):
+    import torch
+
+    from batchscope.models.blurball import BlurBall
+
+    engine = dashboard.engine
+    assert dashboard.presenter.load_checkpoint(str(tmp_path / "x.pt")) is False  # emulated
+    assert "real model" in dashboard.status_line.message.text()
+    dashboard.presenter.change(
+        {
+            "backend": "torch",
+            "device": "cpu",
+            "profile": None,
+            "precision": "fp32",
+            "resolution": (128, 72),
+        }
+    )
+    qtbot.waitUntil(lambda: engine.backend.weights.startswith("untrained"), timeout=30_000)
+    ckpt = tmp_path / "blurball_best.pt"
+    torch.save({"model_state_dict": BlurBall().state_dict()}, ckpt)
+    assert dashboard.presenter.load_checkpoint(str(ckpt)) is True
+    qtbot.waitUntil(lambda: engine.snapshot().draws_detections, timeout=30_000)
+    assert engine.snapshot().weights == f"checkpoint {ckpt}"

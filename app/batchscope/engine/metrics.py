@@ -52,6 +52,19 @@ class Ring:
             return self._data[start : self._next].copy()
         return np.concatenate([self._data[start:], self._data[: self._next]])
 
+    def appended_since(self, seen_total: int) -> np.ndarray:
+        """Records appended after the ``seen_total``-th, oldest first, ``clear()`` or not.
+
+        ``clear()`` only forgets records for statistics; they stay in the buffer until
+        overwritten, so a reader that keeps its own cursor (the recorder) loses only
+        what the ring overwrote (more than its capacity since it last looked).
+        """
+        n = max(0, min(self.total - seen_total, len(self._data)))
+        start = self._next - n
+        if start >= 0:
+            return self._data[start : self._next].copy()
+        return np.concatenate([self._data[start:], self._data[: self._next]])
+
     def clear(self) -> None:
         self._count = 0
 

@@ -9,7 +9,8 @@ Layout of a recording (times in s since the engine started):
 - ``batches.csv``   one row per batch: start, size, prep_ms, compute_ms, post_ms, end
 - ``timeline.csv``  one row per monitor sample: t, throughput_wps, busy, mean_batch,
                     fps per session (JSON), memory MB (JSON)
-- ``report.json``   the report over the recorded interval, written when recording stops
+- ``report.json``   the report when recording stops (it covers the interval since the
+                    last statistics reset, like every report)
 
 Why a thread of its own and plain appends: a crash or ``kill -9`` must lose
 at most the last second, so every file is appended and flushed once per
@@ -79,6 +80,7 @@ class Recorder:
             ["t", "throughput_wps", "busy", "mean_batch", "fps", "memory_mb"]
         )
         self._write_out()
+        self._flush_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="batchscope-recorder", daemon=True)
         self._thread.start()
@@ -91,13 +93,21 @@ class Recorder:
                 self._engine.event("error", f"recorder: {type(exc).__name__}: {exc}")
 
     def flush(self) -> None:
-        """Append everything new since the last flush and push it to the OS."""
+        """Append everything new since the last flush and push it to the OS.
+
+        Called once a second by the recorder thread. A statistics reset in between
+        loses nothing: the rings keep cleared records until they are overwritten.
+        """
+        with self._flush_lock:
+            self._flush()
+
+    def _flush(self) -> None:
         store = self._engine.store
         with store.lock:
             new_items = store.items.total - self._items_seen
-            items = store.items.tail(new_items)
+            items = store.items.appended_since(self._items_seen)
             self._items_seen = store.items.total
-            batches = store.batches.tail(store.batches.total - self._batches_seen)
+            batches = store.batches.appended_since(self._batches_seen)
             self._batches_seen = store.batches.total
             events = list(store.events)
             timeline = list(store.timeline)

@@ -230,7 +230,7 @@ def load_profile(name_or_path: str | Path) -> DeviceProfile:
     path = Path(text)
     if not (text.endswith(".json") or path.exists()):
         for _kind, candidate in _profile_files():
-            if candidate.stem == text:
+            if candidate.stem == text or _declared_name(candidate) == text:
                 path = candidate
                 break
         else:
@@ -254,6 +254,15 @@ def load_profile(name_or_path: str | Path) -> DeviceProfile:
         path=path,
         meta=profile.meta,
     )
+
+
+def _declared_name(path: Path) -> str | None:
+    """The ``name`` inside a profile file (what `profiles` and the app show), if readable."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data.get("name") if isinstance(data, dict) else None
 
 
 def list_profiles() -> list[tuple[str, DeviceProfile | ProfileError]]:

@@ -82,9 +82,10 @@ class SweepPlan:
     def method(self) -> str:
         layout = ", channels_last" if self.channels_last else ""
         lean = ", lean head" if self.lean else ""
+        cudnn = ", cuDNN benchmark on" if self.device.startswith("cuda") else ""
         return (
             f"batchscope sweep: bare BlurBall (3-frame window{layout}{lean}), eval + "
-            f"inference_mode, cuDNN benchmark on, input made on the device; median of "
+            f"inference_mode{cudnn}, input made on the device; median of "
             f"{self.rounds}x{self.repeat} runs (median of round medians) after "
             f"{self.warmup} warm-ups per point"
         )

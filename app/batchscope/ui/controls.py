@@ -57,6 +57,10 @@ def _slider(lo: int, hi: int, double: bool = False) -> QLabeledSlider:
     return s
 
 
+#: The cap dynamic gets when the user switches to it from an unlimited policy.
+DYNAMIC_DEFAULT_MAX_BATCH = 8
+
+
 class ControlsPanel(QWidget):
     changed = Signal(dict)
 
@@ -178,8 +182,8 @@ class ControlsPanel(QWidget):
         try:
             self.policy.setCurrentIndex(POLICIES.index(config.policy))
             self.unlimited.setChecked(config.max_batch is None)
-            if config.max_batch is not None:
-                self.max_batch.setValue(min(64, config.max_batch))
+            # unlimited still leaves the slider at a useful cap for dynamic, which needs one
+            self.max_batch.setValue(min(64, config.max_batch or DYNAMIC_DEFAULT_MAX_BATCH))
             self.max_delay.setValue(min(200, int(config.max_delay_ms)))
             self.fixed_batch.setValue(min(32, config.batch))
             self.objective.setValue(min(500, max(5, int(config.slo_ms))))

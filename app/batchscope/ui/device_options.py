@@ -14,7 +14,13 @@ from typing import Any
 from batchscope.config import PRECISIONS, RunConfig, format_resolution
 
 #: Resolutions the controls offer (width a multiple of 32, height of 16).
-RESOLUTIONS: tuple[tuple[int, int], ...] = ((256, 144), (512, 288), (768, 432), (1024, 576))
+RESOLUTIONS: tuple[tuple[int, int], ...] = (
+    (128, 72),  # for the real model on a slow CPU
+    (256, 144),
+    (512, 288),
+    (768, 432),
+    (1024, 576),
+)
 
 _PRECISION_PREFERENCE = ("fp16", "fp32", "bf16")
 

@@ -211,6 +211,11 @@ class MainWindow(QMainWindow):
         file_menu = menu.addMenu("&File")
         add = file_menu.addAction("Add video files…")
         add.triggered.connect(self.sessions._choose_files)
+        file_menu.addAction("Load BlurBall checkpoint…").triggered.connect(self._load_checkpoint)
+        file_menu.addAction("Use untrained weights").triggered.connect(
+            lambda: self.presenter.load_checkpoint(None)
+        )
+        file_menu.addSeparator()
         file_menu.addAction(export_plots)
         file_menu.addAction(export_numbers)
         file_menu.addSeparator()
@@ -324,6 +329,16 @@ class MainWindow(QMainWindow):
             self.status_line.show_message("Select a session whose source to remove.", "error")
             return
         self.presenter.remove_source(slots[sid % len(slots)].spec)
+
+    def _load_checkpoint(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(
+            self,
+            "Load BlurBall checkpoint",
+            str(Path.home()),
+            "Checkpoints (*.pt *.pth *.tar);;All files (*)",
+        )
+        if path:
+            self.presenter.load_checkpoint(path)
 
     def _toggle_recording(self) -> None:
         parent = ""

@@ -106,6 +106,20 @@ class Presenter(QObject):
             self.status.emit("Applying: building the new backend…", "busy")
         return True
 
+    def load_checkpoint(self, path: str | None) -> bool:
+        """Use a BlurBall checkpoint (None: back to untrained weights) on the real model.
+
+        A bad file is refused by the worker with one line naming it and why; the
+        running model stays.
+        """
+        if self.engine.config.backend != "torch":
+            self.status.emit(
+                "A checkpoint is for the real model: pick CPU or a CUDA GPU under Device first",
+                "error",
+            )
+            return False
+        return self.change({"checkpoint": path})
+
     def set_sessions(self, n: int) -> bool:
         return self.change({"sessions": int(n)})
 

@@ -34,7 +34,9 @@ CONTROL_FIELDS = (
     "cudnn_benchmark",
 )
 
-NO_CUDA_NOTE = "No CUDA GPU: emulating laptop-8gb. CPU and the real model: Device menu/combo"
+NO_CUDA_NOTE = (
+    "No CUDA GPU: emulating laptop-8gb. For the CPU and the real model, use the Device list"
+)
 
 
 def demo_config(sources: Sequence[str], cuda: bool) -> RunConfig:
