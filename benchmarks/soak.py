@@ -65,21 +65,26 @@ def main() -> None:
         precision="fp16",
     )
     window = None
+    engine = Engine(cfg)
     if args.dashboard:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
         from PySide6.QtWidgets import QApplication
 
+        from batchscope.ui.device_options import device_choices
         from batchscope.ui.main_window import MainWindow
+        from batchscope.ui.theme import Look, apply_look
 
         app = QApplication.instance() or QApplication([])
-        engine = Engine(cfg)
-        engine.open()
-        engine.start()
-        window = MainWindow(engine)
+        apply_look(app, Look())
+        window = MainWindow(engine, Look(), None, devices=device_choices(gpus=[]))
+        window.resize(1600, 1000)
         window.show()
+        window.start()  # opens and starts the engine off the GUI thread
+        while not engine.running:
+            app.processEvents()
+            time.sleep(0.02)
         tick = app.processEvents
     else:
-        engine = Engine(cfg)
         engine.open()
         engine.start()
         tick = lambda: None  # noqa: E731
