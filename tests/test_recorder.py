@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -129,3 +130,20 @@ def test_reset_while_recording_loses_nothing(tmp_path):
     assert "recording_lost_items" not in report
     items = rows(folder / "items.csv")
     assert min(float(r["result"]) for r in items) < 0.8  # pre-reset windows were written
+
+
+def test_reset_while_recording_keeps_the_timeline(tmp_path):
+    engine = Engine(RunConfig(**CFG))
+    engine.open()
+    engine.start()
+    try:
+        folder = engine.start_recording(tmp_path / "rec")
+        time.sleep(1.6)
+        engine.reset_stats()
+        time.sleep(0.3)
+        engine.stop_recording()
+    finally:
+        engine.stop()
+    times = [float(r["t"]) for r in rows(folder / "timeline.csv")]
+    gaps = [b - a for a, b in pairwise(times)]
+    assert len(times) >= 6 and max(gaps) < 0.5  # a sample every 0.25 s, none missing

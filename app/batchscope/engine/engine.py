@@ -8,7 +8,6 @@ worker's hot path does not pay for it.
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections import Counter
@@ -25,8 +24,9 @@ from batchscope.engine.feeder import Feeder
 from batchscope.engine.metrics import Event, Latest, MetricsStore, TimelineSample
 from batchscope.engine.policies import make_policy
 from batchscope.engine.report import SessionInfo, build_report
+from batchscope.engine.roster import Roster, SourceSlot, close_slots, default_sources, open_slots
 from batchscope.engine.session import Mailboxes, Session
-from batchscope.engine.sources import FrameSource, SourceError, open_source
+from batchscope.engine.sources import SourceError
 from batchscope.engine.stats import (
     busy_fraction,
     latencies_ms,
@@ -34,21 +34,10 @@ from batchscope.engine.stats import (
     live_fps,
     stage_means,
 )
-from batchscope.paths import sample_videos
 
 MONITOR_PERIOD_S = 0.25
 RECENT_ITEMS = 4096  # latencies the live histograms and stage bars use
 RECENT_BATCHES_S = 10.0  # the live batch-size distribution covers the last 10 s
-GOLDEN = (math.sqrt(5) - 1) / 2
-
-
-@dataclass
-class SourceSlot:
-    """An opened source, or the reason it could not be opened."""
-
-    spec: str
-    source: FrameSource | None = None
-    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -89,11 +78,6 @@ class Snapshot:
     notes: list[str] = field(default_factory=list)
 
 
-def default_sources() -> tuple[str, ...]:
-    videos = sample_videos()
-    return tuple(str(p) for p in videos) if videos else ("synthetic",)
-
-
 class Engine:
     def __init__(
         self,
@@ -108,12 +92,10 @@ class Engine:
         self.mailboxes = Mailboxes()
         self._t0 = clock()
         self._stats_t0 = self._t0
-        self._lock = threading.RLock()
-        self._slots: list[SourceSlot] = []
-        self._sessions: dict[int, Session] = {}
         self._listeners: list[Callable[[Event], None]] = []
         self._worker = None
         self._feeder = Feeder(self.mailboxes, self._on_source_error, clock, seed=config.seed)
+        self.roster = Roster(self.mailboxes, self._feeder)
         self._monitor_stop = threading.Event()
         self._monitor = threading.Thread(
             target=self._monitor_loop, name="batchscope-monitor", daemon=True
@@ -131,17 +113,19 @@ class Engine:
         """
         from batchscope.engine.worker import Worker
 
-        specs = self.config.sources or default_sources()
-        self._slots = self._open_sources(specs, self.config.resolution)
+        slots = open_slots(self.config.sources or default_sources(), self.config.resolution)
         if not self.config.skip_bad_sources:
-            for slot in self._slots:
+            for slot in slots:
                 if slot.error:
+                    close_slots(slots)
                     raise SourceError(slot.spec, slot.error)
+        self._report_bad(slots)
+        self.roster.replace_sources(slots)
         backend = make_backend(self.config, self._oom_above)
         self._worker = Worker(
             self.mailboxes, self.store, make_policy(self.config), backend, self.event, self._clock
         )
-        for slot in self._slots:
+        for slot in slots:
             if slot.source is not None and slot.source.note:
                 self.event("info", f"{slot.spec}: {slot.source.note}")
 
@@ -171,9 +155,7 @@ class Engine:
             self._monitor.join(max(0.1, deadline - time.monotonic()))
         if self._worker is not None:
             self._worker.stop(max(0.1, deadline - time.monotonic()))
-        for slot in self._slots:
-            if slot.source is not None:
-                slot.source.close()
+        self.roster.close()
 
     def threads_alive(self) -> list[str]:
         out = []
@@ -189,7 +171,7 @@ class Engine:
 
     def set_paused(self, paused: bool) -> None:
         self._worker.paused = paused
-        self._feeder.set_sessions([] if paused else self._active(), self.config.fps)
+        self._feeder.set_sessions([] if paused else self.roster.active(), self.config.fps)
         self.event("config", "paused" if paused else "resumed")
 
     @property
@@ -247,79 +229,31 @@ class Engine:
 
     # -- sources and sessions -----------------------------------------------------------
 
-    def _open_sources(
-        self, specs: tuple[str, ...], resolution: tuple[int, int]
-    ) -> list[SourceSlot]:
-        slots = []
-        for spec in specs:
-            try:
-                slots.append(SourceSlot(spec, open_source(spec, resolution)))
-            except SourceError as exc:
-                slots.append(SourceSlot(spec, error=exc.reason))
-                if self.config.skip_bad_sources:
-                    self.event("error", str(exc))
-        return slots
-
-    def _active(self) -> list[Session]:
-        return [s for s in self._sessions.values() if s.state == "running"]
+    def _report_bad(self, slots: list[SourceSlot]) -> None:
+        for slot in slots:
+            if slot.error:
+                self.event("error", f"{slot.spec}: {slot.error}")
 
     def _sync_sessions(self) -> None:
-        """Make ``config.sessions`` sessions cycling over the sources; retire the rest."""
-        with self._lock:
-            n = self.config.sessions
-            for sid in [s for s in self._sessions if s >= n]:
-                session = self._sessions.pop(sid)
-                session.state = "stopped"
-                self.mailboxes.drop(sid)
-            for sid in range(n):
-                slot = self._slots[sid % len(self._slots)] if self._slots else None
-                current = self._sessions.get(sid)
-                if current is not None and slot is not None and current.source is slot.source:
-                    continue
-                self._sessions[sid] = self._make_session(sid, slot)
-            self._feeder.set_sessions(self._active(), self.config.fps)
-
-    def _make_session(self, sid: int, slot: SourceSlot | None) -> Session:
-        if slot is None or slot.source is None:
-            session = Session(sid, _NoSource(slot.spec if slot else "no source"))
-            session.fail(slot.error if slot else "no source opened")
-            return session
-        n = slot.source.n_frames or 1
-        phase = int(n * ((sid * GOLDEN) % 1.0))
-        return Session(sid, slot.source, phase)
+        self.roster.sync(self.config.sessions, self.config.fps)
 
     def add_source(self, spec: str) -> SourceSlot:
         """Open one more source (UI); a bad one shows its error on its sessions' rows."""
-        slot = self._open_sources((spec,), self.config.resolution)[0]
-        if slot.error:
-            self.event("error", f"{spec}: {slot.error}")
-        with self._lock:
-            self._slots.append(slot)
-            specs = (
-                (*self.config.sources, spec)
-                if self.config.sources
-                else tuple(s.spec for s in self._slots)
-            )
-            self.config = self.config.with_changes(sources=specs)
-            self._sync_sessions()
+        slot = open_slots((spec,), self.config.resolution)[0]
+        self._report_bad([slot])
+        self.roster.add(slot)
+        self.config = self.config.with_changes(sources=tuple(s.spec for s in self.roster.slots))
+        self._sync_sessions()
         return slot
 
     def remove_source(self, spec: str) -> None:
-        with self._lock:
-            keep = [s for s in self._slots if s.spec != spec]
-            gone = [s for s in self._slots if s.spec == spec]
-            if not keep:
-                return
-            self._slots = keep
-            self.config = self.config.with_changes(sources=tuple(s.spec for s in keep))
+        if self.roster.remove(spec):
+            self.config = self.config.with_changes(sources=tuple(s.spec for s in self.roster.slots))
             self._sync_sessions()
-        for slot in gone:
-            if slot.source is not None:
-                slot.source.close()
 
     @property
     def sources(self) -> list[SourceSlot]:
-        return list(self._slots)
+        return self.roster.slots
 
     # -- live configuration -----------------------------------------------------------
 
@@ -344,13 +278,9 @@ class Engine:
         if policy_fields & changes.keys():
             self._worker.set_policy(make_policy(new))
         if "resolution" in changes or "sources" in changes:
-            old_slots = self._slots
-            self._slots = self._open_sources(new.sources or default_sources(), new.resolution)
-            with self._lock:
-                self._sessions.clear()
-            for slot in old_slots:
-                if slot.source is not None:
-                    slot.source.close()
+            slots = open_slots(new.sources or default_sources(), new.resolution)
+            self._report_bad(slots)
+            self.roster.replace_sources(slots)
         if {"sessions", "fps", "resolution", "sources"} & changes.keys():
             self._sync_sessions()
         if set(BACKEND_FIELDS) & changes.keys():
@@ -386,14 +316,14 @@ class Engine:
             fps = {
                 sid: live_fps(np.fromiter(times, float), now)
                 for sid, times in self.store.result_times.items()
-                if sid in self._sessions
+                if self.roster.has(sid)
             }
             batches = self.store.batches.tail(256)
         recent = batches[batches["end"] > now - 1.0]
         window = min(1.0, now - self._stats_t0) or 1.0
         return TimelineSample(
             t=round(now - self._t0, 3),
-            fps={sid: fps.get(sid, 0.0) for sid in self._sessions},
+            fps={s.id: fps.get(s.id, 0.0) for s in self.roster.sessions()},
             throughput_wps=float(recent["size"].sum()) / window,
             busy=busy_fraction(float(recent["compute_s"].sum()), window),
             mean_batch=float(recent["size"].mean()) if len(recent) else 0.0,
@@ -418,8 +348,7 @@ class Engine:
             events = list(self.store.events)
         overwritten = self.mailboxes.overwritten()
         views, recent = [], {}
-        with self._lock:
-            sessions = sorted(self._sessions.values(), key=lambda s: s.id)
+        sessions = self.roster.sessions()
         for s in sessions:
             mine = items[items["session"] == s.id]
             lat = latencies_ms(mine)
@@ -460,7 +389,7 @@ class Engine:
             events=events,
             notes=[
                 f"{s.spec}: {s.source.note}"
-                for s in self._slots
+                for s in self.roster.slots
                 if s.source is not None and s.source.note
             ],
         )
@@ -473,11 +402,7 @@ class Engine:
             batches = self.store.batches.view()
         items = items[items["arrival"] >= self._stats_t0]
         batches = batches[batches["start"] >= self._stats_t0]
-        with self._lock:
-            infos = [
-                SessionInfo(s.id, s.source.spec, s.state, s.error)
-                for s in sorted(self._sessions.values(), key=lambda s: s.id)
-            ]
+        infos = [SessionInfo(s.id, s.source.spec, s.state, s.error) for s in self.roster.sessions()]
         backend = self._worker.backend
         return build_report(
             kind,
@@ -494,18 +419,6 @@ class Engine:
                 "events": [e.__dict__ for e in self.store.events],
             },
         )
-
-
-class _NoSource(FrameSource):
-    """Stands in for a source that failed to open, so its session can show the error."""
-
-    def __init__(self, spec: str) -> None:
-        self.spec = self.name = spec
-        self.fps = 30.0
-        self.source_size = self.resolution = (32, 16)
-
-    def frame(self, index: int) -> np.ndarray:
-        raise SourceError(self.spec, "not open")
 
 
 def _fmt(value: Any) -> str:

@@ -136,10 +136,13 @@ class MetricsStore:
         return ev
 
     def reset(self) -> None:
-        """Forget statistics (not events or latest frames): 'reset statistics'."""
+        """Forget statistics: 'reset statistics'.
+
+        Events, latest frames and the timeline stay: the timeline is a history
+        (with the reset marked on it as an event), not a statistic.
+        """
         with self.lock:
             self.items.clear()
             self.batches.clear()
             self.result_times.clear()
             self.delivered.clear()
-            self.timeline.clear()

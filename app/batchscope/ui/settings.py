@@ -73,7 +73,7 @@ def initial_config(
 ) -> tuple[RunConfig, str | None]:
     """(config, a note for the status bar or None)."""
     from batchscope.engine.backends import BackendError
-    from batchscope.engine.engine import default_sources
+    from batchscope.engine.roster import default_sources
     from batchscope.profiles.profile import ProfileError
 
     saved_sources = _existing(_load_list(settings, "sources")) if settings else []

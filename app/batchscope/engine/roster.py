@@ -1,0 +1,136 @@
+"""The roster: which sources are open and which sessions play them.
+
+N sessions cycle over the opened sources (session i plays source i mod k),
+each with its own frame phase so that sessions on one source do not show the
+same frame. A source that failed to open stays in the roster with its reason,
+so its sessions can show the error while the others run.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from batchscope.engine.feeder import Feeder
+from batchscope.engine.session import Mailboxes, Session
+from batchscope.engine.sources import FrameSource, SourceError, open_source
+from batchscope.paths import sample_videos
+
+GOLDEN = (math.sqrt(5) - 1) / 2  # spreads frame phases evenly for any session count
+
+
+@dataclass
+class SourceSlot:
+    """An opened source, or the reason it could not be opened."""
+
+    spec: str
+    source: FrameSource | None = None
+    error: str | None = None
+
+
+def default_sources() -> tuple[str, ...]:
+    videos = sample_videos()
+    return tuple(str(p) for p in videos) if videos else ("synthetic",)
+
+
+def open_slots(specs: Iterable[str], resolution: tuple[int, int]) -> list[SourceSlot]:
+    slots = []
+    for spec in specs:
+        try:
+            slots.append(SourceSlot(spec, open_source(spec, resolution)))
+        except SourceError as exc:
+            slots.append(SourceSlot(spec, error=exc.reason))
+    return slots
+
+
+class Roster:
+    def __init__(self, mailboxes: Mailboxes, feeder: Feeder) -> None:
+        self._mailboxes = mailboxes
+        self._feeder = feeder
+        self._lock = threading.RLock()
+        self._slots: list[SourceSlot] = []
+        self._sessions: dict[int, Session] = {}
+
+    @property
+    def slots(self) -> list[SourceSlot]:
+        return list(self._slots)
+
+    def sessions(self) -> list[Session]:
+        with self._lock:
+            return sorted(self._sessions.values(), key=lambda s: s.id)
+
+    def active(self) -> list[Session]:
+        return [s for s in self.sessions() if s.state == "running"]
+
+    def has(self, sid: int) -> bool:
+        return sid in self._sessions
+
+    def replace_sources(self, slots: list[SourceSlot]) -> None:
+        """Swap in newly opened sources (e.g. at another resolution); sessions restart."""
+        with self._lock:
+            old, self._slots = self._slots, slots
+            self._sessions.clear()
+        close_slots(old)
+
+    def add(self, slot: SourceSlot) -> None:
+        with self._lock:
+            self._slots.append(slot)
+
+    def remove(self, spec: str) -> bool:
+        """Drop a source (not the last one); False if nothing would be left."""
+        with self._lock:
+            keep = [s for s in self._slots if s.spec != spec]
+            gone = [s for s in self._slots if s.spec == spec]
+            if not keep:
+                return False
+            self._slots = keep
+        close_slots(gone)
+        return True
+
+    def sync(self, n: int, fps: float | None) -> None:
+        """Make ``n`` sessions cycling over the sources, retire the rest, re-pace the feeder."""
+        with self._lock:
+            for sid in [s for s in self._sessions if s >= n]:
+                self._sessions.pop(sid).state = "stopped"
+                self._mailboxes.drop(sid)
+            for sid in range(n):
+                slot = self._slots[sid % len(self._slots)] if self._slots else None
+                current = self._sessions.get(sid)
+                if current is not None and slot is not None and current.source is slot.source:
+                    continue
+                self._sessions[sid] = _make_session(sid, slot)
+            self._feeder.set_sessions(self.active(), fps)
+
+    def close(self) -> None:
+        close_slots(self._slots)
+
+
+def close_slots(slots: Iterable[SourceSlot]) -> None:
+    for slot in slots:
+        if slot.source is not None:
+            slot.source.close()
+
+
+def _make_session(sid: int, slot: SourceSlot | None) -> Session:
+    if slot is None or slot.source is None:
+        session = Session(sid, _NoSource(slot.spec if slot else "no source"))
+        session.fail(slot.error if slot else "no source opened")
+        return session
+    n = slot.source.n_frames or 1
+    return Session(sid, slot.source, int(n * ((sid * GOLDEN) % 1.0)))
+
+
+class _NoSource(FrameSource):
+    """Stands in for a source that failed to open, so its session can show the error."""
+
+    def __init__(self, spec: str) -> None:
+        self.spec = self.name = spec
+        self.fps = 30.0
+        self.source_size = self.resolution = (32, 16)
+
+    def frame(self, index: int) -> np.ndarray:
+        raise SourceError(self.spec, "not open")
