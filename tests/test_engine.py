@@ -13,6 +13,7 @@ from batchscope.engine.engine import Engine
 from batchscope.engine.metrics import Ring
 from batchscope.engine.session import Mailboxes, Window
 from batchscope.engine.stats import ITEM_DTYPE, jain, latency_summary
+from contract import OVERALL_KEYS, REPORT_KEYS, SESSION_KEYS, wait_for
 
 SMALL = dict(
     sources=("synthetic",),
@@ -21,19 +22,6 @@ SMALL = dict(
     profile="laptop-8gb",
     backend="emulated",
 )
-
-REPORT_KEYS = {"kind", "config", "sessions", "overall", "memory"}
-SESSION_KEYS = {"id", "source", "fps", "delivered", "overwritten", "latency_ms", "stages_ms"}
-OVERALL_KEYS = {
-    "throughput_wps",
-    "mean_fps",
-    "min_fps",
-    "jain",
-    "overwritten",
-    "latency_ms",
-    "batch_sizes",
-    "busy",
-}
 
 
 def started(seconds: float = 0.0, oom_above: int | None = None, **cfg) -> Engine:
@@ -51,15 +39,6 @@ def engines():
     yield made
     for e in made:
         e.stop()
-
-
-def wait_for(cond, timeout: float = 5.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def test_mailbox_keeps_latest_and_counts_overwritten():

@@ -12,15 +12,7 @@ from batchscope.config import RunConfig
 from batchscope.engine import sources
 from batchscope.engine.engine import Engine
 from batchscope.paths import sample_videos
-
-
-def wait_for(cond, timeout: float = 10.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return False
+from contract import wait_for
 
 
 def delivered(engine: Engine) -> dict[int, int]:

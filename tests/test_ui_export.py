@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from batchscope.ui.export import ExportError, export_png, export_report
+from contract import OVERALL_KEYS, SESSION_KEYS
 
 
 def test_export_json_follows_the_report_schema(dashboard, qtbot, tmp_path: Path):
@@ -19,26 +20,8 @@ def test_export_json_follows_the_report_schema(dashboard, qtbot, tmp_path: Path)
     assert data["kind"] == "run"
     assert {"config", "sessions", "overall", "memory"} <= data.keys()
     assert data["config"]["policy"] == "all" and data["config"]["resolution"] == [256, 144]
-    session = data["sessions"][0]
-    assert {
-        "id",
-        "source",
-        "fps",
-        "delivered",
-        "overwritten",
-        "latency_ms",
-        "stages_ms",
-    } <= session.keys()
-    assert {
-        "throughput_wps",
-        "mean_fps",
-        "min_fps",
-        "jain",
-        "overwritten",
-        "latency_ms",
-        "batch_sizes",
-        "busy",
-    } <= data["overall"].keys()
+    assert data["sessions"][0].keys() >= SESSION_KEYS
+    assert data["overall"].keys() >= OVERALL_KEYS
 
 
 def test_export_png_and_errors(dashboard, tmp_path: Path):

@@ -1,0 +1,31 @@
+"""Shared by the tests: the JSON report contract (ARCHITECTURE.md) and a polling helper."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+REPORT_KEYS = {"kind", "config", "sessions", "overall", "memory"}
+SESSION_KEYS = {"id", "source", "fps", "delivered", "overwritten", "latency_ms", "stages_ms"}
+OVERALL_KEYS = {
+    "throughput_wps",
+    "mean_fps",
+    "min_fps",
+    "jain",
+    "overwritten",
+    "latency_ms",
+    "batch_sizes",
+    "busy",
+}
+LATENCY_KEYS = {"mean", "p50", "p95", "p99", "max"}
+STAGE_KEYS = {"wait", "prep", "compute", "post"}
+
+
+def wait_for(cond: Callable[[], object], timeout: float = 10.0) -> bool:
+    """Poll ``cond`` every 50 ms until it is true or ``timeout`` seconds pass."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return False
