@@ -178,3 +178,19 @@ def test_module_entry_point_no_traceback_on_bad_input():
     assert proc.stderr.strip().splitlines() == [
         "batchscope: error: camera:99: no camera at index 99"
     ]
+
+
+def test_not_a_video_is_one_line_even_from_ffmpeg(tmp_path):
+    fake = tmp_path / "notes.mp4"
+    fake.write_text("hello, I am not a video\n" * 20)
+    proc = subprocess.run(
+        [sys.executable, "-m", "batchscope", "run", str(fake), "--quiet"],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": APP},
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"batchscope: error: {fake}: not a video OpenCV can open"
+    ]

@@ -12,6 +12,7 @@ Frames are RGB uint8 arrays of shape (H, W, 3) at the model resolution.
 from __future__ import annotations
 
 import math
+import os
 import sys
 import threading
 from abc import ABC, abstractmethod
@@ -23,8 +24,11 @@ import numpy as np
 
 from batchscope.engine.synthetic import BallTruth, SyntheticScene
 
-# OpenCV prints its own warnings on stderr for every failed open; our errors say it once.
+# OpenCV and its FFmpeg print their own warnings on stderr for every failed open
+# ("moov atom not found"); our errors say it once. FFmpeg's level is read when its
+# backend first loads, so this must run before the first VideoCapture.
 cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_SILENT)
+os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")  # AV_LOG_QUIET
 
 #: Upper bound of one file's frame cache; longer files loop over what fits.
 CACHE_BYTES = 768 * 1024 * 1024
