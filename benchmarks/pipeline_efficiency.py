@@ -17,6 +17,8 @@ Usage: python benchmarks/pipeline_efficiency.py [--device cpu|cuda:0] [--precisi
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -80,6 +82,34 @@ def pipeline(
     return report["overall"]["throughput_wps"], report["overall"]["batch_sizes"]
 
 
+def measure(kind: str, args: argparse.Namespace, batch: int) -> tuple[float, dict[str, int]]:
+    """One measurement in a fresh process.
+
+    Each side runs alone in its own process: with torch on the CPU, a thread that
+    runs the model after another thread did is up to 1.7× slower (one OpenMP team
+    per calling thread), which would bias whichever side runs second.
+    """
+    cmd = [
+        sys.executable,
+        __file__,
+        "--one",
+        kind,
+        "--device",
+        args.device,
+        "--precision",
+        args.precision,
+        "--resolution",
+        args.resolution,
+        "--batch",
+        str(batch),
+        "--seconds",
+        str(args.seconds),
+    ]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    wps, sizes = json.loads(out.strip().splitlines()[-1])
+    return wps, sizes
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda:0" if torch.cuda.is_available() else "cpu")
@@ -87,23 +117,33 @@ def main() -> None:
     ap.add_argument("--resolution", default=None)
     ap.add_argument("--batch", default="1,2,4,8")
     ap.add_argument("--seconds", type=float, default=8.0)
+    ap.add_argument("--one", choices=("bare", "pipeline"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     cuda = args.device.startswith("cuda")
-    precision = args.precision or ("fp16" if cuda else "fp32")
-    res = parse_resolution(args.resolution or ("512x288" if cuda else "128x72"))
+    args.precision = args.precision or ("fp16" if cuda else "fp32")
+    args.resolution = args.resolution or ("512x288" if cuda else "128x72")
+    res = parse_resolution(args.resolution)
     configure_threads()
+    if args.one:  # a child process: measure one side, print it as JSON
+        b = int(args.batch)
+        if args.one == "bare":
+            result = (bare_wps(args.device, args.precision, res, b, args.seconds / 2), {})
+        else:
+            result = pipeline(args.device, args.precision, res, b, args.seconds)
+        print(json.dumps(result))
+        return
     name = torch.cuda.get_device_name(0) if cuda else "CPU"
     print(
-        f"# pipeline efficiency on {args.device} ({name}), {precision}, "
+        f"# pipeline efficiency on {args.device} ({name}), {args.precision}, "
         f"{res[0]}x{res[1]}, torch {torch.__version__}, {time.strftime('%Y-%m-%d')}"
     )
     print("| batch | bare windows/s (before / after) | pipeline windows/s | ratio | batch sizes |")
     print("|---|---|---|---|---|")
     for b in (int(v) for v in args.batch.split(",")):
         # bare before and after the pipeline, so drift on a shared machine shows up
-        before = bare_wps(args.device, precision, res, b, args.seconds / 2)
-        live, sizes = pipeline(args.device, precision, res, b, args.seconds)
-        after = bare_wps(args.device, precision, res, b, args.seconds / 2)
+        before, _ = measure("bare", args, b)
+        live, sizes = measure("pipeline", args, b)
+        after, _ = measure("bare", args, b)
         bare = (before + after) / 2
         print(
             f"| {b} | {before:.1f} / {after:.1f} | {live:.1f} | {live / bare:.3f} | {sizes} |",

@@ -121,10 +121,21 @@ class Engine:
                     raise SourceError(slot.spec, slot.error)
         self._report_bad(slots)
         self.roster.replace_sources(slots)
-        backend = make_backend(self.config, self._oom_above)
+        config, oom_above = self.config, self._oom_above
         self._worker = Worker(
-            self.mailboxes, self.store, make_policy(self.config), backend, self.event, self._clock
+            self.mailboxes,
+            self.store,
+            make_policy(config),
+            lambda: make_backend(config, oom_above),
+            self.event,
+            self._clock,
         )
+        try:
+            self._worker.open()
+        except Exception:
+            self.roster.close()
+            self._worker = None
+            raise
         for slot in slots:
             if slot.source is not None and slot.source.note:
                 self.event("info", f"{slot.spec}: {slot.source.note}")

@@ -34,14 +34,18 @@ class Worker:
         mailboxes: Mailboxes,
         store: MetricsStore,
         policy: BatchPolicy,
-        backend: Backend,
+        factory: Callable[[], Backend],
         event: Callable[[str, str], None],
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self._mailboxes = mailboxes
         self._store = store
         self.policy = policy
-        self.backend = backend
+        self._factory = factory
+        self.backend: Backend | None = None
+        self.open_error: Exception | None = None
+        self._built = threading.Event()
+        self._go = threading.Event()
         self._event = event
         self._clock = clock
         self._lock = threading.Lock()
@@ -58,11 +62,24 @@ class Worker:
 
     # -- control (any thread) -------------------------------------------------
 
-    def start(self) -> None:
+    def open(self, timeout: float = 600.0) -> Backend:
+        """Start the thread and let it build the backend; raise what building raised."""
         self._thread.start()
+        if not self._built.wait(timeout):
+            self.stop()
+            raise TimeoutError(f"building the backend took more than {timeout:g} s")
+        if self.open_error is not None:
+            self._thread.join(1.0)
+            raise self.open_error
+        return self.backend
+
+    def start(self) -> None:
+        """Begin taking batches (after ``open``)."""
+        self._go.set()
 
     def stop(self, timeout: float = 2.0) -> None:
         self._terminate = True
+        self._go.set()
         self._mailboxes.wake()
         if self._thread.is_alive():
             self._thread.join(timeout)
@@ -87,6 +104,14 @@ class Worker:
     # -- the loop (worker thread) ---------------------------------------------
 
     def _run(self) -> None:
+        try:
+            self.backend = self._factory()
+        except Exception as exc:  # handed to open(), which raises it on the caller's thread
+            self.open_error = exc
+            self._built.set()
+            return
+        self._built.set()
+        self._go.wait()
         while not self._terminate:
             try:
                 self._apply_messages()
