@@ -166,31 +166,33 @@ def test_one_bad_source_stops_everything_unless_skipped(tmp_path, capsys):
     assert report["sessions"][0]["delivered"] > 0
 
 
-def test_module_entry_point_no_traceback_on_bad_input():
+def stderr_of_process(*args: str) -> tuple[int, list[str]]:
+    """Run ``python -m batchscope ARGS`` in a new process: exit code and stderr lines.
+
+    In a process of its own, so that what C libraries (OpenCV, FFmpeg) print on the
+    real stderr is seen too.
+    """
     proc = subprocess.run(
-        [sys.executable, "-m", "batchscope", "run", "camera:99", "--quiet"],
+        [sys.executable, "-m", "batchscope", *args, "--quiet"],
         capture_output=True,
         text=True,
         env={"PYTHONPATH": APP},
         timeout=120,
     )
-    assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines() == [
-        "batchscope: error: camera:99: no camera at index 99"
-    ]
+    return proc.returncode, proc.stderr.strip().splitlines()
+
+
+def test_module_entry_point_no_traceback_on_bad_input():
+    assert stderr_of_process("run", "camera:99") == (
+        2,
+        ["batchscope: error: camera:99: no camera at index 99"],
+    )
 
 
 def test_not_a_video_is_one_line_even_from_ffmpeg(tmp_path):
     fake = tmp_path / "notes.mp4"
     fake.write_text("hello, I am not a video\n" * 20)
-    proc = subprocess.run(
-        [sys.executable, "-m", "batchscope", "run", str(fake), "--quiet"],
-        capture_output=True,
-        text=True,
-        env={"PYTHONPATH": APP},
-        timeout=120,
+    assert stderr_of_process("run", str(fake)) == (
+        2,
+        [f"batchscope: error: {fake}: not a video OpenCV can open"],
     )
-    assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines() == [
-        f"batchscope: error: {fake}: not a video OpenCV can open"
-    ]
