@@ -230,3 +230,23 @@ def test_ring_appended_since_survives_clear():
     for i in range(6, 20):
         ring.append((i, 1, float(i), 0, 0, 0, 0))
     assert list(ring.appended_since(3)["session"]) == list(range(12, 20))  # capacity
+
+
+def test_compile_switch_compiles_with_dynamic_shapes_and_warms_both_graphs(monkeypatch):
+    import torch
+
+    from batchscope.engine.backends import TorchBackend
+
+    calls = []
+
+    def fake_compile(model, **kwargs):
+        calls.append(kwargs)
+        return model
+
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    backend = TorchBackend("cpu", "fp32", (128, 72), compile_model=True)
+    assert calls == [{"dynamic": True}]
+    assert backend.label == "cpu compiled"
+    assert backend._staging_np.shape[0] >= 2  # warm-up ran a batch of 2 as well
+    with pytest.raises(Exception, match="compile"):
+        RunConfig(compile=True, backend="emulated")

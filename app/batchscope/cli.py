@@ -215,6 +215,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="skip stage-4 outputs the head never uses (same result, less compute)",
     )
+    run.add_argument(
+        "--compile",
+        action="store_true",
+        help="torch.compile the model (off by default: on this 2-core CPU it is 1.5x faster "
+        "per batch but compiling takes about 100 s before the run starts)",
+    )
     run.add_argument("--seed", type=int, default=0)
     run.add_argument(
         "--skip-bad-sources",
@@ -299,6 +305,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         cudnn_benchmark=not args.no_cudnn_benchmark,
         checkpoint=args.checkpoint,
         lean=args.lean,
+        compile=args.compile,
         duration_s=args.duration,
         seed=args.seed,
         skip_bad_sources=args.skip_bad_sources,

@@ -37,6 +37,7 @@ BACKEND_FIELDS = (
     "cudnn_benchmark",
     "checkpoint",
     "lean",
+    "compile",
 )
 
 DEFAULT_RESOLUTION = (512, 288)
@@ -103,6 +104,7 @@ class RunConfig:
     cudnn_benchmark: bool = True
     checkpoint: str | None = None
     lean: bool = False
+    compile: bool = False  # torch.compile the model (torch backend; slow first build)
     duration_s: float = 20.0
     seed: int = 0
     skip_bad_sources: bool = False
@@ -141,6 +143,8 @@ class RunConfig:
         parse_resolution(self.resolution)
         if self.backend == "emulated" and not self.profile:
             raise ConfigError("profile", self.profile, "the emulated backend needs a profile")
+        if self.compile and self.backend != "torch":
+            raise ConfigError("compile", self.compile, "torch.compile needs the torch backend")
         if self.backend == "torch" and not re.fullmatch(r"cpu|cuda(:\d+)?", self.device):
             raise ConfigError("device", self.device, "expected cpu or cuda:N")
 
@@ -215,6 +219,7 @@ class RunConfig:
             "checkpoint": self.checkpoint,
             "weights": "checkpoint" if self.checkpoint else "untrained",
             "lean": self.lean,
+            "compile": self.compile,
             "sources": list(self.sources),
             "seed": self.seed,
             **self.extra,
