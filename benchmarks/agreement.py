@@ -16,11 +16,9 @@ render the synthetic source.
 from __future__ import annotations
 
 import argparse
-import time
 
 from batchscope.config import RunConfig
-from batchscope.engine.engine import Engine
-from batchscope.sim.simulator import simulate
+from batchscope.sim.agreement import live_and_simulated
 
 POLICIES = ("oldest", "round-robin", "all")
 WARMUP_S = 1.0
@@ -49,21 +47,8 @@ def main() -> None:
             precision=args.precision,
             duration_s=args.live,
         )
-        engine = Engine(base)
-        engine.open()
-        engine.start()
-        try:
-            for policy in POLICIES:
-                config = base.with_changes(policy=policy)
-                engine.apply(config)
-                time.sleep(WARMUP_S)
-                engine.reset_stats(announce=False)
-                time.sleep(args.live)
-                live = engine.report()
-                sim = simulate(config, warmup_s=WARMUP_S)
-                rows.append((n, policy, live["overall"], sim["overall"]))
-        finally:
-            engine.stop()
+        pairs = live_and_simulated(base, POLICIES, WARMUP_S, args.live)
+        rows += [(n, p, live["overall"], sim["overall"]) for p, (live, sim) in pairs.items()]
 
     print(
         f"{args.profile} {args.precision} 512x288, 30 fps, seed 0: live emulated worker "

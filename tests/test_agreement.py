@@ -23,13 +23,10 @@ the 15% that holds for the fair policy and for mean fps.
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from batchscope.config import RunConfig
-from batchscope.engine.engine import Engine
-from batchscope.sim.simulator import simulate
+from batchscope.sim.agreement import live_and_simulated
 
 WARMUP_S = 1.0
 LIVE_S = 4.0
@@ -52,22 +49,7 @@ def pairs() -> dict[str, tuple[dict, dict]]:
         duration_s=LIVE_S,
         seed=0,
     )
-    engine = Engine(base)
-    engine.open()  # renders the synthetic source once for both policies
-    engine.start()
-    out = {}
-    try:
-        for policy in POLICIES:
-            config = base.with_changes(policy=policy)
-            engine.apply(config)
-            time.sleep(WARMUP_S)
-            engine.reset_stats(announce=False)
-            time.sleep(LIVE_S)
-            out[policy] = (engine.report(), simulate(config, warmup_s=WARMUP_S))
-    finally:
-        engine.stop()
-    assert not engine.threads_alive()
-    return out
+    return live_and_simulated(base, POLICIES, WARMUP_S, LIVE_S)
 
 
 @pytest.mark.parametrize("policy", POLICIES)
