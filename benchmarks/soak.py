@@ -4,7 +4,9 @@
 (oldest → round-robin → all → dynamic → fixed → adaptive → …). Every 10 s it
 samples RSS, the thread count and the event count; at the end it prints the
 RSS at start and end, the slope of a least-squares line through the samples
-after the first minute (MB/min), and the errors seen.
+after the first minute and through those after the in-memory timeline is full
+(``TIMELINE_S``, 5 min; everything else is allocated up front), in MB/min, and
+the errors seen.
 
 Usage: python benchmarks/soak.py [--minutes 10] [--sessions 16] [--dashboard]
   --dashboard  run the same with the Qt dashboard open (offscreen if no display)
@@ -26,6 +28,7 @@ import numpy as np
 from batchscope.config import POLICIES, RunConfig
 from batchscope.engine.devicemem import rss_mb
 from batchscope.engine.engine import Engine
+from batchscope.engine.metrics import TIMELINE_S
 
 SAMPLE_S = 10.0
 CHANGE_S = 30.0
@@ -96,18 +99,23 @@ def main() -> None:
             window.close()
         engine.stop()
     t, rss, threads, events = (np.array(c, dtype=float) for c in zip(*samples, strict=True))
-    steady = t >= min(60.0, t[-1] / 2)
-    slope = np.polyfit(t[steady] / 60.0, rss[steady], 1)[0] if steady.sum() >= 2 else 0.0
+
+    def slope(after: float) -> str:
+        keep = t >= after
+        if keep.sum() < 3:
+            return "n/a (run longer)"
+        per_min = np.polyfit(t[keep] / 60.0, rss[keep], 1)[0]
+        return f"{per_min:+.2f} MB/min over {keep.sum()} samples"
+
     errors = [e for e in report["events"] if e["kind"] in ("error", "oom")]
     mode = "with dashboard" if args.dashboard else "headless"
     print(
         f"# soak {mode}: {args.minutes:g} min, {args.sessions} sessions, emulated laptop-8gb "
         f"fp16 512x288, policy change every {CHANGE_S:g} s, {time.strftime('%Y-%m-%d')}"
     )
-    print(
-        f"RSS start {rss[0]:.1f} MB, end {rss[-1]:.1f} MB, slope after warm-up "
-        f"{slope:+.2f} MB/min over {steady.sum()} samples"
-    )
+    print(f"RSS start {rss[0]:.1f} MB, end {rss[-1]:.1f} MB")
+    print(f"slope after the first minute: {slope(60.0)}")
+    print(f"slope once the timeline is full ({TIMELINE_S / 60:g} min): {slope(TIMELINE_S + 10.0)}")
     print(
         f"threads min {threads.min():.0f} max {threads.max():.0f}; events at end "
         f"{events[-1]:.0f} (bounded at 2000)"

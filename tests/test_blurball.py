@@ -78,3 +78,25 @@ def test_runs_in_bfloat16_on_cpu(model: BlurBall) -> None:
 def test_rejects_sizes_the_branches_cannot_fuse(model: BlurBall) -> None:
     with pytest.raises(ValueError, match="130x72"):
         model(_window(1, 72, 130))
+
+
+def test_arithmetic_matches_the_design_card() -> None:
+    from batchscope.models.arithmetic import macs
+
+    full = macs((512, 288))
+    assert 27.5e9 < full < 28.5e9  # BLURBALL.md: ≈28 GMAC per window at 512×288
+    # every layer is a convolution over the image (or a tiny SE layer): cost ∝ pixels
+    assert macs((128, 72)) == pytest.approx(full / 16, rel=0.01)
+
+
+def test_elements_moved_counts_reads_and_writes_not_views() -> None:
+    from batchscope.models.arithmetic import _ElementCounter
+
+    x, y = torch.ones(10, 4), torch.ones(10, 4)
+    with _ElementCounter() as counter:
+        x.view(4, 10)
+        x.permute(1, 0)
+    assert counter.elements == 0
+    with _ElementCounter() as counter:
+        _ = x + y  # reads 2 × 40, writes 40
+    assert counter.elements == 120

@@ -21,7 +21,13 @@ import numpy as np
 from batchscope.config import BACKEND_FIELDS, POLICY_PARAMS, RunConfig
 from batchscope.engine.backends import Backend, make_backend
 from batchscope.engine.feeder import Feeder
-from batchscope.engine.metrics import Event, Latest, MetricsStore, TimelineSample
+from batchscope.engine.metrics import (
+    MONITOR_PERIOD_S,
+    Event,
+    Latest,
+    MetricsStore,
+    TimelineSample,
+)
 from batchscope.engine.policies import make_policy
 from batchscope.engine.report import SessionInfo, build_report
 from batchscope.engine.roster import Roster, SourceSlot, close_slots, default_sources, open_slots
@@ -35,7 +41,6 @@ from batchscope.engine.stats import (
     stage_means,
 )
 
-MONITOR_PERIOD_S = 0.25
 RECENT_ITEMS = 4096  # latencies the live histograms and stage bars use
 RECENT_BATCHES_S = 10.0  # the live batch-size distribution covers the last 10 s
 

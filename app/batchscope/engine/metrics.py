@@ -17,8 +17,12 @@ import numpy as np
 
 from batchscope.engine.stats import BATCH_DTYPE, ITEM_DTYPE
 
-ITEM_CAPACITY = 1 << 18  # ≈ 2.4 h of 1 session at 30 fps; 16 MB
+ITEM_CAPACITY = 1 << 18  # ≈ 2.4 h of 1 session at 30 fps; 12.6 MB
 BATCH_CAPACITY = 1 << 16
+MONITOR_PERIOD_S = 0.25  # one timeline sample every 0.25 s
+TIMELINE_S = 300  # history kept in memory (the dashboard shows the last 60 s;
+# a recording keeps all of it on disk)
+TIMELINE_SAMPLES = int(TIMELINE_S / MONITOR_PERIOD_S)
 RESULT_TIMES = 256  # per session, enough for a 1 s fps window up to 256 fps
 
 
@@ -30,7 +34,9 @@ class Ring:
     """
 
     def __init__(self, dtype: np.dtype, capacity: int) -> None:
-        self._data = np.zeros(capacity, dtype=dtype)
+        # committed now, not page by page as it fills: memory is flat from the start
+        self._data = np.empty(capacity, dtype=dtype)
+        self._data.fill(0)
         self._next = 0
         self._count = 0  # records held now (≤ capacity)
         self.total = 0
@@ -76,7 +82,7 @@ class Event:
     message: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TimelineSample:
     """One sample of the monitor (every ``MONITOR_PERIOD_S``)."""
 
@@ -107,7 +113,7 @@ class MetricsStore:
     delivered: dict[int, int] = field(default_factory=dict)
     latest: dict[int, Latest] = field(default_factory=dict)
     events: deque = field(default_factory=lambda: deque(maxlen=2000))
-    timeline: deque = field(default_factory=lambda: deque(maxlen=4 * 3600))
+    timeline: deque = field(default_factory=lambda: deque(maxlen=TIMELINE_SAMPLES))
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def record_batch(
