@@ -15,7 +15,7 @@ implies, and, with ``--peak-tflops`` / ``--peak-gbs``, the fraction of the
 device's peak.
 
 Usage: python benchmarks/model_cost.py [--resolution 256x144,512x288,1024x576]
-       [--profile laptop-8gb,server-24gb] [--peak-tflops F] [--peak-gbs B]
+       [--profile laptop-8gb,server-24gb] [--peak-tflops fp16=T,fp32=T] [--peak-gbs B]
 """
 
 from __future__ import annotations
@@ -40,9 +40,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--resolution", default="256x144,512x288,1024x576")
     ap.add_argument("--profile", default="laptop-8gb,server-24gb")
-    ap.add_argument("--peak-tflops", type=float, help="the device's peak at the precision")
+    ap.add_argument(
+        "--peak-tflops",
+        default="",
+        metavar="P=T,...",
+        help="the device's peak TFLOPS per precision, e.g. fp16=989,bf16=989,fp32=67",
+    )
     ap.add_argument("--peak-gbs", type=float, help="the device's memory bandwidth, GB/s")
     args = ap.parse_args()
+    peak_tflops = {
+        k: float(v) for k, v in (item.split("=") for item in args.peak_tflops.split(",") if item)
+    }
     costs = {}
     print("| resolution | GMAC / window | MB moved / window fp16 (fp32) | FLOP per byte fp16 |")
     print("|---|---|---|---|")
@@ -58,7 +66,7 @@ def main() -> None:
     if not args.profile:
         return
     peaks = ""
-    if args.peak_tflops or args.peak_gbs:
+    if peak_tflops or args.peak_gbs:
         peaks = " | % of peak TFLOPS | % of peak GB/s"
     print()
     print(f"| profile | precision | resolution | batch | ms | TFLOPS | GB/s{peaks} |")
@@ -79,7 +87,8 @@ def main() -> None:
                     f"| {p.ms:.2f} | {tflops:.2f} | {gbs:.0f}"
                 )
                 if peaks:
-                    pt = f"{100 * tflops / args.peak_tflops:.1f}" if args.peak_tflops else "-"
+                    peak = peak_tflops.get(curve.precision)
+                    pt = f"{100 * tflops / peak:.1f}" if peak else "-"
                     pb = f"{100 * gbs / args.peak_gbs:.1f}" if args.peak_gbs else "-"
                     row += f" | {pt} | {pb}"
                 print(row + " |", flush=True)

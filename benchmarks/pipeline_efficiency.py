@@ -4,20 +4,32 @@ Both are measured side by side in one run, same model, precision, resolution
 and batch size:
 
 - bare: a loop calling BlurBall on a pre-made input tensor already on the
-  device (the best the device can do at that batch size);
+  device (the best the device can do at that batch size); on the emulated
+  device, a loop of the profile's batch waits alone;
 - pipeline: the full live path — sessions paced by the feeder, latest-only
   mailboxes, policy ``all`` capped at the batch size, staging, transfer,
   normalisation, model, post-processing, metrics — with enough sessions that
   every batch is full.
 
-Usage: python benchmarks/pipeline_efficiency.py [--device cpu|cuda:0] [--precision fp32]
-       [--resolution 128x72] [--batch 1,2,4,8] [--seconds 8]
+Each measurement runs in a fresh process, alternating bare, pipeline, bare, …
+(``--rounds`` pipelines between ``--rounds``+1 bares); each round's ratio is its
+pipeline ÷ the mean of the bares either side of it, so drift on a shared
+machine cancels. Printed: the medians and the median ratio with its range.
+
+``--backend emulated`` measures the worker's own overhead against a device
+that does not use the CPU (as a GPU does not): the host work (scheduling,
+stacking, metrics) is real, the model time is the profile's.
+
+Usage: python benchmarks/pipeline_efficiency.py [--backend torch|emulated]
+       [--device cpu|cuda:0] [--profile laptop-8gb] [--precision fp32]
+       [--resolution 128x72] [--batch 1,2,4,8] [--seconds 8] [--rounds 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -29,9 +41,24 @@ import torch
 
 from batchscope.cli import configure_threads
 from batchscope.config import RunConfig, parse_resolution
-from batchscope.engine.backends import check_device, check_precision
+from batchscope.engine.backends import EmulatedBackend, check_device, check_precision
 from batchscope.engine.engine import Engine
 from batchscope.models.blurball import BlurBall
+from batchscope.profiles.profile import load_profile
+
+
+def bare_emulated_wps(
+    profile: str, precision: str, res: tuple[int, int], batch: int, seconds: float
+) -> float:
+    backend = EmulatedBackend(load_profile(profile), precision, res)
+    for _ in range(10):  # let it learn its wake-up lead, as the live worker's has
+        backend.compute(batch, time.perf_counter())
+    n, t0 = 0, time.perf_counter()
+    end = t0
+    while end - t0 < seconds:
+        end = backend.compute(batch, end)
+        n += 1
+    return n * batch / (end - t0)
 
 
 def bare_wps(
@@ -55,7 +82,7 @@ def bare_wps(
 
 
 def pipeline(
-    device: str, precision: str, res: tuple[int, int], batch: int, seconds: float
+    args: argparse.Namespace, res: tuple[int, int], batch: int, seconds: float
 ) -> tuple[float, dict[str, int]]:
     cfg = RunConfig(
         sources=("synthetic",),
@@ -63,10 +90,10 @@ def pipeline(
         fps=120.0,
         policy="all",
         max_batch=batch,
-        backend="torch",
-        device=device,
-        profile=None,
-        precision=precision,
+        backend=args.backend,
+        device=args.device,
+        profile=args.profile if args.backend == "emulated" else None,
+        precision=args.precision,
         resolution=res,
     )
     engine = Engine(cfg)
@@ -94,6 +121,10 @@ def measure(kind: str, args: argparse.Namespace, batch: int) -> tuple[float, dic
         __file__,
         "--one",
         kind,
+        "--backend",
+        args.backend,
+        "--profile",
+        args.profile,
         "--device",
         args.device,
         "--precision",
@@ -112,43 +143,65 @@ def measure(kind: str, args: argparse.Namespace, batch: int) -> tuple[float, dic
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--backend", choices=("torch", "emulated"), default="torch")
     ap.add_argument("--device", default="cuda:0" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--profile", default="laptop-8gb", help="for --backend emulated")
     ap.add_argument("--precision", default=None)
     ap.add_argument("--resolution", default=None)
     ap.add_argument("--batch", default="1,2,4,8")
     ap.add_argument("--seconds", type=float, default=8.0)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--one", choices=("bare", "pipeline"), help=argparse.SUPPRESS)
     args = ap.parse_args()
-    cuda = args.device.startswith("cuda")
-    args.precision = args.precision or ("fp16" if cuda else "fp32")
-    args.resolution = args.resolution or ("512x288" if cuda else "128x72")
+    gpu_like = args.device.startswith("cuda") or args.backend == "emulated"
+    args.precision = args.precision or ("fp16" if gpu_like else "fp32")
+    args.resolution = args.resolution or ("512x288" if gpu_like else "128x72")
     res = parse_resolution(args.resolution)
     configure_threads()
     if args.one:  # a child process: measure one side, print it as JSON
         b = int(args.batch)
-        if args.one == "bare":
-            result = (bare_wps(args.device, args.precision, res, b, args.seconds / 2), {})
+        if args.one == "pipeline":
+            result = pipeline(args, res, b, args.seconds)
+        elif args.backend == "emulated":
+            result = (bare_emulated_wps(args.profile, args.precision, res, b, args.seconds / 2), {})
         else:
-            result = pipeline(args.device, args.precision, res, b, args.seconds)
+            result = (bare_wps(args.device, args.precision, res, b, args.seconds / 2), {})
         print(json.dumps(result))
         return
-    name = torch.cuda.get_device_name(0) if cuda else "CPU"
+    if args.backend == "emulated":
+        where = f"emulated {args.profile}"
+    elif args.device.startswith("cuda"):
+        where = f"{args.device} ({torch.cuda.get_device_name(0)})"
+    else:
+        where = "cpu"
     print(
-        f"# pipeline efficiency on {args.device} ({name}), {args.precision}, "
-        f"{res[0]}x{res[1]}, torch {torch.__version__}, {time.strftime('%Y-%m-%d')}"
+        f"# pipeline efficiency on {where}, {args.precision}, {res[0]}x{res[1]}, "
+        f"{args.rounds} rounds, torch {torch.__version__}, {time.strftime('%Y-%m-%d')}"
     )
-    print("| batch | bare windows/s (before / after) | pipeline windows/s | ratio | batch sizes |")
+    print(
+        "| batch | bare windows/s (median, all) | pipeline windows/s (median, all) "
+        "| ratio median (min – max) | batch sizes |"
+    )
     print("|---|---|---|---|---|")
     for b in (int(v) for v in args.batch.split(",")):
-        # bare before and after the pipeline, so drift on a shared machine shows up
-        before, _ = measure("bare", args, b)
-        live, sizes = measure("pipeline", args, b)
-        after, _ = measure("bare", args, b)
-        bare = (before + after) / 2
+        bares = [measure("bare", args, b)[0]]
+        lives, ratios = [], []
+        for _ in range(args.rounds):
+            live, sizes = measure("pipeline", args, b)
+            bares.append(measure("bare", args, b)[0])
+            lives.append(live)
+            ratios.append(live / ((bares[-2] + bares[-1]) / 2))
         print(
-            f"| {b} | {before:.1f} / {after:.1f} | {live:.1f} | {live / bare:.3f} | {sizes} |",
+            f"| {b} | {statistics.median(bares):.1f} ({_fmt(bares)}) "
+            f"| {statistics.median(lives):.1f} ({_fmt(lives)}) "
+            f"| {statistics.median(ratios):.3f} ({min(ratios):.3f} – {max(ratios):.3f}) "
+            f"| {sizes} |",
             flush=True,
         )
+
+
+def _fmt(values: list[float]) -> str:
+    return ", ".join(f"{v:.1f}" for v in values)
 
 
 if __name__ == "__main__":

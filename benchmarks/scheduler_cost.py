@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "app"))
 import numpy as np
 
 from batchscope.config import POLICIES, RunConfig, parse_resolution
+from batchscope.engine.backends import Staging
 from batchscope.engine.policies import make_policy
 from batchscope.engine.session import Mailboxes, Window
 
@@ -48,15 +49,13 @@ def decision_us(policy_name: str, n: int, frame: np.ndarray) -> float:
 
 def assembly_us(n: int, frame: np.ndarray) -> float:
     h, w, _ = frame.shape
-    staging = np.empty((n, 3, h, w, 3), np.uint8)
+    staging = Staging((w, h))
     ids = list(range(n))
     times = []
     for _ in range(20):
         box = filled(n, frame)
         t0 = time.perf_counter()
-        windows = box.take(ids)
-        for i, win in enumerate(windows):
-            np.stack(win.frames, out=staging[i])
+        staging.stack(box.take(ids))
         times.append(time.perf_counter() - t0)
     return float(np.median(times)) * 1e6
 

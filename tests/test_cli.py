@@ -121,6 +121,12 @@ def _bad_files(tmp_path: Path) -> dict[str, Path]:
         ),
         ("no cuda", ["run", "synthetic", "--device", "cuda:0"], "device cuda:0"),
         (
+            "cuda graphs on the cpu",
+            ["run", "synthetic", "--device", "cpu", "--resolution", "128x72", "--cuda-graphs"],
+            "CUDA graphs: need a CUDA device (device is cpu)",
+        ),
+        ("cuda graphs emulated", ["run", "synthetic", "--cuda-graphs"], "need the torch backend"),
+        (
             "profile lacks resolution",
             ["run", "synthetic", "--resolution", "1024x576"],
             "no curve for fp16 at 1024x576",

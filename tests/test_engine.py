@@ -65,6 +65,34 @@ def test_ring_is_bounded_and_ordered():
     assert list(ring.tail(100)["session"]) == list(range(12, 20))
 
 
+def test_ring_memory_is_committed_when_made_not_as_it_fills():
+    from batchscope.engine.devicemem import rss_mb
+
+    before = rss_mb()
+    ring = Ring(ITEM_DTYPE, 1 << 20)  # 48 MB of records
+    grown = rss_mb() - before
+    assert grown > 40  # resident now: appending later does not grow the process
+    assert ring.view().size == 0
+
+
+def test_emulated_device_stacks_windows_like_the_real_one():
+    from batchscope.engine.backends import EmulatedBackend
+    from batchscope.profiles.profile import load_profile
+
+    backend = EmulatedBackend(load_profile("laptop-8gb"), "fp16", (256, 144))
+    frames = [np.full((144, 256, 3), v, np.uint8) for v in range(6)]
+    windows = [Window(s, 0, 0, tuple(frames[3 * s : 3 * s + 3]), 0.0) for s in range(2)]
+    t0 = time.perf_counter()
+    result = backend.run(windows)
+    assert backend._staging.host[1, 2].min() == backend._staging.host[1, 2].max() == 5
+    assert backend._staging.host[0, 0].max() == 0
+    # compute waits the profile's batch-2 time (fp16 256x144: 4.69 ms at 1, 9.29 at 4)
+    assert backend.curve.ms(2) == pytest.approx(4.69 + (9.29 - 4.69) / 3)
+    waited = result.compute_end - result.prep_end
+    assert backend.curve.ms(2) / 1000 <= waited < backend.curve.ms(2) / 1000 + 0.004
+    assert result.prep_end >= t0
+
+
 def test_definitions():
     assert jain([10, 10, 10]) == pytest.approx(1.0)
     assert jain([30, 0, 0]) == pytest.approx(1 / 3)
@@ -247,6 +275,18 @@ def test_compile_switch_compiles_with_dynamic_shapes_and_warms_both_graphs(monke
     backend = TorchBackend("cpu", "fp32", (128, 72), compile_model=True)
     assert calls == [{"dynamic": True}]
     assert backend.label == "cpu compiled"
-    assert backend._staging_np.shape[0] >= 2  # warm-up ran a batch of 2 as well
+    assert backend._staging.host.shape[0] >= 2  # warm-up ran a batch of 2 as well
     with pytest.raises(Exception, match="compile"):
         RunConfig(compile=True, backend="emulated")
+
+
+def test_cuda_graphs_switch_is_refused_where_it_cannot_work():
+    from batchscope.engine.backends import BackendError, TorchBackend
+
+    with pytest.raises(BackendError, match="CUDA graphs: need a CUDA device"):
+        TorchBackend("cpu", "fp32", (128, 72), cuda_graphs=True)
+    with pytest.raises(Exception, match="torch backend"):
+        RunConfig(cuda_graphs=True, backend="emulated")
+    with pytest.raises(Exception, match="not both"):
+        RunConfig(cuda_graphs=True, compile=True, backend="torch", device="cuda:0")
+    assert RunConfig(backend="torch", device="cuda:0", cuda_graphs=True).to_json()["cuda_graphs"]

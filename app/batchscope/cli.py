@@ -221,6 +221,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="torch.compile the model (off by default: on this 2-core CPU it is 1.5x faster "
         "per batch but compiling takes about 100 s before the run starts)",
     )
+    run.add_argument(
+        "--cuda-graphs",
+        action="store_true",
+        help="capture each batch size once as a CUDA graph and replay it (CUDA devices only; "
+        "off by default until measured to win on your GPU: benchmarks/gpu_check.sh)",
+    )
     run.add_argument("--seed", type=int, default=0)
     run.add_argument(
         "--skip-bad-sources",
@@ -306,6 +312,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         checkpoint=args.checkpoint,
         lean=args.lean,
         compile=args.compile,
+        cuda_graphs=args.cuda_graphs,
         duration_s=args.duration,
         seed=args.seed,
         skip_bad_sources=args.skip_bad_sources,

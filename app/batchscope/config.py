@@ -38,6 +38,7 @@ BACKEND_FIELDS = (
     "checkpoint",
     "lean",
     "compile",
+    "cuda_graphs",
 )
 
 DEFAULT_RESOLUTION = (512, 288)
@@ -105,6 +106,7 @@ class RunConfig:
     checkpoint: str | None = None
     lean: bool = False
     compile: bool = False  # torch.compile the model (torch backend; slow first build)
+    cuda_graphs: bool = False  # replay each batch size as a captured CUDA graph (CUDA only)
     duration_s: float = 20.0
     seed: int = 0
     skip_bad_sources: bool = False
@@ -145,6 +147,12 @@ class RunConfig:
             raise ConfigError("profile", self.profile, "the emulated backend needs a profile")
         if self.compile and self.backend != "torch":
             raise ConfigError("compile", self.compile, "torch.compile needs the torch backend")
+        if self.cuda_graphs and self.backend != "torch":
+            raise ConfigError("cuda_graphs", True, "CUDA graphs need the torch backend on a GPU")
+        if self.cuda_graphs and self.compile:
+            raise ConfigError(
+                "cuda_graphs", True, "use CUDA graphs or torch.compile, not both in one run"
+            )
         if self.backend == "torch" and not re.fullmatch(r"cpu|cuda(:\d+)?", self.device):
             raise ConfigError("device", self.device, "expected cpu or cuda:N")
 
@@ -220,6 +228,7 @@ class RunConfig:
             "weights": "checkpoint" if self.checkpoint else "untrained",
             "lean": self.lean,
             "compile": self.compile,
+            "cuda_graphs": self.cuda_graphs,
             "sources": list(self.sources),
             "seed": self.seed,
             **self.extra,

@@ -69,9 +69,11 @@ class Backend(ABC):
 class EmulatedBackend(Backend):
     """Replays a device profile's batch curve as timed waits.
 
-    Lets a machine without a GPU show GPU behaviour. The wait is the
-    profile's ms for the batch size; what the report shows is still the
-    measured time on this clock, so scheduler overhead is visible.
+    Lets a machine without a GPU show GPU behaviour. Prep is real: the windows
+    are stacked into a staging buffer exactly as for the GPU, so host-side
+    assembly costs what it would. Compute is a wait of the profile's ms for
+    the batch size; what the report shows is still the measured time on this
+    clock, so scheduler overhead is visible.
     ``oom_above`` injects an out-of-memory error for batches larger than it
     (fault tests, and a way to demo recovery).
     """
@@ -98,21 +100,28 @@ class EmulatedBackend(Backend):
         self._peak_mb = {p.batch: p.peak_mb for p in self.curve.points if p.peak_mb}
         self._last_batch = 0
         self._lead = 0.0  # s: how early to wake to land on the deadline on average
+        self._staging = Staging(resolution)
 
     def run(self, windows: Sequence[Window]) -> BatchResult:
         n = len(windows)
         if self.oom_above is not None and n > self.oom_above:
             raise DeviceOutOfMemory(n, "injected by the emulated device")
+        self._staging.stack(windows)
         prep_end = time.perf_counter()
-        deadline = prep_end + self.curve.ms(n) / 1000.0
-        sleep_until(deadline - self._lead)
-        compute_end = time.perf_counter()
-        # The OS wakes a sleeper ~0.1 ms late; learn by how much and wake that much
-        # earlier, so the mean emulated batch time matches the profile.
-        overshoot = compute_end - deadline
-        self._lead = min(0.002, max(0.0, self._lead + 0.1 * overshoot))
+        compute_end = self.compute(n, prep_end)
         self._last_batch = n
         return BatchResult([None] * n, prep_end, compute_end, time.perf_counter())
+
+    def compute(self, n: int, start: float) -> float:
+        """Wait out the profile's time for a batch of ``n`` from ``start``; returns the end."""
+        deadline = start + self.curve.ms(n) / 1000.0
+        sleep_until(deadline - self._lead)
+        end = time.perf_counter()
+        # The OS wakes a sleeper ~0.1 ms late; learn by how much and wake that much
+        # earlier, so the mean emulated batch time matches the profile.
+        overshoot = end - deadline
+        self._lead = min(0.002, max(0.0, self._lead + 0.1 * overshoot))
+        return end
 
     def memory(self) -> dict[str, float]:
         out = super().memory()
@@ -132,6 +141,36 @@ def sleep_until(deadline: float) -> None:
         time.sleep(left)
 
 
+class Staging:
+    """A reusable host buffer that each batch's windows are stacked into, as uint8.
+
+    Grown in powers of two, never shrunk, so steady batching allocates nothing.
+    ``allocate(shape)`` returns the buffer (a pinned torch tensor for CUDA, a
+    numpy array for the emulated device); ``host`` is its numpy view.
+    """
+
+    def __init__(self, resolution: tuple[int, int], allocate: Any = None) -> None:
+        self.resolution = resolution
+        self._allocate = allocate or (lambda shape: np.empty(shape, np.uint8))
+        self.buffer: Any = None
+        self.host: np.ndarray | None = None
+
+    def stack(self, windows: Sequence[Window]) -> Any:
+        """Copy every window's frames in; returns the buffer (its first ``len`` rows hold them)."""
+        n = len(windows)
+        if self.host is None or len(self.host) < n:
+            cap = 1 << max(0, (n - 1).bit_length())
+            w, h = self.resolution
+            self.buffer = self._allocate((cap, 3, h, w, 3))
+            self.host = self.buffer if isinstance(self.buffer, np.ndarray) else self.buffer.numpy()
+        for i, win in enumerate(windows):
+            np.stack(win.frames, out=self.host[i])
+        return self.buffer
+
+    def release(self) -> None:
+        self.buffer = self.host = None
+
+
 class TorchBackend(Backend):
     """BlurBall on cpu or cuda:N at a precision and resolution.
 
@@ -139,7 +178,9 @@ class TorchBackend(Backend):
     is reused between batches, shipped to the device non-blocking, and
     converted and normalised there (4× less transfer than float32). Only the
     newest frame's heatmap is post-processed, on the device; just the peak
-    crops come back to the host.
+    crops come back to the host. With ``cuda_graphs`` the model runs as one
+    captured CUDA graph per batch size (captured on first use), which removes
+    the per-kernel launch cost of eager PyTorch.
     """
 
     draws_detections = True
@@ -154,6 +195,7 @@ class TorchBackend(Backend):
         checkpoint: str | None = None,
         lean: bool = False,
         compile_model: bool = False,
+        cuda_graphs: bool = False,
     ) -> None:
         import torch
 
@@ -165,6 +207,10 @@ class TorchBackend(Backend):
         self.dtype = check_precision(precision, self.device)
         self.resolution = resolution
         self.channels_last = channels_last
+        if cuda_graphs and self.device.type != "cuda":
+            raise BackendError(f"CUDA graphs: need a CUDA device (device is {device})")
+        if cuda_graphs and compile_model:
+            raise BackendError("use CUDA graphs or torch.compile, not both")
         if self.device.type == "cuda":
             torch.backends.cudnn.benchmark = cudnn_benchmark
             name = torch.cuda.get_device_name(self.device)
@@ -186,27 +232,21 @@ class TorchBackend(Backend):
             # specialised once more); both are paid in warm_up, on the worker thread
             model = torch.compile(model, dynamic=True)
             self.label += " compiled"
+        if cuda_graphs:
+            self.label += " graphs"
         self.model = model
         self._compiled = compile_model
+        self._graphs: dict[int, _CapturedBatch] | None = {} if cuda_graphs else None
+        self.captured: list[tuple[int, float]] = []  # (batch size, ms to capture) per graph
         scale = [1.0 / (255.0 * s) for s in IMAGENET_STD] * 3
         shift = [-m / s for m, s in zip(IMAGENET_MEAN, IMAGENET_STD, strict=True)] * 3
         self._scale = torch.tensor(scale, device=self.device, dtype=self.dtype).view(1, 9, 1, 1)
         self._shift = torch.tensor(shift, device=self.device, dtype=self.dtype).view(1, 9, 1, 1)
-        self._staging: Any = None
-        self._staging_np: np.ndarray | None = None
+        pin = self.device.type == "cuda"
+        self._staging = Staging(
+            resolution, lambda shape: torch.empty(shape, dtype=torch.uint8, pin_memory=pin)
+        )
         self.warm_up()
-
-    def _stage(self, n: int) -> tuple[Any, np.ndarray]:
-        """A reusable host buffer for ``n`` windows (grown in powers of two)."""
-        if self._staging_np is None or len(self._staging_np) < n:
-            cap = 1 << max(0, (n - 1).bit_length())
-            w, h = self.resolution
-            pin = self.device.type == "cuda"
-            self._staging = self.torch.empty(
-                (cap, 3, h, w, 3), dtype=self.torch.uint8, pin_memory=pin
-            )
-            self._staging_np = self._staging.numpy()
-        return self._staging, self._staging_np
 
     def _sync(self) -> None:
         if self.device.type == "cuda":
@@ -229,28 +269,40 @@ class TorchBackend(Backend):
         w, h = self.resolution
         try:
             with torch.inference_mode():
-                staging, host = self._stage(n)
-                for i, win in enumerate(windows):
-                    np.stack(win.frames, out=host[i])
-                x = staging[:n].to(self.device, non_blocking=True)
+                x = self._staging.stack(windows)[:n].to(self.device, non_blocking=True)
                 x = x.permute(0, 1, 4, 2, 3).reshape(n, 9, h, w).to(self.dtype)
                 x = x * self._scale + self._shift
                 if self.channels_last:
                     x = x.contiguous(memory_format=torch.channels_last)
                 self._sync()
                 prep_end = time.perf_counter()
-                logits = self.model(x)
+                heatmaps = self.model(x)[:, 2] if self._graphs is None else self._replay(x)
                 self._sync()
                 compute_end = time.perf_counter()
                 # post-processing runs with untrained weights too: its cost is part of
                 # the timing; only drawing the (meaningless) detections is skipped
-                dets = _detect(best_detections, logits[:, 2], windows)
+                dets = _detect(best_detections, heatmaps, windows)
                 if not self.draws_detections:
                     dets = [None] * n
         except torch.OutOfMemoryError as exc:
             torch.cuda.empty_cache()
             raise DeviceOutOfMemory(n, str(exc).split("\n")[0][:120]) from None
         return BatchResult(dets, prep_end, compute_end, time.perf_counter())
+
+    def _replay(self, x: Any) -> Any:
+        """The newest frame's heatmaps of ``x`` by replaying the graph captured for its size.
+
+        The first batch of each size captures it (three warm-up runs on a side stream,
+        then the capture), so that batch's compute time includes the capture.
+        """
+        captured = self._graphs.get(len(x))
+        if captured is None:
+            t0 = time.perf_counter()
+            captured = self._graphs[len(x)] = _CapturedBatch.capture(self.torch, self.model, x)
+            self.captured.append((len(x), (time.perf_counter() - t0) * 1000.0))
+        captured.input.copy_(x)
+        captured.graph.replay()
+        return captured.output
 
     def memory(self) -> dict[str, float]:
         out = super().memory()
@@ -273,9 +325,33 @@ class TorchBackend(Backend):
 
     def close(self) -> None:
         self.model = None
-        self._staging = self._staging_np = None
+        self._graphs = None
+        self._staging.release()
         if self.device.type == "cuda":
             self.torch.cuda.empty_cache()
+
+
+@dataclass
+class _CapturedBatch:
+    """One CUDA graph of the model for one batch size, with its fixed input and output."""
+
+    graph: Any
+    input: Any
+    output: Any
+
+    @classmethod
+    def capture(cls, torch: Any, model: Any, example: Any) -> _CapturedBatch:
+        static_in = example.clone()
+        side = torch.cuda.Stream(example.device)
+        side.wait_stream(torch.cuda.current_stream(example.device))
+        with torch.cuda.stream(side):  # warm-up (and cuDNN autotuning) off the capture
+            for _ in range(3):
+                model(static_in)
+        torch.cuda.current_stream(example.device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_out = model(static_in)[:, 2]
+        return cls(graph, static_in, static_out)
 
 
 def _detect(best_detections: Any, heatmaps: Any, windows: Sequence[Window]) -> list[Any]:
@@ -351,4 +427,5 @@ def make_backend(config: RunConfig, oom_above: int | None = None) -> Backend:
         checkpoint=config.checkpoint,
         lean=config.lean,
         compile_model=config.compile,
+        cuda_graphs=config.cuda_graphs,
     )

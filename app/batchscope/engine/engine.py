@@ -416,8 +416,11 @@ class Engine:
         with self.store.lock:
             items = self.store.items.view()
             batches = self.store.batches.view()
-        items = items[items["arrival"] >= self._stats_t0]
-        batches = batches[batches["start"] >= self._stats_t0]
+        # what was delivered in the interval (the rings were cleared when it began; the
+        # filter keeps that true however they were read): counting by arrival instead
+        # would drop the windows waiting at the reset and under-count by latency/duration
+        items = items[items["result"] >= self._stats_t0]
+        batches = batches[batches["end"] >= self._stats_t0]
         infos = [SessionInfo(s.id, s.source.spec, s.state, s.error) for s in self.roster.sessions()]
         backend = self._worker.backend
         return build_report(
