@@ -75,22 +75,25 @@ def test_ring_memory_is_committed_when_made_not_as_it_fills():
     assert ring.view().size == 0
 
 
-def test_emulated_device_stacks_windows_like_the_real_one():
+def test_emulated_device_stages_new_frames_like_the_real_one():
     from batchscope.engine.backends import EmulatedBackend
     from batchscope.profiles.profile import load_profile
 
     backend = EmulatedBackend(load_profile("laptop-8gb"), "fp16", (256, 144))
-    frames = [np.full((144, 256, 3), v, np.uint8) for v in range(6)]
-    windows = [Window(s, 0, 0, tuple(frames[3 * s : 3 * s + 3]), 0.0) for s in range(2)]
+    frames = [np.full((144, 256, 3), v, np.uint8) for v in range(8)]
+    first = [Window(s, 3, 2, tuple(frames[3 * s : 3 * s + 3]), 0.0) for s in range(2)]
     t0 = time.perf_counter()
-    result = backend.run(windows)
-    assert backend._staging.host[1, 2].min() == backend._staging.host[1, 2].max() == 5
-    assert backend._staging.host[0, 0].max() == 0
+    result = backend.run(first)  # whole windows: 6 frames staged
+    assert [int(backend._staging.host[i, 0, 0, 0]) for i in range(6)] == [0, 1, 2, 3, 4, 5]
+    assert result.prep_end >= t0
     # compute waits the profile's batch-2 time (fp16 256x144: 4.69 ms at 1, 9.29 at 4)
     assert backend.curve.ms(2) == pytest.approx(4.69 + (9.29 - 4.69) / 3)
     waited = result.compute_end - result.prep_end
     assert backend.curve.ms(2) / 1000 <= waited < backend.curve.ms(2) / 1000 + 0.004
-    assert result.prep_end >= t0
+    # the next window of session 0 shares two frames: only its new frame is staged
+    backend.run([Window(0, 4, 3, (frames[1], frames[2], frames[7]), 0.0)])
+    assert int(backend._staging.host[0, 0, 0, 0]) == 7
+    assert int(backend._staging.host[1, 0, 0, 0]) == 1  # row 1 untouched since the first batch
 
 
 def test_definitions():
@@ -271,11 +274,19 @@ def test_compile_switch_compiles_with_dynamic_shapes_and_warms_both_graphs(monke
         calls.append(kwargs)
         return model
 
+    sizes = []
+    run = TorchBackend.run
+
+    def spy(self, windows):
+        sizes.append(len(windows))
+        return run(self, windows)
+
     monkeypatch.setattr(torch, "compile", fake_compile)
+    monkeypatch.setattr(TorchBackend, "run", spy)
     backend = TorchBackend("cpu", "fp32", (128, 72), compile_model=True)
     assert calls == [{"dynamic": True}]
     assert backend.label == "cpu compiled"
-    assert backend._staging.host.shape[0] >= 2  # warm-up ran a batch of 2 as well
+    assert sizes == [1, 1, 1, 2, 2, 2]  # warm-up ran batches of 2 as well
     with pytest.raises(Exception, match="compile"):
         RunConfig(compile=True, backend="emulated")
 

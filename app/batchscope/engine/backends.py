@@ -17,6 +17,7 @@ import numpy as np
 
 from batchscope.config import RunConfig
 from batchscope.engine import devicemem
+from batchscope.engine.assembly import FramePool, Staging
 from batchscope.engine.session import Window
 from batchscope.profiles.profile import DeviceProfile, load_profile
 
@@ -69,11 +70,11 @@ class Backend(ABC):
 class EmulatedBackend(Backend):
     """Replays a device profile's batch curve as timed waits.
 
-    Lets a machine without a GPU show GPU behaviour. Prep is real: the windows
-    are stacked into a staging buffer exactly as for the GPU, so host-side
-    assembly costs what it would. Compute is a wait of the profile's ms for
-    the batch size; what the report shows is still the measured time on this
-    clock, so scheduler overhead is visible.
+    Lets a machine without a GPU show GPU behaviour. Prep is real: each
+    window's new frames are copied into a staging buffer exactly as for the
+    GPU (see ``assembly``), so host-side assembly costs what it would. Compute
+    is a wait of the profile's ms for the batch size; what the report shows is
+    still the measured time on this clock, so scheduler overhead is visible.
     ``oom_above`` injects an out-of-memory error for batches larger than it
     (fault tests, and a way to demo recovery).
     """
@@ -101,12 +102,16 @@ class EmulatedBackend(Backend):
         self._last_batch = 0
         self._lead = 0.0  # s: how early to wake to land on the deadline on average
         self._staging = Staging(resolution)
+        self._pool = FramePool()
 
     def run(self, windows: Sequence[Window]) -> BatchResult:
         n = len(windows)
         if self.oom_above is not None and n > self.oom_above:
             raise DeviceOutOfMemory(n, "injected by the emulated device")
-        self._staging.stack(windows)
+        plan = self._pool.plan(windows)
+        if plan.uploads:
+            self._staging.put(plan.uploads)
+        self._pool.commit(plan)
         prep_end = time.perf_counter()
         compute_end = self.compute(n, prep_end)
         self._last_batch = n
@@ -141,42 +146,14 @@ def sleep_until(deadline: float) -> None:
         time.sleep(left)
 
 
-class Staging:
-    """A reusable host buffer that each batch's windows are stacked into, as uint8.
-
-    Grown in powers of two, never shrunk, so steady batching allocates nothing.
-    ``allocate(shape)`` returns the buffer (a pinned torch tensor for CUDA, a
-    numpy array for the emulated device); ``host`` is its numpy view.
-    """
-
-    def __init__(self, resolution: tuple[int, int], allocate: Any = None) -> None:
-        self.resolution = resolution
-        self._allocate = allocate or (lambda shape: np.empty(shape, np.uint8))
-        self.buffer: Any = None
-        self.host: np.ndarray | None = None
-
-    def stack(self, windows: Sequence[Window]) -> Any:
-        """Copy every window's frames in; returns the buffer (its first ``len`` rows hold them)."""
-        n = len(windows)
-        if self.host is None or len(self.host) < n:
-            cap = 1 << max(0, (n - 1).bit_length())
-            w, h = self.resolution
-            self.buffer = self._allocate((cap, 3, h, w, 3))
-            self.host = self.buffer if isinstance(self.buffer, np.ndarray) else self.buffer.numpy()
-        for i, win in enumerate(windows):
-            np.stack(win.frames, out=self.host[i])
-        return self.buffer
-
-    def release(self) -> None:
-        self.buffer = self.host = None
-
-
 class TorchBackend(Backend):
     """BlurBall on cpu or cuda:N at a precision and resolution.
 
-    Windows are stacked as uint8 into a (pinned, on CUDA) staging buffer that
-    is reused between batches, shipped to the device non-blocking, and
-    converted and normalised there (4× less transfer than float32). Only the
+    Only the frames the device does not hold yet travel (one per window when
+    no frame was skipped; see ``assembly``): copied as uint8 into a (pinned, on
+    CUDA) staging buffer reused between batches, shipped non-blocking into a
+    device frame pool, gathered into windows there, then converted and
+    normalised on the device (4× less transfer than float32). Only the
     newest frame's heatmap is post-processed, on the device; just the peak
     crops come back to the host. With ``cuda_graphs`` the model runs as one
     captured CUDA graph per batch size (captured on first use), which removes
@@ -246,6 +223,8 @@ class TorchBackend(Backend):
         self._staging = Staging(
             resolution, lambda shape: torch.empty(shape, dtype=torch.uint8, pin_memory=pin)
         )
+        self._pool = FramePool()
+        self._frames: Any = None  # the device frame pool: 3 frames per session
         self.warm_up()
 
     def _sync(self) -> None:
@@ -255,11 +234,11 @@ class TorchBackend(Backend):
     def warm_up(self, runs: int = 3) -> None:
         w, h = self.resolution
         frame = np.zeros((h, w, 3), np.uint8)
-        window = Window(0, 0, 0, (frame, frame, frame), 0.0)
         sizes = (1, 2) if self._compiled else (1,)  # compile both graphs before timing
         for n in sizes:
             for _ in range(runs):
-                self.run([window] * n)
+                self.run([Window(i, 0, 0, (frame, frame, frame), 0.0) for i in range(n)])
+        self._pool.forget()  # the sessions start with empty pool positions
 
     def run(self, windows: Sequence[Window]) -> BatchResult:
         from batchscope.models.postprocess import best_detections
@@ -269,7 +248,7 @@ class TorchBackend(Backend):
         w, h = self.resolution
         try:
             with torch.inference_mode():
-                x = self._staging.stack(windows)[:n].to(self.device, non_blocking=True)
+                x = self._assemble(windows)  # (n, 3, h, w, 3) uint8 on the device
                 x = x.permute(0, 1, 4, 2, 3).reshape(n, 9, h, w).to(self.dtype)
                 x = x * self._scale + self._shift
                 if self.channels_last:
@@ -285,9 +264,38 @@ class TorchBackend(Backend):
                 if not self.draws_detections:
                     dets = [None] * n
         except torch.OutOfMemoryError as exc:
+            self._pool.forget()
             torch.cuda.empty_cache()
             raise DeviceOutOfMemory(n, str(exc).split("\n")[0][:120]) from None
+        except Exception:
+            self._pool.forget()  # the pool may hold half a batch: ship whole windows next
+            raise
         return BatchResult(dets, prep_end, compute_end, time.perf_counter())
+
+    def _assemble(self, windows: Sequence[Window]) -> Any:
+        """Ship the frames the device pool lacks, then gather the windows from the pool."""
+        torch = self.torch
+        plan = self._pool.plan(windows)
+        need = 3 * plan.slots_needed
+        if self._frames is None or len(self._frames) < need:
+            w, h = self.resolution
+            grown = torch.empty(
+                (3 << max(0, (plan.slots_needed - 1).bit_length()), h, w, 3),
+                dtype=torch.uint8,
+                device=self.device,
+            )
+            if self._frames is not None:
+                grown[: len(self._frames)] = self._frames
+            self._frames = grown
+        if plan.uploads:
+            m = len(plan.uploads)
+            new = self._staging.put(plan.uploads)[:m].to(self.device, non_blocking=True)
+            at = torch.from_numpy(plan.positions).to(self.device, non_blocking=True)
+            self._frames.index_copy_(0, at, new)
+        gather = torch.from_numpy(plan.gather).to(self.device, non_blocking=True)
+        x = self._frames[gather]
+        self._pool.commit(plan)
+        return x
 
     def _replay(self, x: Any) -> Any:
         """The newest frame's heatmaps of ``x`` by replaying the graph captured for its size.
@@ -326,6 +334,8 @@ class TorchBackend(Backend):
     def close(self) -> None:
         self.model = None
         self._graphs = None
+        self._frames = None
+        self._pool.forget()
         self._staging.release()
         if self.device.type == "cuda":
             self.torch.cuda.empty_cache()
