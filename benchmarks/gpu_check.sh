@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# One prepared run of every GPU check, results in one folder (about 8 minutes on one GPU).
+# One prepared run of every GPU check, results in one folder (under 10 minutes: the step
+# limits add up to 560 s, so it fits one 600 s device call).
 #   bash benchmarks/gpu_check.sh [OUT_DIR]     (needs a CUDA build of torch and a GPU)
 # Steps, most important first, each with its own time limit and its own file, so a run
 # cut short still brings back what it finished:
@@ -8,7 +9,7 @@
 #   sweep*.txt, profile*.json
 #                      fp16/fp32/bf16 at 256x144, 512x288, 1024x576, batches 1-16,
 #                      with and without channels_last (ms per batch, peak device memory)
-#   efficiency.txt     live pipeline / bare model, batches 1, 2, 4, 8, fp16 512x288
+#   efficiency.txt     live pipeline / bare model, batches 1, 4, 8, fp16 512x288
 #   graphs.txt         the live worker with and without --cuda-graphs, fixed batches 1 and 4
 #   arithmetic.txt     TFLOPS and GB/s each swept point implies (PEAK_TFLOPS / PEAK_GBS:
 #                      the device's peaks, e.g. PEAK_TFLOPS=fp16=989,bf16=989,fp32=67
@@ -32,14 +33,14 @@ step() {  # step SECONDS FILE COMMAND...: run with a time limit, tee into FILE
   $py -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0))"
 } > "$out/machine.txt" 2>&1
 cat "$out/machine.txt"
-step 120 cuda_tests.txt $py -m pytest -m cuda tests/test_cuda.py -q
+step 90 cuda_tests.txt $py -m pytest -m cuda tests/test_cuda.py -q
 common=(--device cuda:0 --precision fp16,fp32,bf16 --resolution 256x144,512x288,1024x576
         --batch 1,2,3,4,8,16 --warmup 10 --repeat 30 --rounds 3)
-step 150 sweep.txt $py -m batchscope sweep "${common[@]}" --name gpu --out "$out/profile.json"
-step 150 sweep-channels-last.txt $py -m batchscope sweep "${common[@]}" --channels-last \
+step 120 sweep.txt $py -m batchscope sweep "${common[@]}" --name gpu --out "$out/profile.json"
+step 100 sweep-channels-last.txt $py -m batchscope sweep "${common[@]}" --channels-last \
     --name gpu-cl --out "$out/profile-channels-last.json"
-step 150 efficiency.txt $py benchmarks/pipeline_efficiency.py --device cuda:0 --precision fp16 \
-    --resolution 512x288 --batch 1,2,4,8 --seconds 4 --rounds 2
+step 100 efficiency.txt $py benchmarks/pipeline_efficiency.py --device cuda:0 --precision fp16 \
+    --resolution 512x288 --batch 1,4,8 --seconds 3 --rounds 1
 graphs() {
   for b in 1 4; do
     for g in "" --cuda-graphs; do
@@ -55,6 +56,6 @@ step 90 graphs.txt bash -c graphs
 peaks=()
 [ -n "${PEAK_TFLOPS:-}" ] && peaks+=(--peak-tflops "$PEAK_TFLOPS")
 [ -n "${PEAK_GBS:-}" ] && peaks+=(--peak-gbs "$PEAK_GBS")
-step 60 arithmetic.txt $py benchmarks/model_cost.py --profile "$out/profile.json,laptop-8gb,server-24gb" "${peaks[@]}"
-step 60 scheduler.txt $py benchmarks/scheduler_cost.py
+step 30 arithmetic.txt $py benchmarks/model_cost.py --profile "$out/profile.json,laptop-8gb,server-24gb" "${peaks[@]}"
+step 30 scheduler.txt $py benchmarks/scheduler_cost.py
 echo "results in $out"

@@ -21,7 +21,7 @@ live run because it shares everything except the device:
 
 The device is one batch at a time whose duration is the profile's
 ``BatchCurve.ms(n)``; prep and post take no time (the emulated backend's prep
-is the real stacking of the frames, ≈ 0.05 ms per window at 512×288, which the
+is the real copying of the new frames, ≈ 0.1 ms per window at 512×288, which the
 simulator leaves out). Like ``run``, statistics cover ``duration_s`` seconds
 after a ``warmup_s`` warm-up: the windows and batches delivered in that
 interval.
