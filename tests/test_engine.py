@@ -66,12 +66,15 @@ def test_ring_is_bounded_and_ordered():
 
 
 def test_ring_memory_is_committed_when_made_not_as_it_fills():
+    import gc
+
     from batchscope.engine.devicemem import rss_mb
 
+    gc.collect()  # free earlier tests' garbage now, not while we measure
     before = rss_mb()
-    ring = Ring(ITEM_DTYPE, 1 << 20)  # 48 MB of records
+    ring = Ring(ITEM_DTYPE, 1 << 21)  # 96 MB of records
     grown = rss_mb() - before
-    assert grown > 40  # resident now: appending later does not grow the process
+    assert grown > 80  # resident now: appending later does not grow the process
     assert ring.view().size == 0
 
 
