@@ -64,7 +64,7 @@ class Plan:
     positions: np.ndarray  # int64 (len(uploads),): pool position of each upload
     gather: np.ndarray  # int64 (n, 3): pool positions of each window's frames, oldest first
     slots_needed: int  # pool size (in sessions) this plan needs
-    _slots: dict[int, int] = field(repr=False)
+    _added: dict[int, int] = field(repr=False)
     _resident: dict[int, tuple[tuple[np.ndarray, ...], list[int]]] = field(repr=False)
 
 
@@ -85,9 +85,11 @@ class FramePool:
         positions: list[int] = []
         gather = np.empty((len(windows), WINDOW), np.int64)
         resident: dict[int, tuple[tuple[np.ndarray, ...], list[int]]] = {}
-        slots = dict(self._slot)
+        added: dict[int, int] = {}  # sessions new to the pool (no per-batch copy of all)
         for i, win in enumerate(windows):
-            slot = slots.setdefault(win.session, len(slots))
+            slot = self._slot.get(win.session)
+            if slot is None:
+                slot = added.setdefault(win.session, len(self._slot) + len(added))
             held, pos = self._resident.get(win.session, ((), []))
             if not pos:
                 pos = [WINDOW * slot + k for k in range(WINDOW)]
@@ -98,11 +100,12 @@ class FramePool:
             positions.extend(order[keep:])
             gather[i] = order
             resident[win.session] = (win.frames, order)
-        return Plan(uploads, np.array(positions, np.int64), gather, len(slots), slots, resident)
+        slots_needed = len(self._slot) + len(added)
+        return Plan(uploads, np.array(positions, np.int64), gather, slots_needed, added, resident)
 
     def commit(self, plan: Plan) -> None:
         """The device now holds ``plan``'s uploads."""
-        self._slot = plan._slots
+        self._slot.update(plan._added)
         self._resident.update(plan._resident)
 
     def forget(self) -> None:
