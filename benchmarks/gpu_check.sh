@@ -6,10 +6,13 @@
 # cut short still brings back what it finished:
 #   machine.txt        nvidia-smi, torch and CUDA versions
 #   cuda_tests.txt     the CUDA tests (tests/test_cuda.py)
-#   sweep*.txt, profile*.json
-#                      fp16/fp32/bf16 at 256x144, 512x288, 1024x576, batches 1-16,
-#                      with and without channels_last (ms per batch, peak device memory)
-#   efficiency.txt     live pipeline / bare model, batches 1, 4, 8, fp16 512x288
+#   sweep-*.txt, profile-*.json
+#                      fp16, then fp32 and bf16, at 512x288, 256x144, 1024x576, batches
+#                      1-16 (ms per batch, peak device memory); with channels_last last
+#   efficiency.txt     live pipeline / bare model, batches 1, 4, 8, fp16 512x288, sessions
+#                      overloaded (whole windows shipped)
+#   efficiency-steady.txt  the same at batches 1 and 8 with sessions just above the
+#                      device's rate (about one new frame per window)
 #   graphs.txt         the live worker with and without --cuda-graphs, fixed batches 1 and 4
 #   arithmetic.txt     TFLOPS and GB/s each swept point implies (PEAK_TFLOPS / PEAK_GBS:
 #                      the device's peaks, e.g. PEAK_TFLOPS=fp16=989,bf16=989,fp32=67
@@ -33,14 +36,17 @@ step() {  # step SECONDS FILE COMMAND...: run with a time limit, tee into FILE
   $py -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0))"
 } > "$out/machine.txt" 2>&1
 cat "$out/machine.txt"
-step 90 cuda_tests.txt $py -m pytest -m cuda tests/test_cuda.py -q
-common=(--device cuda:0 --precision fp16,fp32,bf16 --resolution 256x144,512x288,1024x576
-        --batch 1,2,3,4,8,16 --warmup 10 --repeat 30 --rounds 3)
-step 120 sweep.txt $py -m batchscope sweep "${common[@]}" --name gpu --out "$out/profile.json"
-step 100 sweep-channels-last.txt $py -m batchscope sweep "${common[@]}" --channels-last \
-    --name gpu-cl --out "$out/profile-channels-last.json"
-step 100 efficiency.txt $py benchmarks/pipeline_efficiency.py --device cuda:0 --precision fp16 \
+step 70 cuda_tests.txt $py -m pytest -m cuda tests/test_cuda.py -q
+common=(--device cuda:0 --resolution 512x288,256x144,1024x576 --batch 1,2,3,4,8,16
+        --warmup 10 --repeat 30 --rounds 3)
+step 60 sweep-fp16.txt $py -m batchscope sweep --precision fp16 "${common[@]}" --name gpu-fp16 \
+    --out "$out/profile-fp16.json"
+step 80 sweep-fp32-bf16.txt $py -m batchscope sweep --precision fp32,bf16 "${common[@]}" \
+    --name gpu-fp32-bf16 --out "$out/profile-fp32-bf16.json"
+step 90 efficiency.txt $py benchmarks/pipeline_efficiency.py --device cuda:0 --precision fp16 \
     --resolution 512x288 --batch 1,4,8 --seconds 3 --rounds 1
+step 70 efficiency-steady.txt $py benchmarks/pipeline_efficiency.py --device cuda:0 --precision fp16 \
+    --resolution 512x288 --batch 1,8 --seconds 3 --rounds 1 --steady
 graphs() {
   for b in 1 4; do
     for g in "" --cuda-graphs; do
@@ -52,10 +58,14 @@ graphs() {
   done
 }
 export -f graphs; export py
-step 90 graphs.txt bash -c graphs
+step 70 graphs.txt bash -c graphs
 peaks=()
 [ -n "${PEAK_TFLOPS:-}" ] && peaks+=(--peak-tflops "$PEAK_TFLOPS")
 [ -n "${PEAK_GBS:-}" ] && peaks+=(--peak-gbs "$PEAK_GBS")
-step 30 arithmetic.txt $py benchmarks/model_cost.py --profile "$out/profile.json,laptop-8gb,server-24gb" "${peaks[@]}"
-step 30 scheduler.txt $py benchmarks/scheduler_cost.py
+step 20 arithmetic.txt $py benchmarks/model_cost.py \
+    --profile "$out/profile-fp16.json,$out/profile-fp32-bf16.json,laptop-8gb,server-24gb" "${peaks[@]}"
+step 20 scheduler.txt $py benchmarks/scheduler_cost.py
+# last: the longest sweep; if its limit cuts it, its per-point lines are still in the file
+step 80 sweep-channels-last.txt $py -m batchscope sweep --precision fp16,fp32,bf16 "${common[@]}" \
+    --channels-last --name gpu-cl --out "$out/profile-channels-last.json"
 echo "results in $out"

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "app"))
 
 from batchscope.config import parse_resolution
 from batchscope.models.arithmetic import ELEMENT_BYTES, elements_moved, macs
-from batchscope.profiles.profile import load_profile
+from batchscope.profiles.profile import ProfileError, load_profile
 
 
 def cost(res: tuple[int, int]) -> tuple[float, float]:
@@ -71,8 +71,13 @@ def main() -> None:
     print()
     print(f"| profile | precision | resolution | batch | ms | TFLOPS | GB/s{peaks} |")
     print("|---|---|---|---|---|---|---|" + ("---|---|" if peaks else ""))
+    skipped = []
     for name in args.profile.split(","):
-        profile = load_profile(name)
+        try:
+            profile = load_profile(name)
+        except ProfileError as exc:  # e.g. a sweep cut short by its time limit
+            skipped.append(str(exc))
+            continue
         for curve in profile.curves:
             res = tuple(curve.resolution)
             if res not in costs:
@@ -92,6 +97,8 @@ def main() -> None:
                     pb = f"{100 * gbs / args.peak_gbs:.1f}" if args.peak_gbs else "-"
                     row += f" | {pt} | {pb}"
                 print(row + " |", flush=True)
+    for why in skipped:
+        print(f"skipped: {why}")
 
 
 if __name__ == "__main__":
