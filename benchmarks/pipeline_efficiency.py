@@ -50,7 +50,12 @@ import torch
 
 from batchscope.cli import configure_threads
 from batchscope.config import RunConfig, parse_resolution
-from batchscope.engine.backends import EmulatedBackend, check_device, check_precision
+from batchscope.engine.backends import (
+    BackendError,
+    EmulatedBackend,
+    check_device,
+    check_precision,
+)
 from batchscope.engine.engine import Engine
 from batchscope.models.blurball import BlurBall
 from batchscope.profiles.profile import load_profile
@@ -174,6 +179,11 @@ def main() -> None:
     args.precision = args.precision or ("fp16" if gpu_like else "fp32")
     args.resolution = args.resolution or ("512x288" if gpu_like else "128x72")
     res = parse_resolution(args.resolution)
+    if args.backend == "torch":
+        try:
+            check_device(args.device)
+        except BackendError as exc:
+            sys.exit(f"pipeline_efficiency: {exc}")
     configure_threads()
     if args.one:  # a child process: measure one side, print it as JSON
         b = int(args.batch)
