@@ -92,7 +92,7 @@ def test_emulated_device_stages_new_frames_like_the_real_one():
     # compute waits the profile's batch-2 time (fp16 256x144: 4.69 ms at 1, 9.29 at 4)
     assert backend.curve.ms(2) == pytest.approx(4.69 + (9.29 - 4.69) / 3)
     waited = result.compute_end - result.prep_end
-    assert backend.curve.ms(2) / 1000 <= waited < backend.curve.ms(2) / 1000 + 0.004
+    assert backend.curve.ms(2) / 1000 <= waited < backend.curve.ms(2) / 1000 + 0.02
     # the next window of session 0 shares two frames: only its new frame is staged
     backend.run([Window(0, 4, 3, (frames[1], frames[2], frames[7]), 0.0)])
     assert int(backend._staging.host[0, 0, 0, 0]) == 7
