@@ -1,8 +1,10 @@
 """Transfer and pre/post-processing: ms per batch for each step of the hot path.
 
 Steps, each timed alone (median of 20, device synced):
-- stack:       np.stack of each window's 3 uint8 frames into the reused staging buffer
-- h2d uint8:   staging buffer → device (pinned, non_blocking) — what the worker ships
+- stack:       np.stack of each window's 3 uint8 frames into a reused staging buffer
+- h2d uint8:   that buffer → device (pinned, non_blocking): whole windows, what the worker
+               ships when every frame is new (with no frames skipped its frame pool ships
+               one frame per window, a third of this; see engine/assembly.py)
 - h2d float32: the same batch as float32 — what shipping floats would cost (4× bytes)
 - normalise:   uint8 → precision, ImageNet mean/std, on device
 - post device: sigmoid + peak + 65×65 crops on device, one small copy back, blob moments

@@ -2,37 +2,39 @@
 
 from __future__ import annotations
 
-from collections import deque
-
 import numpy as np
 import pytest
 
 from batchscope.engine.assembly import FramePool, Staging
-from batchscope.engine.session import Window
+from batchscope.engine.session import Session, Window
+from batchscope.engine.sources import CachedSource
 
 H, W = 8, 16
 
 
-def frame(value: int) -> np.ndarray:
-    return np.full((H, W, 3), value % 256, np.uint8)
+def frame(value: int, h: int = H, w: int = W) -> np.ndarray:
+    return np.full((h, w, 3), value % 256, np.uint8)
 
 
 class Client:
-    """A session's 3-frame deque, like engine.session.Session: consecutive windows share
-    frame objects."""
+    """A real Session over its own frames: consecutive windows share frame objects, the
+    property the frame pool relies on."""
 
-    def __init__(self, sid: int) -> None:
-        self.sid, self.seq, self.frames = sid, 0, deque(maxlen=3)
+    def __init__(self, sid: int, h: int = H, w: int = W) -> None:
+        frames = np.stack([frame(sid * 50 + k, h, w) for k in range(1000)])
+        source = CachedSource(f"test:{sid}", f"test {sid}", frames, 30.0, (w, h))
+        self.session = Session(sid, source)
 
     def advance(self, steps: int = 1) -> Window:
+        window = None
         for _ in range(steps):
-            self.seq += 1
-            self.frames.append(frame(self.sid * 50 + self.seq))
-        return Window(self.sid, self.seq, self.seq, tuple(self.frames), 0.0)
+            window = self.session.next_window(0.0)
+        return window
 
 
-def primed(sid: int) -> Client:
-    client = Client(sid)
+def primed(sid: int, h: int = H, w: int = W) -> Client:
+    """A client whose next step gives its first window (a window needs 3 frames)."""
+    client = Client(sid, h, w)
     client.advance(2)
     return client
 
@@ -103,17 +105,10 @@ def test_torch_backend_assembles_the_same_windows_through_its_pool():
     from batchscope.engine.backends import TorchBackend
 
     backend = TorchBackend("cpu", "fp32", (W * 8, H * 8))  # 128x64: the model's multiple
-    clients = [Client(s) for s in range(3)]
-    for c in clients:
-        c.frames.extend(np.full((H * 8, W * 8, 3), 7 * c.sid + k, np.uint8) for k in range(2))
+    clients = [primed(s, H * 8, W * 8) for s in range(3)]
     rng = np.random.default_rng(0)
-    for step in range(12):
-        windows = []
-        for c in clients:
-            for _ in range(int(rng.choice([1, 2]))):
-                c.seq += 1
-                c.frames.append(np.full((H * 8, W * 8, 3), (31 * c.sid + step) % 256, np.uint8))
-            windows.append(Window(c.sid, c.seq, c.seq, tuple(c.frames), 0.0))
+    for _ in range(12):
+        windows = [c.advance(int(rng.choice([1, 2]))) for c in clients]
         with torch.inference_mode():
             got = backend._assemble(windows).numpy()
         np.testing.assert_array_equal(got, np.stack([np.stack(w.frames) for w in windows]))
