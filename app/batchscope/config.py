@@ -54,6 +54,133 @@ class ConfigError(ValueError):
         super().__init__(f"{field_name} = {value!r}: {reason}")
 
 
+@dataclass(frozen=True)
+class Knob:
+    """One numeric setting: its type, unit, valid range and default, in one place.
+
+    The RunConfig validator, the CLI's argument types, the UI's widgets and the
+    policies' setters all check values with :meth:`check`, so a knob cannot have
+    two ranges. ``slider`` is the range a slider offers by default; a value
+    outside it (still valid) is shown as it is, never clamped.
+    """
+
+    name: str  # the RunConfig field
+    kind: type  # int or float
+    unit: str  # "ms", "s", "fps", "windows", "sessions"
+    lo: float  # smallest valid value
+    hi: float  # largest valid value
+    default: Any
+    lo_open: bool = False  # lo itself is not valid (e.g. fps > 0)
+    optional: bool = False  # None is valid (e.g. max_batch: no cap)
+    slider: tuple[float, float] | None = None
+    help: str = ""
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.removesuffix("_s").replace("_", "-")
+
+    def check(self, value: Any) -> Any:
+        """``value`` if valid for this knob, else ConfigError naming the knob and the range."""
+        if value is None and self.optional:
+            return None
+        if self.kind is int:
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        else:
+            ok = isinstance(value, int | float) and not isinstance(value, bool)
+            ok = ok and math.isfinite(value)
+        if not ok:
+            raise ConfigError(self.name, value, f"expected {self._kind_words()}")
+        low_ok = value > self.lo if self.lo_open else value >= self.lo
+        if not low_ok or value > self.hi:
+            raise ConfigError(self.name, value, f"must be {self.range_text()}")
+        return self.kind(value)
+
+    def parse(self, text: str) -> Any:
+        """``check`` of a command-line string (``none`` means no value where allowed)."""
+        if self.optional and text.strip().lower() in ("none", "unlimited"):
+            return None
+        try:
+            value = int(text) if self.kind is int else float(text)
+        except ValueError:
+            raise ConfigError(self.name, text, f"expected {self._kind_words()}") from None
+        return self.check(value)
+
+    def range_text(self) -> str:
+        unit = f" {self.unit}" if self.unit else ""
+        low = f"greater than {self.lo:g}" if self.lo_open else f"at least {self.lo:g}"
+        return f"{low} and at most {self.hi:g}{unit}"
+
+    def _kind_words(self) -> str:
+        return "a whole number" if self.kind is int else "a number"
+
+
+#: Every numeric knob of a run; the one place for its range and default.
+KNOBS: dict[str, Knob] = {
+    k.name: k
+    for k in (
+        Knob("sessions", int, "sessions", 1, 256, 4, slider=(1, 32), help="client sessions"),
+        Knob(
+            "fps",
+            float,
+            "fps",
+            0,
+            1000,
+            30.0,
+            lo_open=True,
+            optional=True,
+            slider=(1, 120),
+            help="frames per second each session sends",
+        ),
+        Knob(
+            "max_batch",
+            int,
+            "windows",
+            1,
+            1024,
+            None,
+            optional=True,
+            slider=(1, 64),
+            help="largest batch (all, dynamic, adaptive)",
+        ),
+        Knob(
+            "max_delay_ms",
+            float,
+            "ms",
+            0,
+            10_000,
+            10.0,
+            slider=(0, 200),
+            help="longest wait for a fuller batch (dynamic, fixed)",
+        ),
+        Knob("batch", int, "windows", 1, 1024, 4, slider=(1, 32), help="fixed batch size"),
+        Knob(
+            "slo_ms",
+            float,
+            "ms",
+            0,
+            100_000,
+            50.0,
+            lo_open=True,
+            slider=(5, 500),
+            help="latency objective (adaptive)",
+        ),
+        Knob(
+            "duration_s",
+            float,
+            "s",
+            0,
+            1e7,
+            20.0,
+            lo_open=True,
+            help="measured seconds",
+        ),
+    )
+}
+
+#: The cap the dynamic policy uses when none is set (it needs one to know when a batch is full).
+DYNAMIC_DEFAULT_MAX_BATCH = 8
+
+
 def parse_resolution(text: str | tuple[int, int]) -> tuple[int, int]:
     """'512x288' -> (512, 288).
 
@@ -89,13 +216,13 @@ class RunConfig:
     """Everything that defines a run. Times in ms or s as the name says."""
 
     sources: tuple[str, ...] = ()
-    sessions: int = 4
-    fps: float | None = 30.0  # None: each source's own fps
+    sessions: int = KNOBS["sessions"].default
+    fps: float | None = KNOBS["fps"].default  # None: each source's own fps
     policy: str = "all"
-    max_batch: int | None = None
-    max_delay_ms: float = 10.0
-    batch: int = 4
-    slo_ms: float = 50.0
+    max_batch: int | None = KNOBS["max_batch"].default
+    max_delay_ms: float = KNOBS["max_delay_ms"].default
+    batch: int = KNOBS["batch"].default
+    slo_ms: float = KNOBS["slo_ms"].default
     backend: str = "emulated"
     device: str = "cpu"
     profile: str | None = "laptop-8gb"
@@ -107,7 +234,7 @@ class RunConfig:
     lean: bool = False
     compile: bool = False  # torch.compile the model (torch backend; slow first build)
     cuda_graphs: bool = False  # replay each batch size as a captured CUDA graph (CUDA only)
-    duration_s: float = 20.0
+    duration_s: float = KNOBS["duration_s"].default
     seed: int = 0
     skip_bad_sources: bool = False
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
@@ -124,24 +251,10 @@ class RunConfig:
             )
         if self.backend not in BACKENDS:
             raise ConfigError("backend", self.backend, f"choose from {_or(BACKENDS)}")
-        if not isinstance(self.sessions, int) or self.sessions < 1:
-            raise ConfigError("sessions", self.sessions, "must be at least 1")
-        if self.sessions > 256:
-            raise ConfigError("sessions", self.sessions, "at most 256 sessions")
-        if self.fps is not None and not (0 < self.fps <= 1000 and math.isfinite(self.fps)):
-            raise ConfigError("fps", self.fps, "must be greater than 0 and at most 1000")
-        if self.max_batch is not None and self.max_batch < 1:
-            raise ConfigError("max_batch", self.max_batch, "must be at least 1")
-        if self.batch < 1:
-            raise ConfigError("batch", self.batch, "must be at least 1")
-        if not (0 <= self.max_delay_ms <= 10_000):
-            raise ConfigError("max_delay_ms", self.max_delay_ms, "must be between 0 and 10000")
-        if not (0 < self.slo_ms <= 100_000):
-            raise ConfigError("slo_ms", self.slo_ms, "must be greater than 0")
+        for knob in KNOBS.values():
+            knob.check(getattr(self, knob.name))
         if self.policy == "dynamic" and self.max_batch is None:
             raise ConfigError("max_batch", None, "the dynamic policy needs --max-batch")
-        if not (self.duration_s > 0 and math.isfinite(self.duration_s)):
-            raise ConfigError("duration", self.duration_s, "must be a positive number of seconds")
         parse_resolution(self.resolution)
         if self.backend == "emulated" and not self.profile:
             raise ConfigError("profile", self.profile, "the emulated backend needs a profile")

@@ -16,8 +16,15 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from batchscope.config import RunConfig
+from batchscope.config import (
+    DYNAMIC_DEFAULT_MAX_BATCH,
+    KNOBS,
+    POLICY_PARAMS,
+    ConfigError,
+    RunConfig,
+)
 
 
 @dataclass(frozen=True)
@@ -55,7 +62,25 @@ IDLE = Decision()
 
 
 class BatchPolicy(ABC):
+    """Answers "take these now, or wait until t"; keeps whatever state it needs.
+
+    Its knobs (``knobs``: RunConfig field names) are properties whose setters
+    validate with the same :data:`~batchscope.config.KNOBS` entry as construction,
+    so a knob can change while the policy runs without losing its state (the
+    adaptive cap, the round-robin cursor), as Ray Serve's ``set_max_batch_size``.
+    """
+
     name: str = ""
+
+    @property
+    def knobs(self) -> tuple[str, ...]:
+        return POLICY_PARAMS[self.name]
+
+    def retune(self, config: RunConfig) -> None:
+        """Take ``config``'s values for this policy's knobs; all or none (ConfigError)."""
+        values = {k: KNOBS[k].check(getattr(config, k)) for k in self.knobs}
+        for k, v in values.items():
+            setattr(self, k, v)
 
     @abstractmethod
     def select(self, waiting: Sequence[Waiting], now: float) -> Decision: ...
@@ -86,11 +111,11 @@ def _longest_waiting(waiting: Sequence[Waiting]) -> list[Waiting]:
     return sorted(waiting, key=lambda w: (w.waiting_since, w.session))
 
 
-def _check_positive_int(name: str, value: int | None, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be an integer ≥ 1, got {value!r}")
+def _required(name: str, value: Any) -> Any:
+    """KNOBS[name].check, refusing None (for a policy that cannot run without it)."""
+    if value is None:
+        raise ConfigError(name, None, "this policy needs a value")
+    return KNOBS[name].check(value)
 
 
 class OldestFirst(BatchPolicy):
@@ -143,8 +168,15 @@ class BatchAll(BatchPolicy):
     name = "all"
 
     def __init__(self, max_batch: int | None = None) -> None:
-        _check_positive_int("max_batch", max_batch, allow_none=True)
         self.max_batch = max_batch
+
+    @property
+    def max_batch(self) -> int | None:
+        return self._max_batch
+
+    @max_batch.setter
+    def max_batch(self, value: int | None) -> None:
+        self._max_batch = KNOBS["max_batch"].check(value)
 
     def select(self, waiting: Sequence[Waiting], now: float) -> Decision:
         if not waiting:
@@ -166,11 +198,24 @@ class Dynamic(BatchPolicy):
     name = "dynamic"
 
     def __init__(self, max_batch: int, max_delay_ms: float) -> None:
-        _check_positive_int("max_batch", max_batch)
-        if max_delay_ms < 0:
-            raise ValueError(f"max_delay_ms must be ≥ 0, got {max_delay_ms!r}")
         self.max_batch = max_batch
         self.max_delay_ms = max_delay_ms
+
+    @property
+    def max_batch(self) -> int:
+        return self._max_batch
+
+    @max_batch.setter
+    def max_batch(self, value: int) -> None:
+        self._max_batch = _required("max_batch", value)
+
+    @property
+    def max_delay_ms(self) -> float:
+        return self._max_delay_ms
+
+    @max_delay_ms.setter
+    def max_delay_ms(self, value: float) -> None:
+        self._max_delay_ms = _required("max_delay_ms", value)
 
     def select(self, waiting: Sequence[Waiting], now: float) -> Decision:
         if not waiting:
@@ -193,13 +238,21 @@ class FixedBatch(Dynamic):
     """Wait for exactly ``batch`` windows; after ``max_delay_ms`` take what is there.
 
     The delay is what keeps it from deadlocking when fewer sessions than
-    ``batch`` exist. It is :class:`Dynamic` with the cap as the target size.
+    ``batch`` exist. It is :class:`Dynamic` with the target size as the cap.
     """
 
     name = "fixed"
 
     def __init__(self, batch: int, max_delay_ms: float) -> None:
         super().__init__(max_batch=batch, max_delay_ms=max_delay_ms)
+
+    @property
+    def batch(self) -> int:
+        return self.max_batch
+
+    @batch.setter
+    def batch(self, value: int) -> None:
+        self._max_batch = _required("batch", value)
 
     def describe(self) -> str:
         return f"fixed ({self.max_batch}, {self.max_delay_ms:g} ms)"
@@ -211,18 +264,34 @@ class AdaptiveAIMD(BatchPolicy):
     The latency fed back is the worst end-to-end latency (arrival → result)
     of the batch just finished, so the objective is what a client sees.
     Only batches that were limited by the cap grow it: a batch smaller than
-    the cap says nothing about whether a larger one would fit.
+    the cap says nothing about whether a larger one would fit. Changing the
+    objective keeps the cap it has learnt; a lower ``max_batch`` clips it.
     """
 
     name = "adaptive"
 
     def __init__(self, slo_ms: float, max_batch: int | None = None, start: int = 1) -> None:
-        if slo_ms <= 0:
-            raise ValueError(f"slo_ms must be > 0, got {slo_ms!r}")
-        _check_positive_int("max_batch", max_batch, allow_none=True)
+        self._cap = float(start)
         self.slo_ms = slo_ms
         self.max_batch = max_batch
-        self._cap = float(start)
+
+    @property
+    def slo_ms(self) -> float:
+        return self._slo_ms
+
+    @slo_ms.setter
+    def slo_ms(self, value: float) -> None:
+        self._slo_ms = _required("slo_ms", value)
+
+    @property
+    def max_batch(self) -> int | None:
+        return self._max_batch
+
+    @max_batch.setter
+    def max_batch(self, value: int | None) -> None:
+        self._max_batch = KNOBS["max_batch"].check(value)
+        if self._max_batch is not None:
+            self._cap = min(self._cap, float(self._max_batch))
 
     @property
     def cap(self) -> int:
@@ -256,9 +325,9 @@ def make_policy(config: RunConfig) -> BatchPolicy:
     if p == "all":
         return BatchAll(config.max_batch)
     if p == "dynamic":
-        return Dynamic(config.max_batch or 8, config.max_delay_ms)
+        return Dynamic(config.max_batch or DYNAMIC_DEFAULT_MAX_BATCH, config.max_delay_ms)
     if p == "fixed":
         return FixedBatch(config.batch, config.max_delay_ms)
     if p == "adaptive":
         return AdaptiveAIMD(config.slo_ms, config.max_batch)
-    raise ValueError(f"unknown policy {p!r}")
+    raise ConfigError("policy", p, "unknown policy")
