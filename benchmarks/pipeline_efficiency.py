@@ -50,12 +50,8 @@ import torch
 
 from batchscope.cli import configure_threads
 from batchscope.config import RunConfig, parse_resolution
-from batchscope.engine.backends import (
-    BackendError,
-    EmulatedBackend,
-    check_device,
-    check_precision,
-)
+from batchscope.device.checks import BackendError, check_device, check_precision
+from batchscope.engine.backends import EmulatedBackend
 from batchscope.engine.engine import Engine
 from batchscope.models.blurball import BlurBall
 from batchscope.profiles.profile import load_profile

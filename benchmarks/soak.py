@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "app"))
 import numpy as np
 
 from batchscope.config import POLICIES, RunConfig
-from batchscope.engine.devicemem import rss_mb
+from batchscope.device.memory import rss_mb
 from batchscope.engine.engine import Engine
 from batchscope.engine.metrics import TIMELINE_S
 

@@ -28,7 +28,8 @@ import torch
 
 from batchscope.cli import configure_threads
 from batchscope.config import parse_resolution
-from batchscope.engine.backends import IMAGENET_MEAN, IMAGENET_STD, check_device
+from batchscope.device.checks import check_device
+from batchscope.engine.backends.torch_backend import IMAGENET_MEAN, IMAGENET_STD
 from batchscope.models.postprocess import best_detections, blobs
 
 

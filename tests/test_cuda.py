@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from batchscope.config import RunConfig
-from batchscope.engine.backends import TorchBackend, supported_precisions
+from batchscope.device.checks import supported_precisions
+from batchscope.engine.backends import TorchBackend
 from batchscope.engine.engine import Engine
 from batchscope.engine.session import Window
 from batchscope.models.blurball import BlurBall

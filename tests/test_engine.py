@@ -68,7 +68,7 @@ def test_ring_is_bounded_and_ordered():
 def test_ring_memory_is_committed_when_made_not_as_it_fills():
     import gc
 
-    from batchscope.engine.devicemem import rss_mb
+    from batchscope.device.memory import rss_mb
 
     gc.collect()  # free earlier tests' garbage now, not while we measure
     before = rss_mb()

@@ -97,7 +97,7 @@ def add_sweep_command(sub: Any) -> None:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from batchscope.cli import configure_threads
-    from batchscope.engine.backends import check_device
+    from batchscope.device.checks import check_device
     from batchscope.paths import user_profiles_dir
     from batchscope.profiles.machine import PeakMemory, default_name, device_facts
     from batchscope.profiles.sweep import SweepPlan, build_profile, markdown_table, run_sweep

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import platform
 import re
-import resource
-import sys
 from typing import Any
 
-from batchscope.engine.backends import check_device
-from batchscope.engine.devicemem import MB, rss_mb
+from batchscope.device.checks import check_device
+from batchscope.device.memory import MB, peak_rss_mb, rss_mb
 
 
 class PeakMemory:
@@ -69,8 +67,7 @@ def _hwm_mb() -> float:
             return int(m.group(1)) / 1024.0
     except OSError:
         pass
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak / MB if sys.platform == "darwin" else peak / 1024.0
+    return peak_rss_mb()
 
 
 def _cpu_metric() -> str:

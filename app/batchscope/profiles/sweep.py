@@ -33,7 +33,7 @@ from itertools import pairwise
 from typing import Any
 
 from batchscope.config import ConfigError, format_resolution, parse_resolution
-from batchscope.engine.backends import check_device, check_precision, supported_precisions
+from batchscope.device.checks import check_device, check_precision, supported_precisions
 from batchscope.profiles.machine import PeakMemory
 from batchscope.profiles.profile import BatchCurve, CurvePoint, DeviceProfile
 

@@ -83,7 +83,7 @@ def choice_key(config: RunConfig) -> str:
 def precision_reasons(choice: DeviceChoice, resolution: tuple[int, int]) -> dict[str, str | None]:
     """precision -> None if the device can run it at ``resolution``, else why not."""
     if not choice.emulated:
-        from batchscope.engine.backends import supported_precisions
+        from batchscope.device.checks import supported_precisions
 
         return supported_precisions(choice.device)
     out: dict[str, str | None] = {}

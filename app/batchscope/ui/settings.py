@@ -63,7 +63,7 @@ def check_available(config: RunConfig) -> None:
 
         load_profile(config.profile or "").curve(config.precision, config.resolution)
     else:
-        from batchscope.engine.backends import check_device
+        from batchscope.device.checks import check_device
 
         check_device(config.device)
 
@@ -72,7 +72,7 @@ def initial_config(
     settings: QSettings | None, cli_sources: Sequence[str], cuda: bool
 ) -> tuple[RunConfig, str | None]:
     """(config, a note for the status bar or None)."""
-    from batchscope.engine.backends import BackendError
+    from batchscope.device.checks import BackendError
     from batchscope.engine.roster import default_sources
     from batchscope.profiles.profile import ProfileError
 

@@ -1,149 +1,23 @@
-"""Backends: what runs a batch. The real model (torch) or a replayed batch curve (emulated).
-
-``run(windows)`` does prep → compute → post for one batch and returns the
-detections with the three stage end times (s, ``time.perf_counter``). The
-worker owns the only thread that calls it (one job on the device at a time).
-"""
+"""The torch backend: BlurBall on cpu or cuda:N, fed from a device frame pool."""
 
 from __future__ import annotations
 
 import time
-from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from batchscope.config import RunConfig
-from batchscope.engine import devicemem
+from batchscope.device.checks import BackendError, check_device, check_precision
+from batchscope.device.memory import MB, nvml_mb, peak_rss_mb, torch_cuda_mb
 from batchscope.engine.assembly import FramePool, Staging
+from batchscope.engine.backends.base import Backend, BatchResult, DeviceOutOfMemory
+from batchscope.engine.backends.cuda_graphs import CapturedBatch
 from batchscope.engine.session import Window
-from batchscope.profiles.profile import DeviceProfile, load_profile
 
+#: ImageNet statistics BlurBall's inputs are normalised with, per RGB channel (0–1 scale).
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
-
-
-class BackendError(ValueError):
-    """A backend that cannot be built with this config; one line naming the setting."""
-
-
-class DeviceOutOfMemory(RuntimeError):
-    """The device ran out of memory for a batch of ``batch`` windows."""
-
-    def __init__(self, batch: int, detail: str = "") -> None:
-        self.batch = batch
-        super().__init__(
-            f"out of device memory at batch {batch}" + (f" ({detail})" if detail else "")
-        )
-
-
-@dataclass(frozen=True)
-class BatchResult:
-    detections: list[Any]  # one Detection or None per window
-    prep_end: float
-    compute_end: float
-    post_end: float
-
-
-class Backend(ABC):
-    label: str  # e.g. "cuda:0 (NVIDIA H200)" or "emulated: laptop-8gb"
-    resolution: tuple[int, int]  # (width, height) of the windows it accepts
-    weights: str  # "untrained weights: timing only" | "checkpoint NAME" | "emulated"
-    draws_detections: bool = False
-
-    @abstractmethod
-    def run(self, windows: Sequence[Window]) -> BatchResult: ...
-
-    def memory(self) -> dict[str, float]:
-        """Current memory figures in MB (keys depend on what the device can report)."""
-        return {"rss_mb": devicemem.rss_mb()}
-
-    def reset_peak(self) -> None:
-        """Start a new peak-memory interval."""
-
-    def close(self) -> None:
-        """Free the device."""
-
-
-class EmulatedBackend(Backend):
-    """Replays a device profile's batch curve as timed waits.
-
-    Lets a machine without a GPU show GPU behaviour. Prep is real: each
-    window's new frames are copied into a staging buffer exactly as for the
-    GPU (see ``assembly``), so host-side assembly costs what it would. Compute
-    is a wait of the profile's ms for the batch size; what the report shows is
-    still the measured time on this clock, so scheduler overhead is visible.
-    ``oom_above`` injects an out-of-memory error for batches larger than it
-    (fault tests, and a way to demo recovery).
-    """
-
-    weights = "emulated device: no model runs"
-
-    def __init__(
-        self,
-        profile: DeviceProfile,
-        precision: str,
-        resolution: tuple[int, int],
-        oom_above: int | None = None,
-    ) -> None:
-        from batchscope.profiles.profile import ProfileError
-
-        try:
-            self.curve = profile.curve(precision, resolution)
-        except ProfileError as exc:
-            raise BackendError(str(exc)) from None
-        self.profile = profile
-        self.resolution = resolution
-        self.label = f"emulated: {profile.name} ({profile.device})"
-        self.oom_above = oom_above
-        self._peak_mb = {p.batch: p.peak_mb for p in self.curve.points if p.peak_mb}
-        self._last_batch = 0
-        self._lead = 0.0  # s: how early to wake to land on the deadline on average
-        self._staging = Staging(resolution)
-        self._pool = FramePool()
-
-    def run(self, windows: Sequence[Window]) -> BatchResult:
-        n = len(windows)
-        if self.oom_above is not None and n > self.oom_above:
-            raise DeviceOutOfMemory(n, "injected by the emulated device")
-        plan = self._pool.plan(windows)
-        if plan.uploads:
-            self._staging.put(plan.uploads)
-        self._pool.commit(plan)
-        prep_end = time.perf_counter()
-        compute_end = self.compute(n, prep_end)
-        self._last_batch = n
-        return BatchResult([None] * n, prep_end, compute_end, time.perf_counter())
-
-    def compute(self, n: int, start: float) -> float:
-        """Wait out the profile's time for a batch of ``n`` from ``start``; returns the end."""
-        deadline = start + self.curve.ms(n) / 1000.0
-        sleep_until(deadline - self._lead)
-        end = time.perf_counter()
-        # The OS wakes a sleeper ~0.1 ms late; learn by how much and wake that much
-        # earlier, so the mean emulated batch time matches the profile.
-        overshoot = end - deadline
-        self._lead = min(0.002, max(0.0, self._lead + 0.1 * overshoot))
-        return end
-
-    def memory(self) -> dict[str, float]:
-        out = super().memory()
-        if self.profile.memory_total_mb:
-            out["device_total_mb"] = float(self.profile.memory_total_mb)
-        if self._last_batch in self._peak_mb:
-            out["profile_peak_mb"] = float(self._peak_mb[self._last_batch])
-        return out
-
-
-def sleep_until(deadline: float) -> None:
-    """Sleep to ``deadline`` (perf_counter s); sleeps in slices, never spins on the GIL."""
-    while True:
-        left = deadline - time.perf_counter()
-        if left <= 0:
-            return
-        time.sleep(left)
 
 
 class TorchBackend(Backend):
@@ -213,7 +87,7 @@ class TorchBackend(Backend):
             self.label += " graphs"
         self.model = model
         self._compiled = compile_model
-        self._graphs: dict[int, _CapturedBatch] | None = {} if cuda_graphs else None
+        self._graphs: dict[int, CapturedBatch] | None = {} if cuda_graphs else None
         self.captured: list[tuple[int, float]] = []  # (batch size, ms to capture) per graph
         scale = [1.0 / (255.0 * s) for s in IMAGENET_STD] * 3
         shift = [-m / s for m, s in zip(IMAGENET_MEAN, IMAGENET_STD, strict=True)] * 3
@@ -306,7 +180,7 @@ class TorchBackend(Backend):
         captured = self._graphs.get(len(x))
         if captured is None:
             t0 = time.perf_counter()
-            captured = self._graphs[len(x)] = _CapturedBatch.capture(self.torch, self.model, x)
+            captured = self._graphs[len(x)] = CapturedBatch.capture(self.torch, self.model, x)
             self.captured.append((len(x), (time.perf_counter() - t0) * 1000.0))
         captured.input.copy_(x)
         captured.graph.replay()
@@ -316,20 +190,16 @@ class TorchBackend(Backend):
         out = super().memory()
         if self.device.type == "cuda":
             index = self.device.index or 0
-            out.update(devicemem.torch_cuda_mb(index))
-            out.update(devicemem.nvml_mb(index))
+            out.update(torch_cuda_mb(index))
+            out.update(nvml_mb(index))
             if "nvml_device_total_mb" in out:
                 out["device_total_mb"] = out["nvml_device_total_mb"]
             else:
                 props = self.torch.cuda.get_device_properties(self.device)
-                out["device_total_mb"] = props.total_memory / devicemem.MB
+                out["device_total_mb"] = props.total_memory / MB
         else:
-            out["peak_rss_mb"] = devicemem.peak_rss_mb()
+            out["peak_rss_mb"] = peak_rss_mb()
         return out
-
-    def reset_peak(self) -> None:
-        if self.device.type == "cuda":
-            self.torch.cuda.reset_peak_memory_stats(self.device)
 
     def close(self) -> None:
         self.model = None
@@ -341,29 +211,6 @@ class TorchBackend(Backend):
             self.torch.cuda.empty_cache()
 
 
-@dataclass
-class _CapturedBatch:
-    """One CUDA graph of the model for one batch size, with its fixed input and output."""
-
-    graph: Any
-    input: Any
-    output: Any
-
-    @classmethod
-    def capture(cls, torch: Any, model: Any, example: Any) -> _CapturedBatch:
-        static_in = example.clone()
-        side = torch.cuda.Stream(example.device)
-        side.wait_stream(torch.cuda.current_stream(example.device))
-        with torch.cuda.stream(side):  # warm-up (and cuDNN autotuning) off the capture
-            for _ in range(3):
-                model(static_in)
-        torch.cuda.current_stream(example.device).wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            static_out = model(static_in)[:, 2]
-        return cls(graph, static_in, static_out)
-
-
 def _detect(best_detections: Any, heatmaps: Any, windows: Sequence[Window]) -> list[Any]:
     """Detections in each window's source pixels (one device pass per distinct scale)."""
     dets: list[Any] = [None] * len(windows)
@@ -373,69 +220,3 @@ def _detect(best_detections: Any, heatmaps: Any, windows: Sequence[Window]) -> l
         for i, d in zip(idx, best_detections(sub, scale=scale), strict=True):
             dets[i] = d
     return dets
-
-
-def check_device(device: str) -> Any:
-    """A torch.device for ``cpu``/``cuda:N``, or BackendError saying why it is not there."""
-    import torch
-
-    if device == "cpu":
-        return torch.device("cpu")
-    if not torch.cuda.is_available():
-        why = (
-            "this torch build has no CUDA"
-            if torch.version.cuda is None
-            else "no CUDA GPU is visible"
-        )
-        raise BackendError(
-            f"device {device}: not available ({why}); use --device cpu or --backend emulated"
-        )
-    dev = torch.device(device)
-    index = dev.index or 0
-    if index >= torch.cuda.device_count():
-        raise BackendError(f"device {device}: no such GPU (found {torch.cuda.device_count()})")
-    return torch.device("cuda", index)
-
-
-def supported_precisions(device: str) -> dict[str, str | None]:
-    """precision -> None if the device can run it, else the reason it cannot."""
-    import torch
-
-    out: dict[str, str | None] = {"fp32": None, "fp16": None, "bf16": None}
-    if device.startswith("cuda") and torch.cuda.is_available():
-        if not torch.cuda.is_bf16_supported():
-            out["bf16"] = "this GPU has no bf16 support (needs compute capability 8.0+)"
-    elif device == "cpu":
-        out["fp16"] = "fp16 convolutions on CPU are emulated and very slow; use fp32 or bf16"
-    return out
-
-
-def check_precision(precision: str, device: Any) -> Any:
-    import torch
-
-    why = supported_precisions(str(device) if device.type == "cuda" else "cpu").get(precision)
-    if why and device.type == "cuda":
-        raise BackendError(f"precision {precision}: {why}")
-    return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[precision]
-
-
-def make_backend(config: RunConfig, oom_above: int | None = None) -> Backend:
-    """The backend a config asks for; BackendError/ProfileError/CheckpointError if it cannot."""
-    if config.backend == "emulated":
-        return EmulatedBackend(
-            load_profile(config.profile or ""),
-            config.precision,
-            config.resolution,
-            oom_above=oom_above,
-        )
-    return TorchBackend(
-        config.device,
-        config.precision,
-        config.resolution,
-        channels_last=config.channels_last,
-        cudnn_benchmark=config.cudnn_benchmark,
-        checkpoint=config.checkpoint,
-        lean=config.lean,
-        compile_model=config.compile,
-        cuda_graphs=config.cuda_graphs,
-    )

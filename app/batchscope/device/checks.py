@@ -1,0 +1,61 @@
+"""Is a device there, and which precisions can it run? One answer for every caller.
+
+The engine's torch backend, a profile sweep and the UI's device menu ask the same
+questions before any work; each answer that is "no" is one line naming the setting.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class BackendError(ValueError):
+    """A device or backend that cannot be used with this config; one line naming the setting."""
+
+
+def check_device(device: str) -> Any:
+    """A torch.device for ``cpu``/``cuda:N``, or BackendError saying why it is not there."""
+    import torch
+
+    if device == "cpu":
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        why = (
+            "this torch build has no CUDA"
+            if torch.version.cuda is None
+            else "no CUDA GPU is visible"
+        )
+        raise BackendError(
+            f"device {device}: not available ({why}); use --device cpu or --backend emulated"
+        )
+    dev = torch.device(device)
+    index = dev.index or 0
+    if index >= torch.cuda.device_count():
+        raise BackendError(f"device {device}: no such GPU (found {torch.cuda.device_count()})")
+    return torch.device("cuda", index)
+
+
+def supported_precisions(device: str) -> dict[str, str | None]:
+    """precision -> None if the device can run it, else the reason it cannot."""
+    import torch
+
+    out: dict[str, str | None] = {"fp32": None, "fp16": None, "bf16": None}
+    if device.startswith("cuda") and torch.cuda.is_available():
+        if not torch.cuda.is_bf16_supported():
+            out["bf16"] = "this GPU has no bf16 support (needs compute capability 8.0+)"
+    elif device == "cpu":
+        out["fp16"] = "fp16 convolutions on CPU are emulated and very slow; use fp32 or bf16"
+    return out
+
+
+def check_precision(precision: str, device: Any) -> Any:
+    """The torch dtype of ``precision`` on ``device``; BackendError if a GPU cannot run it.
+
+    On the CPU a slow precision is allowed (the reason is only advice there).
+    """
+    import torch
+
+    why = supported_precisions(str(device) if device.type == "cuda" else "cpu").get(precision)
+    if why and device.type == "cuda":
+        raise BackendError(f"precision {precision}: {why}")
+    return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[precision]

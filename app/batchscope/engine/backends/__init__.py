@@ -1,0 +1,47 @@
+"""Backends: what runs a batch. The real model (torch) or a replayed batch curve (emulated).
+
+:func:`make_backend` turns a config into one; the rest of the engine sees only
+:class:`Backend` (see ``base``).
+"""
+
+from __future__ import annotations
+
+from batchscope.config import RunConfig
+from batchscope.device.checks import BackendError
+from batchscope.engine.backends.base import Backend, BatchResult, DeviceOutOfMemory
+from batchscope.engine.backends.emulated import EmulatedBackend, sleep_until
+from batchscope.engine.backends.torch_backend import TorchBackend
+from batchscope.profiles.profile import load_profile
+
+__all__ = [
+    "Backend",
+    "BackendError",
+    "BatchResult",
+    "DeviceOutOfMemory",
+    "EmulatedBackend",
+    "TorchBackend",
+    "make_backend",
+    "sleep_until",
+]
+
+
+def make_backend(config: RunConfig, oom_above: int | None = None) -> Backend:
+    """The backend a config asks for; BackendError/ProfileError/CheckpointError if it cannot."""
+    if config.backend == "emulated":
+        return EmulatedBackend(
+            load_profile(config.profile or ""),
+            config.precision,
+            config.resolution,
+            oom_above=oom_above,
+        )
+    return TorchBackend(
+        config.device,
+        config.precision,
+        config.resolution,
+        channels_last=config.channels_last,
+        cudnn_benchmark=config.cudnn_benchmark,
+        checkpoint=config.checkpoint,
+        lean=config.lean,
+        compile_model=config.compile,
+        cuda_graphs=config.cuda_graphs,
+    )

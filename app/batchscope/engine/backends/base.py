@@ -1,0 +1,51 @@
+"""What every backend is: ``run(windows)`` for one batch, its memory, and its errors.
+
+``run(windows)`` does prep → compute → post for one batch and returns the
+detections with the three stage end times (s, ``time.perf_counter``). The
+worker owns the only thread that calls it (one job on the device at a time).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from batchscope.device.memory import rss_mb
+from batchscope.engine.session import Window
+
+
+class DeviceOutOfMemory(RuntimeError):
+    """The device ran out of memory for a batch of ``batch`` windows."""
+
+    def __init__(self, batch: int, detail: str = "") -> None:
+        self.batch = batch
+        super().__init__(
+            f"out of device memory at batch {batch}" + (f" ({detail})" if detail else "")
+        )
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    detections: list[Any]  # one Detection or None per window
+    prep_end: float
+    compute_end: float
+    post_end: float
+
+
+class Backend(ABC):
+    label: str  # e.g. "cuda:0 (NVIDIA H200)" or "emulated: laptop-8gb"
+    resolution: tuple[int, int]  # (width, height) of the windows it accepts
+    weights: str  # "untrained weights: timing only" | "checkpoint NAME" | "emulated"
+    draws_detections: bool = False
+
+    @abstractmethod
+    def run(self, windows: Sequence[Window]) -> BatchResult: ...
+
+    def memory(self) -> dict[str, float]:
+        """Current memory figures in MB (keys depend on what the device can report)."""
+        return {"rss_mb": rss_mb()}
+
+    def close(self) -> None:
+        """Free the device."""

@@ -1,0 +1,89 @@
+"""The emulated backend: a device profile's batch curve replayed as timed waits."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from batchscope.device.checks import BackendError
+from batchscope.engine.assembly import FramePool, Staging
+from batchscope.engine.backends.base import Backend, BatchResult, DeviceOutOfMemory
+from batchscope.engine.session import Window
+from batchscope.profiles.profile import DeviceProfile, ProfileError
+
+
+class EmulatedBackend(Backend):
+    """Replays a device profile's batch curve as timed waits.
+
+    Lets a machine without a GPU show GPU behaviour. Prep is real: each
+    window's new frames are copied into a staging buffer exactly as for the
+    GPU (see ``assembly``), so host-side assembly costs what it would. Compute
+    is a wait of the profile's ms for the batch size; what the report shows is
+    still the measured time on this clock, so scheduler overhead is visible.
+    ``oom_above`` injects an out-of-memory error for batches larger than it
+    (fault tests, and a way to demo recovery).
+    """
+
+    weights = "emulated device: no model runs"
+
+    def __init__(
+        self,
+        profile: DeviceProfile,
+        precision: str,
+        resolution: tuple[int, int],
+        oom_above: int | None = None,
+    ) -> None:
+        try:
+            self.curve = profile.curve(precision, resolution)
+        except ProfileError as exc:
+            raise BackendError(str(exc)) from None
+        self.profile = profile
+        self.resolution = resolution
+        self.label = f"emulated: {profile.name} ({profile.device})"
+        self.oom_above = oom_above
+        self._peak_mb = {p.batch: p.peak_mb for p in self.curve.points if p.peak_mb}
+        self._last_batch = 0
+        self._lead = 0.0  # s: how early to wake to land on the deadline on average
+        self._staging = Staging(resolution)
+        self._pool = FramePool()
+
+    def run(self, windows: Sequence[Window]) -> BatchResult:
+        n = len(windows)
+        if self.oom_above is not None and n > self.oom_above:
+            raise DeviceOutOfMemory(n, "injected by the emulated device")
+        plan = self._pool.plan(windows)
+        if plan.uploads:
+            self._staging.put(plan.uploads)
+        self._pool.commit(plan)
+        prep_end = time.perf_counter()
+        compute_end = self.compute(n, prep_end)
+        self._last_batch = n
+        return BatchResult([None] * n, prep_end, compute_end, time.perf_counter())
+
+    def compute(self, n: int, start: float) -> float:
+        """Wait out the profile's time for a batch of ``n`` from ``start``; returns the end."""
+        deadline = start + self.curve.ms(n) / 1000.0
+        sleep_until(deadline - self._lead)
+        end = time.perf_counter()
+        # The OS wakes a sleeper ~0.1 ms late; learn by how much and wake that much
+        # earlier, so the mean emulated batch time matches the profile.
+        overshoot = end - deadline
+        self._lead = min(0.002, max(0.0, self._lead + 0.1 * overshoot))
+        return end
+
+    def memory(self) -> dict[str, float]:
+        out = super().memory()
+        if self.profile.memory_total_mb:
+            out["device_total_mb"] = float(self.profile.memory_total_mb)
+        if self._last_batch in self._peak_mb:
+            out["profile_peak_mb"] = float(self._peak_mb[self._last_batch])
+        return out
+
+
+def sleep_until(deadline: float) -> None:
+    """Sleep to ``deadline`` (perf_counter s); sleeps in slices, never spins on the GIL."""
+    while True:
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            return
+        time.sleep(left)
