@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from batchscope.engine.session import Mailboxes, Session
+from batchscope.engine.session import Mailboxes, Session, first_frame_delay
 
 
 class Feeder:
@@ -64,7 +64,7 @@ class Feeder:
             kept = [(due, sid) for due, sid in self._heap if sid in self._sessions]
             for s in sessions:
                 if s.id not in old:
-                    kept.append((now + self._rng.random() / self._fps[s.id], s.id))
+                    kept.append((now + first_frame_delay(self._rng, self._fps[s.id]), s.id))
             heapq.heapify(kept)
             self._heap = kept
         self._wake.set()

@@ -10,11 +10,13 @@ live run because it shares everything except the device:
   (:func:`~batchscope.engine.policies.make_policy`), asked on the same
   occasions (a window arrives, the device frees, a policy's ``wait_until``
   falls due) and fed back the same way (``observe`` after each batch);
-- the **sessions** mirror ``engine/session.py`` and ``engine/feeder.py``:
-  each publishes a window from its 3rd frame on, at its own phase inside the
-  frame interval (drawn like the feeder: ``random.Random(seed)``, one draw
-  per session in id order), into a latest-only mailbox where replacing an
-  untaken window counts one *overwritten* frame;
+- the **sessions** follow ``engine/session.py``: each publishes a window from
+  its 3rd frame on, at its own phase inside the frame interval (drawn by
+  :func:`~batchscope.engine.session.first_frame_delay`, as the feeder draws it),
+  into the live worker's :class:`~batchscope.engine.session.Mailboxes` (frameless
+  windows on the virtual clock), where replacing an untaken window counts one
+  *overwritten* frame and the counts restart at the end of the warm-up, as
+  ``Engine.reset_stats`` restarts them;
 - the **records** are :data:`ITEM_DTYPE` / :data:`BATCH_DTYPE` rows and the
   report comes from :func:`~batchscope.engine.report.build_report`, so every
   figure has the definition it has in ``run``.
@@ -37,9 +39,9 @@ from typing import Any
 import numpy as np
 
 from batchscope.config import ConfigError, RunConfig
-from batchscope.engine.policies import Waiting, make_policy
+from batchscope.engine.policies import make_policy
 from batchscope.engine.report import SessionInfo, build_report
-from batchscope.engine.session import WINDOW
+from batchscope.engine.session import WINDOW, Mailboxes, Window, first_frame_delay
 from batchscope.engine.stats import BATCH_DTYPE, ITEM_DTYPE
 from batchscope.profiles.profile import BatchCurve, DeviceProfile, load_profile
 
@@ -64,12 +66,11 @@ class Trace:
 def session_phases(sessions: int, fps: float, seed: int) -> list[float]:
     """First-frame time of each session in s, inside one frame interval.
 
-    Drawn exactly as the live feeder draws them (``random.Random(seed)``, in
-    session order), so a simulated and a live run with the same seed start
-    their sessions at the same relative instants.
+    Drawn as the live feeder draws them (:func:`first_frame_delay`, one draw per
+    session in id order from ``random.Random(seed)``).
     """
     rng = random.Random(seed)
-    return [rng.random() / fps for _ in range(sessions)]
+    return [first_frame_delay(rng, fps) for _ in range(sessions)]
 
 
 def simulate_trace(
@@ -91,9 +92,9 @@ def simulate_trace(
     heap: list[tuple[float, int, int]] = [(p, _FRAME, sid) for sid, p in enumerate(phases)]
     heapq.heapify(heap)
 
-    mailbox: dict[int, Waiting] = {}
-    overwritten = dict.fromkeys(range(config.sessions), 0)
-    in_flight: tuple[float, list[Waiting]] | None = None  # (start s, windows)
+    mailboxes = Mailboxes()
+    counting = False  # overwrites are counted from the end of the warm-up
+    in_flight: tuple[float, list[Window]] | None = None  # (start s, windows)
     timer: float | None = None  # the pending wait_until, if any
     items: list[tuple] = []
     batches: list[tuple] = []
@@ -102,14 +103,14 @@ def simulate_trace(
         now, kind, sid = heapq.heappop(heap)
         if now > t_end:
             break
+        if not counting and now >= t0:
+            mailboxes.reset_counts()
+            counting = True
         if kind == _FRAME:
             frames[sid] += 1
             heapq.heappush(heap, (phases[sid] + frames[sid] * period, _FRAME, sid))
             if frames[sid] >= WINDOW:  # a session needs 3 frames for its first window
-                if now >= t0:
-                    overwritten[sid] += sid in mailbox
-                prev = mailbox.get(sid)
-                mailbox[sid] = Waiting(sid, now, prev.waiting_since if prev else now)
+                mailboxes.publish(Window(sid, frames[sid], frames[sid] - 1, (), now))
         elif kind == _DEVICE_FREE:
             start, taken = in_flight
             in_flight = None
@@ -121,10 +122,13 @@ def simulate_trace(
             policy.observe(n, (now - min(w.arrival for w in taken)) * 1000.0)
         elif now == timer:
             timer = None
-        if in_flight is not None or not mailbox or (heap and heap[0][0] == now):
+        if in_flight is not None or (heap and heap[0][0] == now):
             continue
-        decision = policy.select(list(mailbox.values()), now)
-        taken = [mailbox.pop(s) for s in decision.take if s in mailbox]
+        waiting = mailboxes.waiting()
+        if not waiting:
+            continue
+        decision = policy.select(waiting, now)
+        taken = mailboxes.take(decision.take)
         if taken:
             n = len(taken)
             if n not in batch_s:
@@ -139,10 +143,11 @@ def simulate_trace(
             timer = decision.wait_until
             heapq.heappush(heap, (timer, _TIMER, -1))
 
+    counted = mailboxes.overwritten() if counting else {}
     return Trace(
         items=np.array(items, dtype=ITEM_DTYPE),
         batches=np.array(batches, dtype=BATCH_DTYPE),
-        overwritten=overwritten,
+        overwritten={sid: counted.get(sid, 0) for sid in range(config.sessions)},
         start=t0,
         end=t_end,
     )
