@@ -18,10 +18,10 @@ from pathlib import Path
 import cv2
 
 try:
-    from batchscope.engine.synthetic import SceneStyle, SyntheticScene
+    from batchscope.scene.synthetic import SceneStyle, SyntheticScene
 except ModuleNotFoundError:  # run from a checkout where the package is not installed
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "app"))
-    from batchscope.engine.synthetic import SceneStyle, SyntheticScene
+    from batchscope.scene.synthetic import SceneStyle, SyntheticScene
 
 WIDTH, HEIGHT, FPS = 640, 360, 30.0
 CLIP_SECONDS = 7.0

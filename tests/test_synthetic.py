@@ -1,4 +1,5 @@
-"""The synthetic scene: deterministic, randomly accessible, and its truth matches its pixels."""
+"""The synthetic scene: deterministic, randomly accessible, its truth matches its pixels, and
+it sits below the engine (importing it loads no ``batchscope.engine`` module)."""
 
 from __future__ import annotations
 
@@ -6,13 +7,15 @@ import csv
 import importlib.util
 import itertools
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import cv2
 import numpy as np
 import pytest
 
-from batchscope.engine.synthetic import (
+from batchscope.scene.synthetic import (
     EXPOSURE_FRACTION,
     NO_BALL,
     SceneStyle,
@@ -30,6 +33,18 @@ def scene() -> SyntheticScene:
 @pytest.fixture(scope="module")
 def truths(scene: SyntheticScene) -> list:
     return [scene.render(i)[1] for i in range(scene.period_frames)]
+
+
+def test_the_scene_does_not_import_the_engine() -> None:
+    # A fresh interpreter: this test session has long imported the engine.
+    code = (
+        "import sys, batchscope.scene.synthetic, batchscope.scene.rally; "
+        "print(*(m for m in sys.modules if m.startswith('batchscope.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = out.stdout.split()
+    assert "batchscope.scene.rally" in loaded
+    assert [m for m in loaded if not m.startswith("batchscope.scene")] == []
 
 
 def test_same_seed_gives_identical_frames_and_truth() -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from batchscope.engine.synthetic import BallTruth, SyntheticScene
+from batchscope.scene.synthetic import BallTruth, SyntheticScene
 
 # OpenCV and its FFmpeg print their own warnings on stderr for every failed open
 # ("moov atom not found"); our errors say it once. FFmpeg's level is read when its

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from batchscope.engine.rally import (
+from batchscope.scene.rally import (
     NET_HALF_WIDTH_M,
     NET_HEIGHT_M,
     SURROUND_Y_M,
