@@ -1,17 +1,17 @@
 """The discrete-event simulator and `batchscope simulate`: the study's findings, the
-report contract, determinism, speed, and one-line errors for bad input."""
+report contract, determinism, and one-line errors for bad input. (Its speed is a
+benchmark: benchmarks/sim_speed.py.)"""
 
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from batchscope.cli import main
-from batchscope.config import POLICIES, RunConfig
+from batchscope.config import RunConfig
 from batchscope.engine.session import WINDOW
 from batchscope.profiles.profile import load_profile
 from batchscope.sim.simulator import session_phases, simulate, simulate_trace
@@ -170,14 +170,6 @@ def test_report_schema_is_the_contract(overload: dict[str, dict]) -> None:
     assert set(report["overall"]["latency_ms"]) == LATENCY_KEYS
     assert 0.0 < report["overall"]["busy"] <= 1.0
     json.dumps(report)
-
-
-@pytest.mark.parametrize("policy", POLICIES)
-def test_thirty_seconds_of_sixteen_sessions_take_well_under_a_second(policy: str) -> None:
-    config = scenario(policy, sessions=16, max_batch=8)
-    start = time.perf_counter()
-    simulate(config)
-    assert time.perf_counter() - start < 1.0
 
 
 # -- the command line ---------------------------------------------------------------------
