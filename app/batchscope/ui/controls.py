@@ -1,8 +1,12 @@
 """The run controls: policy and its parameters, device, precision, resolution, fps.
 
-A dumb view: ``changed(dict)`` carries the RunConfig fields it owns after
-every user change (slider drags debounced, so a drag is one apply and one
-event line, not fifty); ``show_config`` sets the widgets without emitting.
+A dumb view: ``changed(dict)`` carries only the RunConfig fields the user
+just changed (plus what that change forces: dynamic needs a cap, a device
+may not run the shown precision or resolution), so a click never writes
+back a value the controls merely display. Slider drags are debounced, so a
+drag is one apply and one event line, not fifty. ``show_config`` sets the
+widgets without emitting, showing each value as it is: a slider's range
+(``Knob.slider``) grows to hold a valid value outside it, never clamps it.
 Parameters the chosen policy does not read are disabled, and options the
 device cannot run are disabled with the reason as tooltip.
 """
@@ -24,7 +28,14 @@ from PySide6.QtWidgets import (
 from superqt import QLabeledDoubleSlider, QLabeledSlider
 from superqt.utils import qdebounced
 
-from batchscope.config import POLICIES, POLICY_PARAMS, RunConfig, format_resolution
+from batchscope.config import (
+    DYNAMIC_DEFAULT_MAX_BATCH,
+    KNOBS,
+    POLICIES,
+    POLICY_PARAMS,
+    RunConfig,
+    format_resolution,
+)
 from batchscope.ui.device_options import (
     DeviceChoice,
     choice_key,
@@ -44,25 +55,42 @@ POLICY_LABELS = {
 
 SLIDER_DEBOUNCE_MS = 300
 
+Slider = QLabeledSlider | QLabeledDoubleSlider
 
-def _slider(lo: int, hi: int, double: bool = False) -> QLabeledSlider:
-    s = (
-        QLabeledDoubleSlider(Qt.Orientation.Horizontal)
-        if double
-        else QLabeledSlider(Qt.Orientation.Horizontal)
-    )
-    s.setRange(lo, hi)
-    if double:
+
+def _slider(name: str) -> Slider:
+    """A slider over ``KNOBS[name].slider``; float knobs get a double slider (no rounding)."""
+    knob = KNOBS[name]
+    assert knob.slider is not None, f"{name} has no slider range"
+    if knob.kind is float:
+        s: Slider = QLabeledDoubleSlider(Qt.Orientation.Horizontal)
         s.setDecimals(0)
+    else:
+        s = QLabeledSlider(Qt.Orientation.Horizontal)
+    s.setRange(*knob.slider)
+    s.setValue(knob.default if knob.default is not None else knob.slider[0])
     return s
 
 
-#: The cap dynamic gets when the user switches to it from an unlimited policy.
-DYNAMIC_DEFAULT_MAX_BATCH = 8
+def _show_value(slider: Slider, name: str, value: float) -> None:
+    """Show ``value`` exactly: the knob's slider range, widened to include it if it lies outside."""
+    lo, hi = KNOBS[name].slider or (value, value)
+    slider.setRange(min(lo, value), max(hi, value))
+    if isinstance(slider, QLabeledDoubleSlider):
+        slider.setDecimals(_decimals(value))
+    slider.setValue(value)
+
+
+def _decimals(value: float) -> int:
+    """The fewest decimals (at most 3) that show ``value`` as it is."""
+    for d in range(3):
+        if round(value, d) == value:
+            return d
+    return 3
 
 
 class ControlsPanel(QWidget):
-    changed = Signal(dict)
+    changed = Signal(dict)  # the RunConfig fields the user changed: name -> new value
 
     def __init__(self, devices: list[DeviceChoice], parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -74,11 +102,11 @@ class ControlsPanel(QWidget):
         self.policy = QComboBox()
         for p in POLICIES:
             self.policy.addItem(POLICY_LABELS[p], p)
-        self.max_batch = _slider(1, 64)
+        self.max_batch = _slider("max_batch")
         self.unlimited = QCheckBox("unlimited")
-        self.max_delay = _slider(0, 200)
-        self.fixed_batch = _slider(1, 32)
-        self.objective = _slider(5, 500)
+        self.max_delay = _slider("max_delay_ms")
+        self.fixed_batch = _slider("batch")
+        self.objective = _slider("slo_ms")
         self.device = QComboBox()
         self.device.setSizeAdjustPolicy(
             QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
@@ -88,7 +116,9 @@ class ControlsPanel(QWidget):
             self.device.addItem(d.label, d.key)
         self.precision = QComboBox()
         self.resolution = QComboBox()
-        self.fps = _slider(1, 120, double=True)
+        self.fps = _slider("fps")
+        self.source_fps = QCheckBox("source's own")
+        self.source_fps.setToolTip("each source at its own frame rate")
         self.channels_last = QCheckBox("channels_last")
         self.cudnn = QCheckBox("cuDNN benchmark")
         self.error = QLabel()
@@ -96,14 +126,9 @@ class ControlsPanel(QWidget):
         self.error.setWordWrap(True)
         self.error.hide()
 
-        batch_row = QHBoxLayout()
-        batch_row.setContentsMargins(0, 0, 0, 0)
-        batch_row.addWidget(self.max_batch, 1)
-        batch_row.addWidget(self.unlimited)
-        switches = QHBoxLayout()
-        switches.setContentsMargins(0, 0, 0, 0)
-        switches.addWidget(self.channels_last)
-        switches.addWidget(self.cudnn)
+        batch_row = _row(self.max_batch, self.unlimited)
+        fps_row = _row(self.fps, self.source_fps)
+        switches = _row(self.channels_last, self.cudnn)
         switches.addStretch(1)
 
         self._param_rows: dict[str, list[QWidget]] = {}
@@ -121,76 +146,68 @@ class ControlsPanel(QWidget):
         form.addRow("Device", self.device)
         form.addRow("Precision", self.precision)
         form.addRow("Resolution", self.resolution)
-        form.addRow("Source fps", self.fps)
+        form.addRow("Source fps", fps_row)
         form.addRow("", switches)
         form.addRow(self.error)
 
-        self._emit_debounced = qdebounced(self._emit, timeout=SLIDER_DEBOUNCE_MS)
+        #: slider -> the RunConfig field it sets
+        self._sliders: dict[Slider, str] = {
+            self.max_batch: "max_batch",
+            self.max_delay: "max_delay_ms",
+            self.fixed_batch: "batch",
+            self.objective: "slo_ms",
+            self.fps: "fps",
+        }
+        self._pending: dict[str, Any] = {}
+        self._flush_debounced = qdebounced(self._flush, timeout=SLIDER_DEBOUNCE_MS)
         self.policy.currentIndexChanged.connect(self._on_policy)
         self.device.currentIndexChanged.connect(self._on_device)
-        self.precision.currentIndexChanged.connect(self._emit)
+        self.precision.currentIndexChanged.connect(self._on_precision)
         self.resolution.currentIndexChanged.connect(self._on_resolution)
-        for box in (self.unlimited, self.channels_last, self.cudnn):
-            box.toggled.connect(self._emit)
-        for slider in (self.max_batch, self.max_delay, self.fixed_batch, self.objective, self.fps):
-            slider.valueChanged.connect(self._emit_debounced)
+        self.unlimited.toggled.connect(self._on_unlimited)
+        self.source_fps.toggled.connect(self._on_source_fps)
+        self.channels_last.toggled.connect(lambda on: self._send({"channels_last": on}))
+        self.cudnn.toggled.connect(lambda on: self._send({"cudnn_benchmark": on}))
+        for slider, name in self._sliders.items():
+            slider.valueChanged.connect(lambda _v, s=slider, n=name: self._on_slider(s, n))
 
     # -- reading --------------------------------------------------------------------------
 
     def choice(self) -> DeviceChoice:
         return self._devices[self.device.currentData()]
 
-    def values(self) -> dict[str, Any]:
-        """The RunConfig fields these controls own."""
-        policy = self.policy.currentData()
-        unlimited = self.unlimited.isChecked() and policy != "dynamic"
-        return {
-            "policy": policy,
-            "max_batch": None if unlimited else int(self.max_batch.value()),
-            "max_delay_ms": float(self.max_delay.value()),
-            "batch": int(self.fixed_batch.value()),
-            "slo_ms": float(self.objective.value()),
-            "fps": float(round(self.fps.value())),
-            "precision": self.precision.currentData(),
-            "resolution": tuple(self.resolution.currentData()),
-            "channels_last": self.channels_last.isChecked(),
-            "cudnn_benchmark": self.cudnn.isChecked(),
-            **self.choice().changes(),
-        }
-
     # -- showing ----------------------------------------------------------------------------
 
     def show_config(self, config: RunConfig) -> None:
-        """Set every control from ``config`` without emitting ``changed``."""
-        self._emit_debounced.cancel()
+        """Set every control from ``config`` without emitting ``changed``; drops unsent drags."""
+        self._flush_debounced.cancel()
+        self._pending = {}
         widgets = (
             self.policy,
-            self.max_batch,
             self.unlimited,
-            self.max_delay,
-            self.fixed_batch,
-            self.objective,
             self.device,
             self.precision,
             self.resolution,
-            self.fps,
+            self.source_fps,
             self.channels_last,
             self.cudnn,
+            *self._sliders,
         )
         for w in widgets:
             w.blockSignals(True)
         try:
             self.policy.setCurrentIndex(POLICIES.index(config.policy))
             self.unlimited.setChecked(config.max_batch is None)
-            # unlimited still leaves the slider at a useful cap for dynamic, which needs one
-            self.max_batch.setValue(min(64, config.max_batch or DYNAMIC_DEFAULT_MAX_BATCH))
-            self.max_delay.setValue(min(200, int(config.max_delay_ms)))
-            self.fixed_batch.setValue(min(32, config.batch))
-            self.objective.setValue(min(500, max(5, int(config.slo_ms))))
-            self.fps.setValue(min(120.0, config.fps or 30.0))
+            # unlimited still leaves the slider at the cap dynamic would get
+            _show_value(self.max_batch, "max_batch", config.max_batch or DYNAMIC_DEFAULT_MAX_BATCH)
+            _show_value(self.max_delay, "max_delay_ms", config.max_delay_ms)
+            _show_value(self.fixed_batch, "batch", config.batch)
+            _show_value(self.objective, "slo_ms", config.slo_ms)
+            self.source_fps.setChecked(config.fps is None)
+            _show_value(self.fps, "fps", KNOBS["fps"].default if config.fps is None else config.fps)
             self.channels_last.setChecked(config.channels_last)
             self.cudnn.setChecked(config.cudnn_benchmark)
-            self.device.setCurrentIndex(_find(self.device, choice_key(config)))
+            self.device.setCurrentIndex(_find(self.device, self._device_key(config)))
             self._fill_options(config.precision, config.resolution)
         finally:
             for w in widgets:
@@ -201,13 +218,32 @@ class ControlsPanel(QWidget):
         self.error.setText(message)
         self.error.setVisible(bool(message))
 
+    def _device_key(self, config: RunConfig) -> str:
+        """The device item for ``config``, added if the list lacks it (e.g. a profile path)."""
+        key = choice_key(config)
+        if key not in self._devices:
+            emulated = config.backend == "emulated"
+            choice = DeviceChoice(
+                key,
+                f"{key} · {'emulated' if emulated else 'real model'}",
+                config.backend,
+                config.device,
+                config.profile,
+                ((config.precision, tuple(config.resolution)),) if emulated else (),
+            )
+            self._devices[key] = choice
+            self.device.addItem(choice.label, key)
+        return key
+
     def _fill_options(self, precision: str, resolution: tuple[int, int]) -> None:
         """Refill precision and resolution for the current device, disabling what it lacks."""
         choice = self.choice()
         for combo in (self.precision, self.resolution):
             combo.blockSignals(True)
             combo.clear()
-        for res, why in resolution_options(choice).items():
+        options = resolution_options(choice)
+        options.setdefault(tuple(resolution), None)  # the one in use is shown even if unlisted
+        for res, why in sorted(options.items()):
             _add_item(self.resolution, format_resolution(res).replace("x", " × "), res, why)
         for p, why in precision_reasons(choice, resolution).items():
             _add_item(self.precision, p.upper(), p, why)
@@ -217,15 +253,14 @@ class ControlsPanel(QWidget):
             combo.blockSignals(False)
 
     def _update_enabled(self) -> None:
-        used = POLICY_PARAMS[self.policy.currentData()]
+        policy = self.policy.currentData()
+        used = POLICY_PARAMS[policy]
         for name, widgets in self._param_rows.items():
             for w in widgets:
                 w.setEnabled(name in used)
-        policy = self.policy.currentData()
         self.unlimited.setEnabled(policy in ("all", "adaptive"))
-        self.max_batch.setEnabled(
-            "max_batch" in used and not (self.unlimited.isChecked() and policy != "dynamic")
-        )
+        self.max_batch.setEnabled("max_batch" in used and not self.unlimited.isChecked())
+        self.fps.setEnabled(not self.source_fps.isChecked())
         choice = self.choice()
         self.channels_last.setEnabled(not choice.emulated)
         self.cudnn.setEnabled(choice.device.startswith("cuda") and not choice.emulated)
@@ -236,30 +271,85 @@ class ControlsPanel(QWidget):
     # -- user changes -------------------------------------------------------------------------
 
     def _on_policy(self) -> None:
-        self._update_enabled()
-        self._emit()
+        policy = self.policy.currentData()
+        changes: dict[str, Any] = {"policy": policy}
+        if policy == "dynamic" and self.unlimited.isChecked():
+            # dynamic needs a cap to know when a batch is full
+            changes["max_batch"] = DYNAMIC_DEFAULT_MAX_BATCH
+            for w in (self.unlimited, self.max_batch):
+                w.blockSignals(True)
+            self.unlimited.setChecked(False)
+            _show_value(self.max_batch, "max_batch", DYNAMIC_DEFAULT_MAX_BATCH)
+            for w in (self.unlimited, self.max_batch):
+                w.blockSignals(False)
+        self._send(changes)
+
+    def _on_unlimited(self, on: bool) -> None:
+        self._send({"max_batch": None if on else int(self.max_batch.value())})
+
+    def _on_source_fps(self, on: bool) -> None:
+        self._send({"fps": None if on else self._slider_value(self.fps, "fps")})
+
+    def _on_slider(self, slider: Slider, name: str) -> None:
+        self._send({name: self._slider_value(slider, name)}, debounce=True)
+
+    def _on_precision(self) -> None:
+        self._send({"precision": self.precision.currentData()})
 
     def _on_device(self) -> None:
-        precision, resolution = fit(
-            self.choice(), self.precision.currentData(), tuple(self.resolution.currentData())
-        )
-        self._fill_options(precision, resolution)
-        self._update_enabled()
-        self._emit()
+        changes = self.choice().changes()
+        changes.update(self._refit())
+        self._send(changes)
 
     def _on_resolution(self) -> None:
         if self.resolution.currentData() is None:
             return
-        precision, resolution = fit(
-            self.choice(), self.precision.currentData(), tuple(self.resolution.currentData())
-        )
-        self._fill_options(precision, resolution)
-        self._emit()
+        resolution = tuple(self.resolution.currentData())
+        self._send({"resolution": resolution, **self._refit()})
 
-    def _emit(self) -> None:
+    def _refit(self) -> dict[str, Any]:
+        """Refill the options for the device; the precision/resolution ``fit`` had to change."""
+        shown = (self.precision.currentData(), tuple(self.resolution.currentData()))
+        precision, resolution = fit(self.choice(), *shown)
+        self._fill_options(precision, resolution)
+        changes: dict[str, Any] = {}
+        if precision != shown[0]:
+            changes["precision"] = precision
+        if resolution != shown[1]:
+            changes["resolution"] = resolution
+        return changes
+
+    @staticmethod
+    def _slider_value(slider: Slider, name: str) -> Any:
+        value = slider.value()
+        if isinstance(slider, QLabeledDoubleSlider):
+            value = round(value, slider.decimals())  # what the label shows
+        return KNOBS[name].kind(value)
+
+    def _send(self, changes: dict[str, Any], debounce: bool = False) -> None:
+        """Emit ``changes`` (with any slider move still waiting); sliders wait for the drag."""
+        self._pending.update(changes)
+        if debounce:
+            self._flush_debounced()
+        else:
+            self._flush_debounced.cancel()
+            self._flush()
+
+    def _flush(self) -> None:
+        changes, self._pending = self._pending, {}
         self._update_enabled()
-        self.show_error("")
-        self.changed.emit(self.values())
+        if changes:
+            self.show_error("")
+            self.changed.emit(changes)
+
+
+def _row(*widgets: QWidget) -> QHBoxLayout:
+    row = QHBoxLayout()
+    row.setContentsMargins(0, 0, 0, 0)
+    row.addWidget(widgets[0], 1)
+    for w in widgets[1:]:
+        row.addWidget(w)
+    return row
 
 
 def _find(combo: QComboBox, data: Any) -> int:

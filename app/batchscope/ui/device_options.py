@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from batchscope.config import PRECISIONS, RunConfig, format_resolution
+from batchscope.config import DEFAULT_RESOLUTION, PRECISIONS, RunConfig, format_resolution
 
 #: Resolutions the controls offer (width a multiple of 32, height of 16).
 RESOLUTIONS: tuple[tuple[int, int], ...] = (
@@ -118,7 +118,7 @@ def fit(
     options = resolution_options(choice)
     if options.get(tuple(resolution), "absent") is not None:
         allowed = [r for r, why in options.items() if why is None]
-        resolution = (512, 288) if (512, 288) in allowed else allowed[0]
+        resolution = DEFAULT_RESOLUTION if DEFAULT_RESOLUTION in allowed else allowed[0]
     reasons = precision_reasons(choice, resolution)
     if reasons.get(precision) is not None:
         if choice.emulated:

@@ -14,6 +14,8 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from batchscope.config import DEFAULT_RESOLUTION
+
 
 @dataclass(frozen=True)
 class Step:
@@ -43,7 +45,7 @@ LAPTOP = {
     "device": "cpu",
     "profile": "laptop-8gb",
     "precision": "fp16",
-    "resolution": (512, 288),
+    "resolution": DEFAULT_RESOLUTION,
     "fps": 30.0,
     "max_batch": None,
 }

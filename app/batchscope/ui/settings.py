@@ -14,7 +14,7 @@ from typing import Any
 
 from PySide6.QtCore import QSettings
 
-from batchscope.config import ConfigError, RunConfig, parse_resolution
+from batchscope.config import DEFAULT_RESOLUTION, ConfigError, RunConfig, parse_resolution
 
 #: RunConfig fields the dashboard remembers between launches.
 CONTROL_FIELDS = (
@@ -50,7 +50,7 @@ def demo_config(sources: Sequence[str], cuda: bool) -> RunConfig:
         sessions=4,
         policy="all",
         precision="fp16",
-        resolution=(512, 288),
+        resolution=DEFAULT_RESOLUTION,
         skip_bad_sources=True,
         **device,
     )
