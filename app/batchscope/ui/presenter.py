@@ -4,25 +4,68 @@ Views stay dumb: they emit what the user asked for and show what the
 presenter says. The presenter validates every config change on the GUI
 thread (a ConfigError is shown, never applied), hands valid changes to the
 command thread, drives the demo scenarios, and collects engine events for
-the plots. Tests drive it without clicking.
+the plots. It needs no window: it talks to the engine through ``LiveEngine``
+(what it uses of ``Engine``) and to the command thread through
+``EngineCommands``, so tests drive it with a fake engine and no screen.
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from PySide6.QtCore import QObject, Signal
 
 from batchscope.config import BACKEND_FIELDS, ConfigError, RunConfig
-from batchscope.engine.engine import Engine, Snapshot
 from batchscope.engine.metrics import Event
 from batchscope.engine.recorder import RecordingError
-from batchscope.ui.commands import EngineCommands
+from batchscope.ui.commands import ConfigurableEngine, EngineCommands
 from batchscope.ui.scenarios import Scenario, ScenarioRunner, Step
+
+if TYPE_CHECKING:
+    from batchscope.engine.engine import Snapshot
+    from batchscope.engine.roster import SourceSlot
+
+
+class Labelled(Protocol):
+    label: str  # e.g. "emulated:laptop-8gb · fp16 · 512x288"
+
+
+class LiveEngine(ConfigurableEngine, Protocol):
+    """What the presenter uses of ``batchscope.engine.engine.Engine``."""
+
+    recorder: object | None
+
+    @property
+    def sources(self) -> Sequence[SourceSlot]: ...
+
+    @property
+    def backend(self) -> Labelled: ...
+
+    def open(self) -> None: ...
+
+    def start(self) -> None: ...
+
+    def stop(self, timeout: float = 2.0) -> None: ...
+
+    def snapshot(self) -> Snapshot: ...
+
+    def subscribe(self, listener: Callable[[Event], None]) -> None: ...
+
+    def add_source(self, spec: str) -> SourceSlot: ...
+
+    def remove_source(self, spec: str) -> None: ...
+
+    def set_paused(self, paused: bool) -> None: ...
+
+    def reset_stats(self, announce: bool = True) -> None: ...
+
+    def start_recording(self, folder: str | Path) -> Path: ...
+
+    def stop_recording(self) -> Path | None: ...
 
 
 class Presenter(QObject):
@@ -31,10 +74,15 @@ class Presenter(QObject):
     started = Signal(object)  # None, or the error that kept the engine from starting
     caption = Signal(str)  # scenario banner text; "" hides it
 
-    def __init__(self, engine: Engine, parent: QObject | None = None) -> None:
+    def __init__(
+        self,
+        engine: LiveEngine,
+        parent: QObject | None = None,
+        commands: EngineCommands | None = None,
+    ) -> None:
         super().__init__(parent)
         self.engine = engine
-        self.commands = EngineCommands(engine)
+        self.commands = commands if commands is not None else EngineCommands(engine)
         self.commands.finished.connect(self._on_finished)
         self.scenarios = ScenarioRunner(self)
         self.scenarios.step_due.connect(self._on_step)
@@ -69,13 +117,14 @@ class Presenter(QObject):
         return self.engine.running
 
     def shutdown(self) -> None:
-        """Stop the scenario, the command thread and every engine thread."""
+        """Stop the scenario, the command thread and every engine thread (once)."""
         if self._closed:
             return
         self._closed = True
         self.scenarios.cancel()
+        self.commands.terminate()  # no job starts after this
+        self.engine.stop()  # ends what a running job waits for (a build, an open)
         self.commands.stop()
-        self.engine.stop()
 
     # -- reading ---------------------------------------------------------------------------
 

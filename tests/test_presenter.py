@@ -1,0 +1,270 @@
+"""The presenter without a screen: a fake engine, jobs run on the test's thread, no window."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from batchscope.config import RunConfig
+from batchscope.engine.metrics import Event
+from batchscope.ui.commands import EngineCommands
+from batchscope.ui.presenter import LiveEngine, Presenter
+from batchscope.ui.scenarios import Scenario, step
+
+CONFIG = RunConfig(sources=("a.mp4", "b.mp4"), sessions=2, max_delay_ms=500.0, slo_ms=2000.0)
+
+
+class FakeEngine:
+    """What the presenter uses of the engine, recorded; ``apply`` fails with ``apply_error``."""
+
+    def __init__(self, config: RunConfig = CONFIG) -> None:
+        self.config = config
+        self.running = False
+        self.recorder: object | None = None
+        self.sources = [SimpleNamespace(spec=s, error=None) for s in config.sources]
+        self.backend = SimpleNamespace(label="fake device")
+        self.open_error: Exception | None = None
+        self.apply_error: str | None = None
+        self.applied: list[RunConfig] = []
+        self.calls: list[str] = []
+        self.listeners: list[Callable[[Event], None]] = []
+
+    def open(self) -> None:
+        self.calls.append("open")
+        if self.open_error is not None:
+            raise self.open_error
+
+    def start(self) -> None:
+        self.calls.append("start")
+        self.running = True
+
+    def stop(self, timeout: float = 2.0) -> None:
+        self.calls.append("stop")
+        self.running = False
+
+    def apply(self, new: RunConfig, on_done: Callable[[str | None], None] | None = None) -> None:
+        self.applied.append(new)
+        if self.apply_error is None:
+            self.config = new
+        if on_done:
+            on_done(self.apply_error)
+
+    def snapshot(self) -> str:
+        return "snapshot"
+
+    def subscribe(self, listener: Callable[[Event], None]) -> None:
+        self.listeners.append(listener)
+
+    def add_source(self, spec: str) -> SimpleNamespace:
+        slot = SimpleNamespace(spec=spec, error="cannot open" if spec.startswith("bad") else None)
+        self.sources.append(slot)
+        return slot
+
+    def remove_source(self, spec: str) -> None:
+        self.sources = [s for s in self.sources if s.spec != spec]
+
+    def set_paused(self, paused: bool) -> None:
+        self.calls.append(f"paused={paused}")
+
+    def reset_stats(self, announce: bool = True) -> None:
+        self.calls.append(f"reset announce={announce}")
+
+    def start_recording(self, folder: str | Path) -> Path:
+        self.recorder = object()
+        return Path(folder)
+
+    def stop_recording(self) -> Path | None:
+        self.recorder = None
+        return Path("done")
+
+
+@pytest.fixture
+def fake(qapp) -> FakeEngine:
+    engine: LiveEngine = FakeEngine()  # the fake satisfies the presenter's protocol
+    return engine
+
+
+@pytest.fixture
+def presenter(fake: FakeEngine):
+    """A presenter whose command jobs run only when the test calls ``run()``."""
+    p = Presenter(fake, commands=EngineCommands(fake, start=False))
+    p.statuses, p.shown, p.starts = [], [], []
+    p.status.connect(lambda text, level: p.statuses.append((text, level)))
+    p.config_shown.connect(p.shown.append)
+    p.started.connect(p.starts.append)
+    p.run = p.commands.run_queued
+    yield p
+    p.shutdown()
+
+
+def started(p: Presenter) -> Presenter:
+    p.start_engine()
+    p.run()
+    assert p.starts == [None]
+    p.statuses.clear()
+    p.shown.clear()
+    return p
+
+
+def test_start_opens_then_starts_and_shows_the_config(presenter, fake):
+    presenter.start_engine()
+    assert presenter.statuses == [("Opening 2 source(s) and emulated:laptop-8gb…", "busy")]
+    assert fake.calls == []  # on the command thread, not here
+    presenter.run()
+    assert fake.calls == ["open", "start"]
+    assert presenter.starts == [None]
+    assert presenter.shown == [CONFIG]
+    assert presenter.statuses[-1] == ("Running on fake device", "ok")
+
+
+def test_a_start_failure_emits_started_with_the_error(presenter, fake):
+    fake.open_error = RuntimeError("profile laptop-8gb has no curve for fp32")
+    presenter.start_engine()
+    presenter.run()
+    assert presenter.starts == ["RuntimeError: profile laptop-8gb has no curve for fp32"]
+    assert presenter.statuses[-1] == (
+        "Could not start: RuntimeError: profile laptop-8gb has no curve for fp32",
+        "error",
+    )
+    assert fake.calls == ["open"] and not presenter.running
+    assert presenter.snapshot() is None
+
+
+def test_a_config_error_is_shown_and_not_applied(presenter, fake):
+    started(presenter)
+    assert presenter.change({"fps": -1.0}) is False
+    assert presenter.statuses == [
+        ("Not applied: fps = -1.0: must be greater than 0 and at most 1000 fps", "error")
+    ]
+    assert not presenter.commands.busy
+    presenter.run()
+    assert fake.applied == [] and fake.config == CONFIG
+
+
+def test_a_backend_change_shows_busy_then_the_result(presenter, fake):
+    started(presenter)
+    assert presenter.change({"precision": "fp32"}) is True
+    assert presenter.statuses == [("Applying: building the new backend…", "busy")]
+    presenter.run()
+    assert presenter.statuses[-1] == ("Applied: batch all waiting on fake device", "ok")
+    assert fake.config == CONFIG.with_changes(precision="fp32")
+
+
+def test_a_failed_apply_says_not_applied_and_shows_the_engines_config(presenter, fake):
+    started(presenter)
+    fake.apply_error = "profile laptop-8gb has no curve for bf16"
+    presenter.change({"precision": "bf16"})
+    presenter.run()
+    assert presenter.statuses[-1] == (
+        "Not applied: profile laptop-8gb has no curve for bf16",
+        "error",
+    )
+    assert presenter.shown == [CONFIG]  # the controls go back to what runs
+    assert fake.config == CONFIG
+
+
+def test_an_unrelated_change_keeps_every_other_field(presenter, fake):
+    started(presenter)
+    presenter.change({"policy": "dynamic", "max_batch": 8})
+    presenter.change({"sessions": 3})  # merged with the one above: one apply
+    presenter.run()
+    assert fake.applied == [CONFIG.with_changes(policy="dynamic", max_batch=8, sessions=3)]
+    assert (fake.config.max_delay_ms, fake.config.slo_ms) == (500.0, 2000.0)
+
+
+def test_the_controls_through_the_presenter_keep_values_outside_the_sliders(presenter, fake, qtbot):
+    from batchscope.ui.controls import ControlsPanel
+    from batchscope.ui.device_options import device_choices
+
+    controls = ControlsPanel(device_choices(gpus=[]))
+    qtbot.addWidget(controls)
+    controls.changed.connect(presenter.change)
+    started(presenter)
+    controls.show_config(fake.config)
+    controls.precision.setCurrentIndex(controls.precision.findData("fp32"))
+    presenter.run()
+    assert fake.config.precision == "fp32"
+    assert (fake.config.max_delay_ms, fake.config.slo_ms) == (500.0, 2000.0)
+
+
+def test_a_change_before_the_engine_runs_is_refused_with_the_reason(presenter, fake):
+    presenter.change({"sessions": 3})
+    presenter.run()
+    assert presenter.statuses[-1] == (
+        "Not applied: the engine is not running (see the start error)",
+        "error",
+    )
+    assert fake.applied == []
+
+
+def test_a_scenario_waits_for_the_start_then_applies_and_resets_once(presenter, fake):
+    scenario = Scenario("s", "S", "two sessions.", (step(0, sessions=1), step(60, sessions=2)))
+    captions = []
+    presenter.caption.connect(captions.append)
+    presenter.start_engine(scenario)
+    presenter.run()  # start; the scenario's first step is applied on the next run
+    assert captions == ["two sessions."]
+    presenter.run()
+    assert fake.config.sessions == 1
+    assert fake.calls == ["open", "start", "reset announce=False"]
+    presenter.change({"sessions": 4})  # the user takes over
+    assert presenter.scenarios.scenario is None and captions[-1] == ""
+
+
+def test_sources_pause_reset_and_events(presenter, fake):
+    started(presenter)
+    presenter.add_sources(["bad.mp4"])
+    presenter.run()
+    assert presenter.statuses[-1] == ("bad.mp4: cannot open", "error")
+    presenter.remove_source("bad.mp4")
+    presenter.run()
+    assert presenter.statuses[-1] == ("Sources: a.mp4, b.mp4", "ok")
+    presenter.remove_source("a.mp4")
+    presenter.run()
+    presenter.remove_source("b.mp4")
+    assert presenter.statuses[-1] == ("Keep at least one source (add another first).", "error")
+    assert [s.spec for s in fake.sources] == ["b.mp4"]
+    presenter.set_paused(True)
+    presenter.reset_stats()
+    assert fake.calls[-2:] == ["paused=True", "reset announce=True"]
+    event = Event(1.0, "config", "policy: all → oldest")
+    for listener in fake.listeners:
+        listener(event)
+    assert presenter.drain_events() == [event] and presenter.drain_events() == []
+
+
+def test_recording_toggles(presenter, fake, tmp_path):
+    started(presenter)
+    folder = presenter.toggle_recording(tmp_path)
+    assert folder is not None and folder.parent == tmp_path
+    assert presenter.toggle_recording(tmp_path) is None
+    assert presenter.statuses[-1] == ("Recorded to done", "ok")
+
+
+def test_a_checkpoint_needs_the_real_model(presenter, fake):
+    started(presenter)
+    assert presenter.load_checkpoint("x.pt") is False
+    assert "pick CPU or a CUDA GPU" in presenter.statuses[-1][0]
+    assert presenter.commands.busy is False
+
+
+def test_shutdown_stops_everything_once(presenter, fake):
+    started(presenter)
+    presenter.change({"sessions": 3})  # queued, never run
+    presenter.shutdown()
+    presenter.shutdown()
+    assert fake.calls.count("stop") == 1
+    assert presenter.commands.terminating and not presenter.commands.busy
+    presenter.run()
+    assert fake.applied == []
+
+
+def test_shutdown_ends_the_real_command_thread(fake):
+    p = Presenter(fake)
+    assert p.commands.alive
+    p.shutdown()
+    assert not p.commands.alive
+    assert fake.calls == ["stop"]
