@@ -41,7 +41,7 @@ def soak(engine: Engine, minutes: float, tick=lambda: None) -> list[tuple[float,
     next_sample, next_change, k = 0.0, CHANGE_S, 0
     while (t := time.monotonic() - t0) < minutes * 60:
         if t >= next_sample:
-            samples.append((t, rss_mb(), threading.active_count(), len(engine.snapshot().events)))
+            samples.append((t, rss_mb(), threading.active_count(), len(engine.events())))
             next_sample += SAMPLE_S
         if t >= next_change:
             k += 1

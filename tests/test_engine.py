@@ -24,12 +24,21 @@ SMALL = dict(
 )
 
 
-def started(seconds: float = 0.0, oom_above: int | None = None, **cfg) -> Engine:
+def started(oom_above: int | None = None, **cfg) -> Engine:
     engine = Engine(RunConfig(**{**SMALL, **cfg}), oom_above=oom_above)
     engine.open()
     engine.start()
-    if seconds:
-        time.sleep(seconds)
+    return engine
+
+
+def delivered(engine: Engine) -> int:
+    return sum(s.delivered for s in engine.snapshot().sessions)
+
+
+def flowing(oom_above: int | None = None, **cfg) -> Engine:
+    """A started engine that has delivered its first windows."""
+    engine = started(oom_above, **cfg)
+    assert wait_for(lambda: delivered(engine) > 10)
     return engine
 
 
@@ -107,11 +116,10 @@ def test_definitions():
 
 
 def test_emulated_run_delivers_and_reports_in_schema(engines):
-    e = started(sessions=3, policy="all")
+    e = flowing(sessions=3, policy="all")
     engines.append(e)
-    time.sleep(0.5)
     e.reset_stats(announce=False)
-    time.sleep(1.5)
+    assert wait_for(lambda: min(s["delivered"] for s in e.report()["sessions"]) >= 45)
     r = e.report()
     assert r.keys() >= REPORT_KEYS
     assert set(r["overall"]) == OVERALL_KEYS
@@ -126,7 +134,7 @@ def test_emulated_run_delivers_and_reports_in_schema(engines):
 
 
 def test_stop_ends_every_thread_within_two_seconds(engines):
-    e = started(0.5, sessions=8)
+    e = flowing(sessions=8)
     before = {t.name for t in threading.enumerate()}
     assert {"batchscope-worker", "batchscope-feeder", "batchscope-monitor"} <= before
     t0 = time.monotonic()
@@ -138,20 +146,20 @@ def test_stop_ends_every_thread_within_two_seconds(engines):
 
 
 def test_live_changes_apply_and_are_recorded_as_events(engines):
-    e = started(0.3, sessions=2, policy="oldest")
+    e = flowing(sessions=2, policy="oldest")
     engines.append(e)
     e.apply(e.config.with_changes(policy="all", sessions=5))
     assert wait_for(lambda: len([s for s in e.snapshot().sessions if s.fps > 0]) == 5)
     snap = e.snapshot()
     assert snap.config.policy == "all" and len(snap.sessions) == 5
-    messages = [ev.message for ev in snap.events if ev.kind == "config"]
+    messages = [ev.message for ev in e.events() if ev.kind == "config"]
     assert any("policy: oldest → all" in m and "sessions: 2 → 5" in m for m in messages)
     e.apply(e.config.with_changes(sessions=1))
     assert wait_for(lambda: len(e.snapshot().sessions) == 1)
 
 
 def test_resolution_change_rebuilds_backend_and_sources(engines):
-    e = started(0.3, sessions=2)
+    e = flowing(sessions=2)
     engines.append(e)
     done = []
     e.apply(e.config.with_changes(resolution=(512, 288)), on_done=done.append)
@@ -165,33 +173,19 @@ def test_resolution_change_rebuilds_backend_and_sources(engines):
     )
 
 
-def test_failed_backend_switch_keeps_old_backend_and_reverts(engines):
-    e = started(0.3, sessions=2)
-    engines.append(e)
-    done = []
-    e.apply(e.config.with_changes(resolution=(1024, 576)), on_done=done.append)  # not in profile
-    assert wait_for(lambda: len(done) == 1)
-    assert "no curve" in done[0]
-    assert e.backend.resolution == (256, 144)
-    assert any(
-        ev.kind == "error" and "could not switch" in ev.message for ev in e.snapshot().events
-    )
-
-
 def test_out_of_memory_halves_the_cap_and_the_worker_recovers(engines):
-    e = started(0.0, oom_above=2, sessions=6, policy="all", fps=60.0)
+    e = flowing(oom_above=2, sessions=6, policy="all", fps=60.0)
     engines.append(e)
-    assert wait_for(lambda: any(ev.kind == "oom" for ev in e.snapshot().events))
-    n0 = sum(s.delivered for s in e.snapshot().sessions)
-    time.sleep(0.5)
+    assert wait_for(lambda: any(ev.kind == "oom" for ev in e.events()))
+    n0 = delivered(e)
+    assert wait_for(lambda: delivered(e) > n0 + 20)
     snap = e.snapshot()
-    assert sum(s.delivered for s in snap.sessions) > n0 + 20
-    assert snap.oom_cap is not None and snap.oom_cap <= 2
+    assert snap.oom_cap in (1, 2)  # halved from the first batch that failed (3 to 6 windows)
     assert max(snap.batch_sizes) <= 2
 
 
 def test_exception_in_a_batch_is_reported_and_the_worker_goes_on(engines, monkeypatch):
-    e = started(0.2, sessions=2)
+    e = flowing(sessions=2)
     engines.append(e)
     real = e.backend.run
     calls = {"n": 0}
@@ -203,7 +197,7 @@ def test_exception_in_a_batch_is_reported_and_the_worker_goes_on(engines, monkey
         return real(windows)
 
     monkeypatch.setattr(e.backend, "run", flaky)
-    assert wait_for(lambda: any("injected" in ev.message for ev in e.snapshot().events))
+    assert wait_for(lambda: any("injected" in ev.message for ev in e.events()))
     n0 = sum(s.delivered for s in e.snapshot().sessions)
     assert wait_for(lambda: sum(s.delivered for s in e.snapshot().sessions) > n0 + 5)
     assert e.threads_alive() == ["feeder", "monitor", "worker"]
@@ -212,7 +206,7 @@ def test_exception_in_a_batch_is_reported_and_the_worker_goes_on(engines, monkey
 def test_bad_source_shows_on_its_sessions_and_others_run(engines, tmp_path):
     bad = tmp_path / "notes.mp4"
     bad.write_text("this is not a video")
-    e = started(0.0, sources=("synthetic", str(bad)), sessions=4, skip_bad_sources=True)
+    e = flowing(sources=("synthetic", str(bad)), sessions=4, skip_bad_sources=True)
     engines.append(e)
     assert wait_for(lambda: all(s.fps > 0 for s in e.snapshot().sessions if s.id % 2 == 0))
     snap = e.snapshot()
@@ -222,15 +216,21 @@ def test_bad_source_shows_on_its_sessions_and_others_run(engines, tmp_path):
 
 
 def test_pause_stops_processing_and_resume_continues(engines):
-    e = started(0.3, sessions=2)
+    e = flowing(sessions=2)
     engines.append(e)
     e.set_paused(True)
-    time.sleep(0.2)
-    n0 = sum(s.delivered for s in e.snapshot().sessions)
-    time.sleep(0.4)
-    assert sum(s.delivered for s in e.snapshot().sessions) == n0
+    # a batch in flight when pausing may still finish; after that nothing moves
+    assert wait_for(lambda: e.snapshot().sessions and _settled(e))
+    n0 = delivered(e)
+    assert not wait_for(lambda: delivered(e) != n0, timeout=0.5)
     e.set_paused(False)
     assert wait_for(lambda: sum(s.delivered for s in e.snapshot().sessions) > n0 + 5)
+
+
+def _settled(e: Engine) -> bool:
+    """No result for 0.1 s (the emulated device finishes a batch in < 10 ms)."""
+    n = delivered(e)
+    return not wait_for(lambda: delivered(e) != n, timeout=0.1)
 
 
 def test_real_model_on_cpu_runs_and_says_untrained(engines):

@@ -17,6 +17,7 @@ import pytest
 from batchscope.config import RunConfig
 from batchscope.engine.engine import Engine
 from batchscope.engine.recorder import RecordingError
+from contract import wait_for
 
 APP = str(Path(__file__).resolve().parents[1] / "app")
 CFG = dict(sources=("synthetic",), resolution=(256, 144), sessions=3, policy="all")
@@ -33,10 +34,10 @@ def test_recording_holds_items_batches_timeline_events_and_report(tmp_path):
     engine.start()
     try:
         folder = engine.start_recording(tmp_path / "rec")
-        time.sleep(0.5)
+        assert wait_for(lambda: engine.store.items.total > 20)
         engine.apply(engine.config.with_changes(policy="oldest"))
-        time.sleep(1.8)
-        assert len(rows(folder / "items.csv")) > 30  # flushed while running
+        assert wait_for(lambda: len(rows(folder / "items.csv")) > 30)  # flushed while running
+        assert wait_for(lambda: len(rows(folder / "timeline.csv")) >= 6)
         engine.stop_recording()
     finally:
         engine.stop()
@@ -98,7 +99,8 @@ def test_kill_9_leaves_valid_files_up_to_the_last_second(tmp_path):
             if items.exists() and items.stat().st_size > 20_000:
                 break
             time.sleep(0.2)
-        time.sleep(1.3)
+        size = items.stat().st_size
+        assert wait_for(lambda: items.stat().st_size > size, timeout=10)  # one more flush
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
@@ -120,16 +122,20 @@ def test_reset_while_recording_loses_nothing(tmp_path):
     engine.start()
     try:
         folder = engine.start_recording(tmp_path / "rec")
-        time.sleep(0.7)  # inside the first second: nothing flushed by the thread yet
+        assert wait_for(lambda: engine.store.items.total > 20)
+        before_reset = engine.store.items.total
+        reset_at = engine.now()
         engine.reset_stats()
-        time.sleep(0.5)
+        assert wait_for(lambda: engine.store.items.total > before_reset + 20)
+        total = engine.store.items.total
         engine.stop_recording()
     finally:
         engine.stop()
     report = json.loads((folder / "report.json").read_text())
     assert "recording_lost_items" not in report
     items = rows(folder / "items.csv")
-    assert min(float(r["result"]) for r in items) < 0.8  # pre-reset windows were written
+    assert len(items) >= total  # every window, before and after the reset
+    assert sum(float(r["result"]) < reset_at for r in items) >= before_reset
 
 
 def test_reset_while_recording_keeps_the_timeline(tmp_path):
@@ -138,9 +144,10 @@ def test_reset_while_recording_keeps_the_timeline(tmp_path):
     engine.start()
     try:
         folder = engine.start_recording(tmp_path / "rec")
-        time.sleep(1.6)
+        assert wait_for(lambda: len(engine.store.timeline) >= 6)
         engine.reset_stats()
-        time.sleep(0.3)
+        n = len(engine.store.timeline)
+        assert wait_for(lambda: len(engine.store.timeline) >= n + 2)
         engine.stop_recording()
     finally:
         engine.stop()

@@ -1,86 +1,52 @@
-"""The engine facade: start/stop, apply(config) live, snapshot(), report().
+"""The engine facade: open/start/stop, apply(config) live, snapshot(), report().
 
-The UI and the CLI talk to this object only. It owns the sources, the
-sessions, the feeder and worker threads and a small monitor thread that
-samples the per-second timeline (fps, throughput, busy, memory) so that the
-worker's hot path does not pay for it.
+The UI and the CLI talk to this object only. It owns the roster (sources and
+sessions), the feeder, the worker, the monitor and, while recording, the
+recorder. Every thread it starts stops within ``stop(timeout)`` from any
+state: opening (decoding a file), building a backend, running, paused,
+recording.
+
+A live change is a transaction (:meth:`Engine.apply`): everything that can
+fail is built first — the new backend on the worker thread while the old one
+keeps running, then the sources at a new resolution — and only when all of it
+worked is it swapped in, between two batches. On any failure the config,
+sources, sessions and backend stay exactly as they were, one event says why,
+and the run keeps delivering.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from batchscope.config import BACKEND_FIELDS, POLICY_PARAMS, RunConfig
-from batchscope.engine.backends import Backend, make_backend
+from batchscope.config import BACKEND_FIELDS, POLICY_PARAMS, ConfigError, RunConfig
+from batchscope.engine.backends import Backend, BackendError, BuildCancelled, make_backend
 from batchscope.engine.feeder import Feeder
-from batchscope.engine.metrics import (
-    MONITOR_PERIOD_S,
-    Event,
-    Latest,
-    MetricsStore,
-    TimelineSample,
-)
+from batchscope.engine.metrics import Event, MetricsStore, TimelineSample
+from batchscope.engine.monitor import Monitor, sample_timeline
 from batchscope.engine.policies import make_policy
+from batchscope.engine.recorder import Recorder
 from batchscope.engine.report import SessionInfo, build_report
 from batchscope.engine.roster import Roster, SourceSlot, close_slots, default_sources, open_slots
-from batchscope.engine.session import Mailboxes, Session
-from batchscope.engine.sources import SourceError
-from batchscope.engine.stats import (
-    busy_fraction,
-    latencies_ms,
-    latency_summary,
-    live_fps,
-    stage_means,
-)
+from batchscope.engine.session import Mailboxes
+from batchscope.engine.snapshot import DeviceView, Snapshot, take_snapshot
+from batchscope.engine.sources import OpenCancelled, SourceError
+from batchscope.engine.worker import Worker, WorkerStopped
+from batchscope.models.weights import CheckpointError
+from batchscope.profiles.profile import ProfileError
 
-RECENT_ITEMS = 4096  # latencies the live histograms and stage bars use
-RECENT_BATCHES_S = 10.0  # the live batch-size distribution covers the last 10 s
+#: Fields whose change re-makes the sessions (sources re-opened, or re-paced).
+SESSION_FIELDS = ("sessions", "fps", "resolution", "sources")
 
 
-@dataclass(frozen=True)
-class SessionView:
-    id: int
-    source: str
-    state: str
-    error: str | None
-    fps: float
-    delivered: int
-    overwritten: int
-    latency_ms: dict[str, float]
-    stages_ms: dict[str, float]
-    latest: Latest | None
+class EngineStopped(RuntimeError):
+    """The engine was stopped while this was being done (e.g. the window closed)."""
 
-
-@dataclass(frozen=True)
-class Snapshot:
-    """Everything the UI draws, copied out at one instant."""
-
-    t: float  # s since start
-    config: RunConfig
-    running: bool
-    paused: bool
-    device: str
-    weights: str
-    draws_detections: bool
-    policy: str
-    oom_cap: int | None
-    sessions: list[SessionView]
-    recent_latency_ms: dict[int, np.ndarray]
-    batch_sizes: dict[int, int]  # batch size -> batches in the last RECENT_BATCHES_S
-    throughput_wps: float
-    busy: float
-    memory: dict[str, float]
-    timeline: list[TimelineSample]
-    events: list[Event]
-    notes: list[str] = field(default_factory=list)
+    def __init__(self) -> None:
+        super().__init__("the engine was stopped")
 
 
 class Engine:
@@ -98,55 +64,64 @@ class Engine:
         self._t0 = clock()
         self._stats_t0 = self._t0
         self._listeners: list[Callable[[Event], None]] = []
-        self._worker = None
-        self._feeder = Feeder(self.mailboxes, self._on_source_error, clock, seed=config.seed)
-        self.roster = Roster(self.mailboxes, self._feeder)
-        self._monitor_stop = threading.Event()
-        self._monitor = threading.Thread(
-            target=self._monitor_loop, name="batchscope-monitor", daemon=True
+        self._lifecycle = threading.Lock()  # open/stop: who owns the sources and threads
+        self._changes = threading.Lock()  # one live change at a time
+        self._stopping = threading.Event()
+        self._worker: Worker | None = None
+        self._feeder = Feeder(
+            self.mailboxes, lambda m: self.event("error", m), clock, seed=config.seed
         )
+        self.roster = Roster(self.mailboxes, self._feeder)
+        self._monitor = Monitor(self.store, self._sample, lambda m: self.event("error", m))
         self.running = False
-        self.recorder = None
+        self.recorder: Recorder | None = None
 
     # -- lifecycle --------------------------------------------------------------
 
     def open(self) -> None:
-        """Open sources and build the backend; raises on bad input before any thread starts.
+        """Open sources and build the backend; raises on bad input before batching starts.
 
         A bad source raises SourceError unless ``skip_bad_sources`` is set, in
-        which case its sessions show the error and the others run.
+        which case its sessions show the error and the others run. A ``stop()``
+        meanwhile makes this raise EngineStopped, with nothing left open.
         """
-        from batchscope.engine.worker import Worker
-
-        slots = open_slots(self.config.sources or default_sources(), self.config.resolution)
-        if not self.config.skip_bad_sources:
-            for slot in slots:
-                if slot.error:
-                    close_slots(slots)
-                    raise SourceError(slot.spec, slot.error)
-        self._report_bad(slots)
-        self.roster.replace_sources(slots)
-        config, oom_above = self.config, self._oom_above
-        self._worker = Worker(
-            self.mailboxes,
-            self.store,
-            make_policy(config),
-            lambda: make_backend(config, oom_above),
-            self.event,
-            self._clock,
-        )
+        config = self.config
+        with self._lifecycle:
+            if self._stopping.is_set():
+                raise EngineStopped()
+            self._worker = Worker(
+                self.mailboxes, self.store, make_policy(config), self.event, self._clock
+            )
         try:
-            self._worker.open()
-        except Exception:
-            self.roster.close()
-            self._worker = None
+            slots = self._open_slots(config.sources or default_sources(), config.resolution)
+        except BaseException:
+            self._worker.stop()
             raise
+        try:
+            if not config.skip_bad_sources:
+                for slot in slots:
+                    if slot.error:
+                        raise SourceError(slot.spec, slot.error)
+            self._worker.swap_backend(self._build(config))
+        except WorkerStopped:
+            close_slots(slots)
+            raise EngineStopped() from None
+        except BaseException:
+            close_slots(slots)
+            self._worker.stop()
+            raise
+        with self._lifecycle:
+            if self._stopping.is_set():
+                close_slots(slots)
+                raise EngineStopped()
+            self.roster.replace_sources(slots)
+        self._report_bad(slots)
         for slot in slots:
             if slot.source is not None and slot.source.note:
                 self.event("info", f"{slot.spec}: {slot.source.note}")
 
     def start(self) -> None:
-        if self._worker is None:
+        if self._worker is None or self._worker.backend is None:
             self.open()
         self._t0 = self._stats_t0 = self._clock()
         self._sync_sessions()
@@ -161,28 +136,30 @@ class Engine:
         )
 
     def stop(self, timeout: float = 2.0) -> None:
-        """Stop every thread; returns within about ``timeout`` seconds."""
+        """Stop every thread and close every source; returns within about ``timeout`` s."""
         deadline = time.monotonic() + timeout
+        with self._lifecycle:
+            self._stopping.set()
         self.running = False
         self.stop_recording()
         self._feeder.stop(max(0.1, deadline - time.monotonic()))
-        self._monitor_stop.set()
-        if self._monitor.is_alive():
-            self._monitor.join(max(0.1, deadline - time.monotonic()))
+        self._monitor.stop(max(0.1, deadline - time.monotonic()))
         if self._worker is not None:
             self._worker.stop(max(0.1, deadline - time.monotonic()))
-        self.roster.close()
+        with self._lifecycle:
+            self.roster.close()
 
     def threads_alive(self) -> list[str]:
         out = []
         if self._feeder.alive:
             out.append("feeder")
-        if self._monitor.is_alive():
+        if self._monitor.alive:
             out.append("monitor")
         if self._worker is not None and self._worker.alive:
             out.append("worker")
         if self.recorder is not None and self.recorder.alive:
             out.append("recorder")
+        out.extend(f"camera {s.spec}" for s in self.roster.slots if s.source and s.source.alive)
         return out
 
     def set_paused(self, paused: bool) -> None:
@@ -202,29 +179,12 @@ class Engine:
         if announce:
             self.event("config", "statistics reset")
 
-    # -- events -------------------------------------------------------------------
+    # -- events and recording ---------------------------------------------------------
 
     @property
     def clock_origin(self) -> float:
         """The clock reading that is t = 0 s on every time axis."""
         return self._t0
-
-    def start_recording(self, folder: str | Path) -> Path:
-        """Record config, events, per-item timings and timeline to ``folder`` (see recorder)."""
-        from batchscope.engine.recorder import Recorder
-
-        if self.recorder is not None:
-            raise ValueError(f"already recording to {self.recorder.folder}")
-        self.recorder = Recorder(self, folder)
-        self.event("config", f"recording to {self.recorder.folder}")
-        return self.recorder.folder
-
-    def stop_recording(self) -> Path | None:
-        recorder, self.recorder = self.recorder, None
-        if recorder is None:
-            return None
-        self.event("config", f"recording stopped: {recorder.folder}")
-        return recorder.stop(self.report())
 
     def now(self) -> float:
         """Seconds since start (the time axis of every plot)."""
@@ -236,14 +196,44 @@ class Engine:
             listener(ev)
         return ev
 
+    def events(self) -> list[Event]:
+        """The events kept so far (the newest 2000), oldest first."""
+        with self.store.lock:
+            return list(self.store.events)
+
     def subscribe(self, listener: Callable[[Event], None]) -> None:
         """Call ``listener(event)`` for every new event (from the thread that raised it)."""
         self._listeners.append(listener)
 
-    def _on_source_error(self, session: Session, message: str) -> None:
-        self.event("error", f"session {session.id}: {message}")
+    def start_recording(self, folder: str | Path) -> Path:
+        """Record config, events, per-item timings and timeline to ``folder`` (see recorder)."""
+        if self.recorder is not None:
+            raise ValueError(f"already recording to {self.recorder.folder}")
+        self.recorder = Recorder(
+            folder,
+            self.store,
+            self._t0,
+            self.config.to_json(),
+            lambda message: self.event("error", message),
+        )
+        self.event("config", f"recording to {self.recorder.folder}")
+        return self.recorder.folder
+
+    def stop_recording(self) -> Path | None:
+        recorder, self.recorder = self.recorder, None
+        if recorder is None:
+            return None
+        self.event("config", f"recording stopped: {recorder.folder}")
+        return recorder.stop(self.report())
 
     # -- sources and sessions -----------------------------------------------------------
+
+    def _open_slots(self, specs: tuple[str, ...], resolution: tuple[int, int]) -> list[SourceSlot]:
+        """Open sources; EngineStopped (with nothing left open) if ``stop()`` came meanwhile."""
+        try:
+            return open_slots(specs, resolution, cancel=self._stopping)
+        except OpenCancelled:
+            raise EngineStopped() from None
 
     def _report_bad(self, slots: list[SourceSlot]) -> None:
         for slot in slots:
@@ -255,7 +245,7 @@ class Engine:
 
     def add_source(self, spec: str) -> SourceSlot:
         """Open one more source (UI); a bad one shows its error on its sessions' rows."""
-        slot = open_slots((spec,), self.config.resolution)[0]
+        slot = self._open_slots((spec,), self.config.resolution)[0]
         self._report_bad([slot])
         self.roster.add(slot)
         self.config = self.config.with_changes(sources=tuple(s.spec for s in self.roster.slots))
@@ -273,141 +263,115 @@ class Engine:
 
     # -- live configuration -----------------------------------------------------------
 
-    def apply(self, new: RunConfig, on_done: Callable[[str | None], None] | None = None) -> None:
-        """Apply a changed config live; each change becomes a labelled event.
+    def apply(
+        self, new: RunConfig, on_done: Callable[[str | None], None] | None = None
+    ) -> str | None:
+        """Apply a changed config live, as one transaction; returns the error, or None.
 
-        Policy and session changes take effect before the next batch. A new
-        backend (device, precision, resolution…) is built by the worker between
-        batches; if that fails the old one keeps running, the config reverts
-        and ``on_done(error message)`` is called.
+        Blocks until the change took effect (a new backend is built and warmed up
+        first) or failed. On failure nothing changed and an ``error`` event says
+        why; on success one ``config`` event lists the changes, at the instant
+        they took effect. ``on_done(error)`` is called either way.
         """
+        with self._changes:
+            changes = self.config.diff(new)
+            error = None
+            if changes:
+                label = ", ".join(f"{k}: {_fmt(a)} → {_fmt(b)}" for k, (a, b) in changes.items())
+                try:
+                    self._transact(new, changes)
+                except (EngineStopped, WorkerStopped):
+                    error = "the engine was stopped"
+                except Exception as exc:
+                    error = str(exc) if _is_user_error(exc) else f"{type(exc).__name__}: {exc}"
+                    self.event("error", f"not applied ({label}): {error}")
+                else:
+                    self.event("config", label)
+        if on_done:
+            on_done(error)
+        return error
+
+    def _transact(self, new: RunConfig, changes: dict[str, tuple[Any, Any]]) -> None:
         old = self.config
-        changes = old.diff(new)
-        if not changes:
-            if on_done:
-                on_done(None)
-            return
-        label = ", ".join(f"{k}: {_fmt(a)} → {_fmt(b)}" for k, (a, b) in changes.items())
-        self.config = new
-        self.event("config", label)
-        policy_fields = {"policy", *POLICY_PARAMS[new.policy]}
-        if policy_fields & changes.keys():
-            self._worker.set_policy(make_policy(new))
-        if "resolution" in changes or "sources" in changes:
-            slots = open_slots(new.sources or default_sources(), new.resolution)
-            self._report_bad(slots)
+        # 1. build and check what can fail; the run goes on untouched meanwhile
+        policy = make_policy(new) if new.policy != old.policy else None
+        backend = self._build(new) if set(BACKEND_FIELDS) & changes.keys() else None
+        slots = None
+        if {"resolution", "sources"} & changes.keys():
+            try:
+                slots = self._reopen(new)
+            except BaseException:
+                if backend is not None:
+                    self._worker.discard(backend)
+                raise
+        # 2. swap it in, between two batches
+        if backend is not None:
+            self._worker.swap_backend(backend)
+        if policy is not None:
+            self._worker.set_policy(policy)
+        elif set(POLICY_PARAMS[new.policy]) & changes.keys():
+            self._worker.retune(lambda p: p.retune(new))
+        if slots is not None:
             self.roster.replace_sources(slots)
-        if {"sessions", "fps", "resolution", "sources"} & changes.keys():
+            self._report_bad(slots)
+        self.config = new
+        if set(SESSION_FIELDS) & changes.keys():
             self._sync_sessions()
-        if set(BACKEND_FIELDS) & changes.keys():
 
-            def done(exc: Exception | None) -> None:
-                if exc is not None:
-                    revert = {k: getattr(old, k) for k in BACKEND_FIELDS if k != "resolution"}
-                    self.config = self.config.with_changes(**revert)
-                    self.event("error", f"could not switch backend: {exc}")
-                if on_done:
-                    on_done(None if exc is None else str(exc))
+    def _reopen(self, new: RunConfig) -> list[SourceSlot]:
+        """The sources of ``new``; refused if one that works now would fail after the change."""
+        slots = self._open_slots(new.sources or default_sources(), new.resolution)
+        working = {s.spec for s in self.roster.slots if s.error is None}
+        broken = [s for s in slots if s.error and s.spec in working]
+        if broken:
+            close_slots(slots)
+            raise SourceError(broken[0].spec, broken[0].error)
+        return slots
 
-            self._worker.set_backend(lambda: make_backend(new, self._oom_above), done)
-        elif on_done:
-            on_done(None)
+    def _build(self, config: RunConfig) -> Backend:
+        oom_above = self._oom_above
+        try:
+            return self._worker.build_backend(
+                lambda cancelled: make_backend(config, oom_above, cancelled)
+            )
+        except BuildCancelled:
+            raise EngineStopped() from None
 
     @property
     def backend(self) -> Backend:
         return self._worker.backend
 
-    # -- monitor ------------------------------------------------------------------------
-
-    def _monitor_loop(self) -> None:
-        while not self._monitor_stop.wait(MONITOR_PERIOD_S):
-            try:
-                self.store.timeline.append(self._sample())
-            except Exception as exc:  # never let the monitor die silently
-                self.event("error", f"monitor: {type(exc).__name__}: {exc}")
-
-    def _sample(self) -> TimelineSample:
-        now = self._clock()
-        with self.store.lock:
-            fps = {
-                sid: live_fps(np.fromiter(times, float), now)
-                for sid, times in self.store.result_times.items()
-                if self.roster.has(sid)
-            }
-            batches = self.store.batches.tail(256)
-        recent = batches[batches["end"] > now - 1.0]
-        window = min(1.0, now - self._stats_t0) or 1.0
-        return TimelineSample(
-            t=round(now - self._t0, 3),
-            fps={s.id: fps.get(s.id, 0.0) for s in self.roster.sessions()},
-            throughput_wps=float(recent["size"].sum()) / window,
-            busy=busy_fraction(float(recent["compute_s"].sum()), window),
-            mean_batch=float(recent["size"].mean()) if len(recent) else 0.0,
-            memory=self._worker.backend.memory(),
-        )
-
     # -- reading -----------------------------------------------------------------------
 
+    def _sample(self) -> TimelineSample:
+        return sample_timeline(
+            self.store,
+            [s.id for s in self.roster.sessions()],
+            self._worker.backend.memory(),
+            self._clock(),
+            self._t0,
+            self._stats_t0,
+        )
+
     def snapshot(self) -> Snapshot:
-        now = self._clock()
-        with self.store.lock:
-            items = self.store.items.tail(RECENT_ITEMS)
-            result_times = {
-                sid: np.fromiter(t, float) for sid, t in self.store.result_times.items()
-            }
-            delivered = dict(self.store.delivered)
-            latest = dict(self.store.latest)
-            recent_batches = self.store.batches.tail(4096)
-            recent_batches = recent_batches[recent_batches["end"] > now - RECENT_BATCHES_S]
-            sizes = Counter(int(b) for b in recent_batches["size"])
-            timeline = list(self.store.timeline)
-            events = list(self.store.events)
-        overwritten = self.mailboxes.overwritten()
-        views, recent = [], {}
-        sessions = self.roster.sessions()
-        for s in sessions:
-            mine = items[items["session"] == s.id]
-            lat = latencies_ms(mine)
-            recent[s.id] = lat
-            views.append(
-                SessionView(
-                    id=s.id,
-                    source=s.source.name,
-                    state=s.state,
-                    error=s.error,
-                    fps=live_fps(result_times.get(s.id, np.empty(0)), now),
-                    delivered=delivered.get(s.id, 0),
-                    overwritten=overwritten.get(s.id, 0),
-                    latency_ms=latency_summary(lat),
-                    stages_ms=stage_means(mine),
-                    latest=latest.get(s.id),
-                )
-            )
-        last = timeline[-1] if timeline else None
         worker = self._worker
-        return Snapshot(
-            t=now - self._t0,
-            config=self.config,
-            running=self.running,
-            paused=self.paused,
-            device=worker.backend.label,
-            weights=worker.backend.weights,
-            draws_detections=worker.backend.draws_detections,
-            policy=worker.policy.describe(),
-            oom_cap=worker.oom_cap,
-            sessions=views,
-            recent_latency_ms=recent,
-            batch_sizes=dict(sorted(sizes.items())),
-            throughput_wps=last.throughput_wps if last else 0.0,
-            busy=last.busy if last else 0.0,
-            memory=last.memory if last else {},
-            timeline=timeline,
-            events=events,
-            notes=[
-                f"{s.spec}: {s.source.note}"
-                for s in self.roster.slots
-                if s.source is not None and s.source.note
-            ],
+        backend = worker.backend
+        return take_snapshot(
+            self.store,
+            self.roster.sessions(),
+            self.mailboxes.overwritten(),
+            self.config,
+            DeviceView(
+                backend.label,
+                backend.weights,
+                backend.draws_detections,
+                worker.policy.describe(),
+                worker.oom_cap,
+            ),
+            self._clock(),
+            self._t0,
+            self.running,
+            self.paused,
         )
 
     def report(self, kind: str = "run") -> dict[str, Any]:
@@ -416,13 +380,14 @@ class Engine:
         with self.store.lock:
             items = self.store.items.view()
             batches = self.store.batches.view()
+            events = [e.__dict__ for e in self.store.events]
         # what was delivered in the interval (the rings were cleared when it began; the
         # filter keeps that true however they were read): counting by arrival instead
         # would drop the windows waiting at the reset and under-count by latency/duration
         items = items[items["result"] >= self._stats_t0]
         batches = batches[batches["end"] >= self._stats_t0]
         infos = [SessionInfo(s.id, s.source.spec, s.state, s.error) for s in self.roster.sessions()]
-        backend = self._worker.backend
+        backend = self._worker.backend if self._worker else None
         return build_report(
             kind,
             self.config,
@@ -431,13 +396,20 @@ class Engine:
             batches,
             self.mailboxes.overwritten(),
             now - self._stats_t0,
-            backend.memory(),
+            backend.memory() if backend else {},
             extra={
-                "device_label": backend.label,
-                "weights": backend.weights,
-                "events": [e.__dict__ for e in self.store.events],
+                "device_label": backend.label if backend else self.config.device_label,
+                "weights": backend.weights if backend else "",
+                "events": events,
             },
         )
+
+
+def _is_user_error(exc: BaseException) -> bool:
+    """A setting the user can fix (its message is one line naming it), not a bug."""
+    return isinstance(
+        exc, ConfigError | SourceError | BackendError | ProfileError | CheckpointError
+    )
 
 
 def _fmt(value: Any) -> str:

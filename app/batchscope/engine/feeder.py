@@ -8,6 +8,14 @@ millisecond of its due time and has one stop path.
 Each session gets its own phase: a random offset inside the frame interval
 (from the run's seed) so sessions do not publish in lock-step, and a frame
 offset into its source (set by the engine) so they do not show the same frame.
+
+How it stops: ``stop()`` sets the terminate flag, then the event the loop
+sleeps on; the loop ends within one wake-up (≤ 0.1 s). A session whose source
+fails is marked failed and reported; the others go on.
+
+Publishing happens under the feeder's lock, so once :meth:`Feeder.set_sessions`
+returns, no window of a session it dropped is still on its way to a mailbox
+(the roster empties a retired session's mailbox only after that).
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ class Feeder:
     def __init__(
         self,
         mailboxes: Mailboxes,
-        on_error: Callable[[Session, str], None],
+        on_error: Callable[[str], None],
         clock: Callable[[], float] = time.perf_counter,
         seed: int = 0,
     ) -> None:
@@ -71,14 +79,18 @@ class Feeder:
 
     def _run(self) -> None:
         while not self._terminate:
-            with self._lock:
-                due = self._heap[0][0] if self._heap else None
-            now = self._clock()
-            if due is None or due > now:
-                self._wake.wait(0.1 if due is None else min(0.1, due - now))
-                self._wake.clear()
-                continue
-            self._publish_due(now)
+            try:
+                with self._lock:
+                    due = self._heap[0][0] if self._heap else None
+                now = self._clock()
+                if due is None or due > now:
+                    self._wake.wait(0.1 if due is None else min(0.1, due - now))
+                    self._wake.clear()
+                    continue
+                self._publish_due(now)
+            except Exception as exc:  # never die silently: report, wait a little, go on
+                self._on_error(f"feeder: {type(exc).__name__}: {exc}")
+                self._wake.wait(0.1)
 
     def _publish_due(self, now: float) -> None:
         with self._lock:
@@ -93,12 +105,12 @@ class Feeder:
                 if session.state == "running":
                     heapq.heappush(self._heap, (nxt, sid))
                     due_sessions.append(session)
-        for session in due_sessions:
-            try:
-                window = session.next_window(now)
-            except Exception as exc:  # a source failing must not stop the others
-                session.fail(str(exc))
-                self._on_error(session, str(exc))
-                continue
-            if window is not None:
-                self._mailboxes.publish(window)
+            for session in due_sessions:
+                try:
+                    window = session.next_window(now)
+                except Exception as exc:  # a source failing must not stop the others
+                    session.fail(str(exc))
+                    self._on_error(f"session {session.id}: {exc}")
+                    continue
+                if window is not None:
+                    self._mailboxes.publish(window)

@@ -24,11 +24,11 @@ import io
 import json
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from batchscope.engine.engine import Engine
+from batchscope.engine.metrics import MetricsStore
 
 FLUSH_PERIOD_S = 1.0
 
@@ -38,7 +38,22 @@ class RecordingError(ValueError):
 
 
 class Recorder:
-    def __init__(self, engine: Engine, folder: str | Path) -> None:
+    """Appends what the store gains to a folder, once a second, on a thread of its own.
+
+    It reads only the store (under its lock, copying), writes times relative to
+    ``t0`` (the engine's clock origin), and reports a failing flush through
+    ``on_error`` without stopping. ``stop()`` sets the stop event, joins, flushes
+    the rest and writes the report.
+    """
+
+    def __init__(
+        self,
+        folder: str | Path,
+        store: MetricsStore,
+        t0: float,
+        config_json: dict[str, Any],
+        on_error: Callable[[str], None],
+    ) -> None:
         self.folder = Path(folder)
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
@@ -49,17 +64,15 @@ class Recorder:
             probe.unlink()
         except OSError as exc:
             raise RecordingError(f"{self.folder}: cannot record here ({exc.strerror})") from None
-        self._engine = engine
-        self._t0 = engine.clock_origin
-        store = engine.store
+        self._store = store
+        self._on_error = on_error
+        self._t0 = t0
         self._items_seen = store.items.total
         self._batches_seen = store.batches.total
         self._events_seen: Any = None  # all events so far go in: they explain the run
         self._timeline_seen = _marker(list(store.timeline))
         self.lost_items = 0
-        (self.folder / "config.json").write_text(
-            json.dumps(engine.config.to_json(), indent=2) + "\n"
-        )
+        (self.folder / "config.json").write_text(json.dumps(config_json, indent=2) + "\n")
         # One unbuffered O_APPEND descriptor per file and one write() per flush: a
         # process killed mid-run leaves whole lines only.
         self._fds = {
@@ -90,7 +103,7 @@ class Recorder:
             try:
                 self.flush()
             except Exception as exc:  # report, keep the thread alive
-                self._engine.event("error", f"recorder: {type(exc).__name__}: {exc}")
+                self._on_error(f"recorder: {type(exc).__name__}: {exc}")
 
     def flush(self) -> None:
         """Append everything new since the last flush and push it to the OS.
@@ -102,7 +115,7 @@ class Recorder:
             self._flush()
 
     def _flush(self) -> None:
-        store = self._engine.store
+        store = self._store
         with store.lock:
             new_items = store.items.total - self._items_seen
             items = store.items.appended_since(self._items_seen)

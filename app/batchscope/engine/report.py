@@ -12,7 +12,7 @@ import numpy as np
 from batchscope.config import RunConfig
 from batchscope.engine.stats import (
     busy_fraction,
-    jain,
+    fps_figures,
     latencies_ms,
     latency_summary,
     stage_means,
@@ -44,11 +44,11 @@ def build_report(
     covering the measured interval of ``duration_s`` seconds.
     """
     per_session = []
-    fps_values = []
+    states_and_fps = []
     for s in sessions:
         mine = items[items["session"] == s.id]
         fps = len(mine) / duration_s if duration_s > 0 else 0.0
-        fps_values.append(fps)
+        states_and_fps.append((s.state, fps))
         entry: dict[str, Any] = {
             "id": s.id,
             "source": s.source,
@@ -66,9 +66,7 @@ def build_report(
     sizes = Counter(int(b) for b in batches["size"])
     overall = {
         "throughput_wps": round(len(items) / duration_s, 3) if duration_s > 0 else 0.0,
-        "mean_fps": round(float(np.mean(fps_values)), 3) if fps_values else 0.0,
-        "min_fps": round(float(np.min(fps_values)), 3) if fps_values else 0.0,
-        "jain": round(jain(fps_values), 4),
+        **fps_figures(states_and_fps),
         "overwritten": int(sum(overwritten.get(s.id, 0) for s in sessions)),
         "latency_ms": latency_summary(latencies_ms(items)),
         "batch_sizes": {str(k): sizes[k] for k in sorted(sizes)},

@@ -17,7 +17,7 @@ import numpy as np
 
 from batchscope.engine.feeder import Feeder
 from batchscope.engine.session import Mailboxes, Session
-from batchscope.engine.sources import FrameSource, SourceError, open_source
+from batchscope.engine.sources import FrameSource, OpenCancelled, SourceError, open_source
 from batchscope.paths import sample_videos
 
 GOLDEN = (math.sqrt(5) - 1) / 2  # spreads frame phases evenly for any session count
@@ -37,13 +37,20 @@ def default_sources() -> tuple[str, ...]:
     return tuple(str(p) for p in videos) if videos else ("synthetic",)
 
 
-def open_slots(specs: Iterable[str], resolution: tuple[int, int]) -> list[SourceSlot]:
-    slots = []
-    for spec in specs:
-        try:
-            slots.append(SourceSlot(spec, open_source(spec, resolution)))
-        except SourceError as exc:
-            slots.append(SourceSlot(spec, error=exc.reason))
+def open_slots(
+    specs: Iterable[str], resolution: tuple[int, int], cancel: threading.Event | None = None
+) -> list[SourceSlot]:
+    """Open each source; a bad one keeps its reason. OpenCancelled leaves none open."""
+    slots: list[SourceSlot] = []
+    try:
+        for spec in specs:
+            try:
+                slots.append(SourceSlot(spec, open_source(spec, resolution, cancel)))
+            except SourceError as exc:
+                slots.append(SourceSlot(spec, error=exc.reason))
+    except OpenCancelled:
+        close_slots(slots)
+        raise
     return slots
 
 
@@ -94,16 +101,20 @@ class Roster:
     def sync(self, n: int, fps: float | None) -> None:
         """Make ``n`` sessions cycling over the sources, retire the rest, re-pace the feeder."""
         with self._lock:
-            for sid in [s for s in self._sessions if s >= n]:
-                self._sessions.pop(sid).state = "stopped"
-                self._mailboxes.drop(sid)
+            retired = [self._sessions.pop(sid) for sid in [s for s in self._sessions if s >= n]]
+            for session in retired:
+                session.state = "stopped"
             for sid in range(n):
                 slot = self._slots[sid % len(self._slots)] if self._slots else None
                 current = self._sessions.get(sid)
                 if current is not None and slot is not None and current.source is slot.source:
                     continue
                 self._sessions[sid] = _make_session(sid, slot)
+            # re-pace first: once the feeder has let go of a retired session it publishes
+            # nothing more for it, so its mailbox can be emptied for good
             self._feeder.set_sessions(self.active(), fps)
+            for session in retired:
+                self._mailboxes.drop(session.id)
 
     def close(self) -> None:
         close_slots(self._slots)

@@ -18,6 +18,7 @@ import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import cv2
 import numpy as np
@@ -45,6 +46,15 @@ class SourceError(ValueError):
         super().__init__(f"{spec}: {reason}")
 
 
+class OpenCancelled(Exception):
+    """Opening stopped half-way because the engine is stopping (not a bad source)."""
+
+
+def _check_cancel(cancel: threading.Event | None) -> None:
+    if cancel is not None and cancel.is_set():
+        raise OpenCancelled()
+
+
 class FrameSource(ABC):
     """Frames at the model resolution, plus what is needed to map detections back."""
 
@@ -67,6 +77,11 @@ class FrameSource(ABC):
     def truth(self, index: int) -> BallTruth | None:
         """Ground truth for frame ``index`` in source pixels, when the source knows it."""
         return None
+
+    @property
+    def alive(self) -> bool:
+        """Whether a thread of this source is running (a camera's capture)."""
+        return False
 
     def close(self) -> None:
         """Release devices and threads."""
@@ -95,7 +110,9 @@ class CachedSource(FrameSource):
 
 
 class VideoFileSource(CachedSource):
-    def __init__(self, path: Path, resolution: tuple[int, int]) -> None:
+    def __init__(
+        self, path: Path, resolution: tuple[int, int], cancel: threading.Event | None = None
+    ) -> None:
         spec = str(path)
         _check_file(path)
         cap = cv2.VideoCapture(str(path))
@@ -109,6 +126,7 @@ class VideoFileSource(CachedSource):
             frames = []
             size = (0, 0)
             while len(frames) < cap_frames:
+                _check_cancel(cancel)
                 ok, bgr = cap.read()
                 if not ok or bgr is None:
                     break
@@ -133,10 +151,17 @@ class VideoFileSource(CachedSource):
 class SyntheticSource(CachedSource):
     """The procedural table-tennis scene, rendered once for one loop."""
 
-    def __init__(self, resolution: tuple[int, int], seed: int = 0, fps: float = 30.0) -> None:
+    def __init__(
+        self,
+        resolution: tuple[int, int],
+        seed: int = 0,
+        fps: float = 30.0,
+        cancel: threading.Event | None = None,
+    ) -> None:
         scene = SyntheticScene(*SYNTHETIC_SIZE, fps=fps, seed=seed)
         frames, truths = [], []
         for i in range(scene.period_frames):
+            _check_cancel(cancel)
             rgb, truth = scene.render(i)
             frames.append(cv2.resize(rgb, resolution, interpolation=cv2.INTER_AREA))
             truths.append(truth)
@@ -149,17 +174,27 @@ class SyntheticSource(CachedSource):
 
 
 class CameraSource(FrameSource):
-    """A live camera; one capture thread, latest frame shared by its sessions."""
+    """A live camera; one capture thread, latest frame shared by its sessions.
+
+    Why a thread: a camera delivers frames at its own pace whether or not a
+    session asks, and reading it blocks; the thread keeps only the newest frame,
+    converted once to the model resolution, for every session on this camera.
+    How it stops: ``close()`` sets the stop event the loop waits on, then joins.
+    A read or conversion that fails is the camera's error (its sessions show it)
+    and the loop goes on, so a camera that recovers delivers again.
+    """
 
     live = True
 
-    def __init__(self, index: int, resolution: tuple[int, int]) -> None:
+    def __init__(self, index: int, resolution: tuple[int, int], capture: Any = None) -> None:
         self.spec = f"camera:{index}"
         self.name = camera_name(index) or self.spec
         self.resolution = resolution
-        if not camera_present(index):
-            raise SourceError(self.spec, f"no camera at index {index}")
-        cap = cv2.VideoCapture(index)
+        if capture is None:
+            if not camera_present(index):
+                raise SourceError(self.spec, f"no camera at index {index}")
+            capture = cv2.VideoCapture(index)
+        cap = capture
         if not cap.isOpened():
             cap.release()
             raise SourceError(self.spec, f"no camera at index {index}")
@@ -180,13 +215,18 @@ class CameraSource(FrameSource):
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            ok, bgr = self._cap.read()
-            if not ok or bgr is None:
-                self.error = "camera stopped delivering frames"
+            try:
+                ok, bgr = self._cap.read()
+                if not ok or bgr is None:
+                    self.error = "camera stopped delivering frames"
+                    self._stop.wait(0.2)
+                    continue
+                frame = _to_model(bgr, self.resolution)
+            except Exception as exc:  # one bad frame must not end the capture
+                self.error = f"camera frame failed: {type(exc).__name__}: {exc}"
                 self._stop.wait(0.2)
                 continue
             self.error = None
-            frame = _to_model(bgr, self.resolution)
             with self._lock:
                 self._latest = frame
 
@@ -196,25 +236,34 @@ class CameraSource(FrameSource):
         with self._lock:
             return self._latest
 
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=1.0)
         self._cap.release()
 
 
-def open_source(spec: str, resolution: tuple[int, int]) -> FrameSource:
-    """Open a source spec: a video path, ``camera:N``, ``synthetic`` or ``synthetic:SEED``."""
+def open_source(
+    spec: str, resolution: tuple[int, int], cancel: threading.Event | None = None
+) -> FrameSource:
+    """Open a source spec: a video path, ``camera:N``, ``synthetic`` or ``synthetic:SEED``.
+
+    Decoding a file stops half-way with OpenCancelled once ``cancel`` is set.
+    """
     if spec == "synthetic" or spec.startswith("synthetic:"):
         seed_text = spec.partition(":")[2] or "0"
         if not seed_text.isdigit():
             raise SourceError(spec, "expected synthetic or synthetic:SEED (a whole number)")
-        return SyntheticSource(resolution, seed=int(seed_text))
+        return SyntheticSource(resolution, seed=int(seed_text), cancel=cancel)
     if spec.startswith("camera:"):
         index_text = spec.partition(":")[2]
         if not index_text.isdigit():
             raise SourceError(spec, "expected camera:N with N a camera index (0, 1, …)")
         return CameraSource(int(index_text), resolution)
-    return VideoFileSource(Path(spec), resolution)
+    return VideoFileSource(Path(spec), resolution, cancel)
 
 
 @dataclass(frozen=True)

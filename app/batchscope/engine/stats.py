@@ -11,12 +11,18 @@ a name says otherwise.
   delivered / duration in reports).
 - throughput: windows processed per second, all sessions.
 - fairness: min fps / mean fps, and Jain's index (Σx)² / (n·Σx²).
+- which sessions the fps figures cover: the sessions being served (state
+  ``running``). A session whose source failed is listed with its error and left
+  out of mean/min fps and Jain: its 0 fps is its source's failure, not the
+  worker's unfairness, and counting it would make one bad file read as a
+  starved session on every figure. Each session's entry carries its state and
+  error, so what was left out is on the same page.
 - busy: fraction of wall time the device spent in compute.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -65,6 +71,25 @@ def jain(values: Sequence[float]) -> float:
     if x.size == 0 or not np.any(x):
         return 1.0 if x.size else 0.0
     return float(x.sum() ** 2 / (x.size * np.square(x).sum()))
+
+
+def served(state: str) -> bool:
+    """Whether a session in ``state`` counts in the fps figures (see the module doc)."""
+    return state == "running"
+
+
+def fps_figures(states_and_fps: Iterable[tuple[str, float]]) -> dict[str, float]:
+    """mean_fps, min_fps and jain over the sessions being served (:func:`served`).
+
+    ``states_and_fps`` is (session state, fps) per session, fps by whichever
+    definition the caller shows (1 s window live, delivered/duration in reports).
+    """
+    fps = [f for state, f in states_and_fps if served(state)]
+    return {
+        "mean_fps": round(float(np.mean(fps)), 3) if fps else 0.0,
+        "min_fps": round(float(np.min(fps)), 3) if fps else 0.0,
+        "jain": round(jain(fps), 4),
+    }
 
 
 def busy_fraction(compute_s: float, wall_s: float) -> float:

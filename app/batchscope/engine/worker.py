@@ -1,22 +1,33 @@
 """The worker: the one thread that owns the device.
 
 Why one thread: Clockwork's lesson — one job on the device at a time keeps
-batch times predictable, and it is how the production worker behaves. The
-loop asks the policy what to run, takes those windows from the mailboxes,
-runs them as one batch on the backend, and records per-item and per-batch
-timings. Config changes (policy, backend) are handed in as small messages
-and applied between batches, never mid-batch.
+batch times predictable, and it is how the production worker behaves. It
+also builds every backend: on CPU, running torch from a second thread after
+the first used it cost 1.7× per batch (see docs/BENCHMARKS.md).
 
-Failures never kill the thread silently: device out-of-memory halves the
-batch cap and re-runs the batch in halves; any other exception is recorded
-as an event naming the stage and the sessions, and the loop goes on.
+The loop runs, between batches and never mid-batch, the calls handed to it
+(:meth:`Worker.call`: build a backend, swap it in, retune the policy), then
+asks the policy what to run, takes those windows from the mailboxes, runs
+them as one batch and records per-item and per-batch timings. Batching
+begins at :meth:`Worker.start`; until then only calls run (the engine builds
+its first backend that way).
+
+How it stops: :meth:`Worker.stop` sets the terminate flag *before* waking the
+loop; the loop checks it between calls and batches, and a backend build
+checks it between its warm-up runs (``cancelled``), so the thread ends within
+a batch or a warm-up run. Failures never kill it silently: device
+out-of-memory halves the batch cap and re-runs the batch in halves; any other
+exception is reported as an event naming the stage and the sessions, and the
+loop goes on.
 """
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from typing import Any
 
 from batchscope.engine.backends import Backend, DeviceOutOfMemory
@@ -24,8 +35,15 @@ from batchscope.engine.metrics import Latest, MetricsStore
 from batchscope.engine.policies import BatchPolicy
 from batchscope.engine.session import Mailboxes, Window
 
-#: Longest the worker sleeps without looking at its messages (s).
+#: Longest the worker sleeps without looking at its calls (s).
 POLL_S = 0.05
+
+
+class WorkerStopped(RuntimeError):
+    """A call handed to the worker that will not run: the worker stopped first."""
+
+    def __init__(self) -> None:
+        super().__init__("the worker stopped")
 
 
 class Worker:
@@ -34,116 +52,130 @@ class Worker:
         mailboxes: Mailboxes,
         store: MetricsStore,
         policy: BatchPolicy,
-        factory: Callable[[], Backend],
         event: Callable[[str, str], None],
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self._mailboxes = mailboxes
         self._store = store
         self.policy = policy
-        self._factory = factory
         self.backend: Backend | None = None
-        self.open_error: Exception | None = None
-        self._built = threading.Event()
-        self._go = threading.Event()
         self._event = event
         self._clock = clock
-        self._lock = threading.Lock()
-        self._pending_policy: BatchPolicy | None = None
-        self._pending_backend: (
-            tuple[Callable[[], Backend], Callable[[Exception | None], None]] | None
-        )
-        self._pending_backend = None
-        self._terminate = False
+        self._calls: queue.SimpleQueue[tuple[Callable[[], Any], Future]] = queue.SimpleQueue()
+        self._go = threading.Event()
+        self._terminate = threading.Event()
         self.paused = False
         self.oom_cap: int | None = None  # set after an out-of-memory, cleared by a new backend
-        self.busy_building = False
         self._thread = threading.Thread(target=self._run, name="batchscope-worker", daemon=True)
+        self._thread.start()
 
     # -- control (any thread) -------------------------------------------------
 
-    def open(self, timeout: float = 600.0) -> Backend:
-        """Start the thread and let it build the backend; raise what building raised."""
-        self._thread.start()
-        if not self._built.wait(timeout):
-            self.stop()
-            raise TimeoutError(f"building the backend took more than {timeout:g} s")
-        if self.open_error is not None:
-            self._thread.join(1.0)
-            raise self.open_error
-        return self.backend
+    def call(self, fn: Callable[[], Any]) -> Future:
+        """Run ``fn()`` on the worker thread between batches; its Future has the result."""
+        future: Future = Future()
+        if self._terminate.is_set():
+            future.set_exception(WorkerStopped())
+            return future
+        self._calls.put((fn, future))
+        self._mailboxes.wake()
+        return future
+
+    def build_backend(self, factory: Callable[[Callable[[], bool]], Backend]) -> Backend:
+        """Build a backend on the worker thread (the old one keeps the device until a swap).
+
+        ``factory(cancelled)`` gets a function that says whether the worker is stopping,
+        to check between warm-up runs. Raises what building raised, or WorkerStopped.
+        """
+        return self._result(self.call(lambda: factory(self._terminate.is_set)))
+
+    def swap_backend(self, backend: Backend) -> None:
+        """Make ``backend`` the one that runs batches (from the next batch); close the old one."""
+
+        def swap() -> None:
+            old, self.backend = self.backend, backend
+            self.oom_cap = None
+            if old is not None:
+                old.close()
+
+        self._result(self.call(swap))
+
+    def discard(self, backend: Backend) -> None:
+        """Close a built backend that will not be used (on the thread that built it)."""
+        self.call(backend.close)
+
+    def set_policy(self, policy: BatchPolicy) -> None:
+        """Use ``policy`` from the next batch on."""
+        self._result(self.call(lambda: setattr(self, "policy", policy)))
+
+    def retune(self, fn: Callable[[BatchPolicy], None]) -> None:
+        """Run ``fn(policy)`` between batches (a knob change); raises what it raised."""
+        self._result(self.call(lambda: fn(self.policy)))
+
+    def _result(self, future: Future) -> Any:
+        """``future.result()``, or WorkerStopped if the thread ended without running it."""
+        while True:
+            try:
+                return future.result(timeout=POLL_S)
+            except TimeoutError:
+                if not self._thread.is_alive() and not future.running():
+                    raise WorkerStopped() from None
 
     def start(self) -> None:
-        """Begin taking batches (after ``open``)."""
-        self._go.set()
-
-    def stop(self, timeout: float = 2.0) -> None:
-        self._terminate = True
+        """Begin taking batches (once a backend is in)."""
         self._go.set()
         self._mailboxes.wake()
-        if self._thread.is_alive():
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """End the thread; calls not yet run fail with WorkerStopped."""
+        self._terminate.set()
+        self._go.set()
+        self._mailboxes.wake()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout)
 
     @property
     def alive(self) -> bool:
         return self._thread.is_alive()
 
-    def set_policy(self, policy: BatchPolicy) -> None:
-        with self._lock:
-            self._pending_policy = policy
-        self._mailboxes.wake()
-
-    def set_backend(
-        self, factory: Callable[[], Backend], done: Callable[[Exception | None], None]
-    ) -> None:
-        """Build a new backend on the worker thread between batches; ``done(error)`` after."""
-        with self._lock:
-            self._pending_backend = (factory, done)
-        self._mailboxes.wake()
-
     # -- the loop (worker thread) ---------------------------------------------
 
     def _run(self) -> None:
-        try:
-            self.backend = self._factory()
-        except Exception as exc:  # handed to open(), which raises it on the caller's thread
-            self.open_error = exc
-            self._built.set()
-            return
-        self._built.set()
-        self._go.wait()
-        while not self._terminate:
+        while not self._terminate.is_set():
             try:
-                self._apply_messages()
-                if self.paused:
+                self._run_calls()
+                if not self._go.is_set() or self.paused or self.backend is None:
                     self._mailboxes.wait(POLL_S)
                     continue
                 self._step()
             except Exception as exc:  # the loop must survive anything
                 self._event("error", f"worker: {type(exc).__name__}: {exc}")
-                time.sleep(POLL_S)
-        self.backend.close()
+                self._terminate.wait(POLL_S)
+        self._fail_calls()
+        if self.backend is not None:
+            self.backend.close()
 
-    def _apply_messages(self) -> None:
-        with self._lock:
-            policy, self._pending_policy = self._pending_policy, None
-            pending, self._pending_backend = self._pending_backend, None
-        if policy is not None:
-            self.policy = policy
-        if pending is not None:
-            factory, done = pending
-            self.busy_building = True
+    def _run_calls(self) -> None:
+        while not self._terminate.is_set():
             try:
-                new = factory()
-            except Exception as exc:
-                done(exc)
-            else:
-                self.backend.close()
-                self.backend = new
-                self.oom_cap = None
-                done(None)
-            finally:
-                self.busy_building = False
+                fn, future = self._calls.get_nowait()
+            except queue.Empty:
+                return
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn())
+            except BaseException as exc:  # handed to the caller, who reports it
+                future.set_exception(exc)
+
+    def _fail_calls(self) -> None:
+        while True:
+            try:
+                _, future = self._calls.get_nowait()
+            except queue.Empty:
+                return
+            if future.set_running_or_notify_cancel():
+                future.set_exception(WorkerStopped())
 
     def _step(self) -> None:
         waiting = self._mailboxes.waiting()
@@ -179,7 +211,7 @@ class Worker:
                 "error",
                 f"batch of {len(windows)} (sessions {sessions}): {type(exc).__name__}: {exc}",
             )
-            time.sleep(POLL_S)
+            self._terminate.wait(POLL_S)
             return
         end = result.post_end
         n = len(windows)
@@ -216,10 +248,3 @@ class Worker:
         self._event("oom", f"{exc}; batch cap halved to {self.oom_cap}, re-running in halves")
         for i in range(0, n, self.oom_cap):
             self._run_batch(windows[i : i + self.oom_cap])
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "policy": self.policy.describe(),
-            "oom_cap": self.oom_cap,
-            "building": self.busy_building,
-        }

@@ -9,13 +9,13 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QComboBox
 
-from batchscope.engine.engine import Snapshot
-from batchscope.engine.stats import STAGES
+from batchscope.engine.snapshot import Snapshot
+from batchscope.engine.stats import STAGES, latency_summary
 from batchscope.ui.plots import PlotCard, pen, style_labels
 from batchscope.ui.theme import STAGE_COLOURS, Look, session_colour
 
 BINS = 60
-PERCENTILES = (("p50", 50), ("p95", 95), ("p99", 99))
+PERCENTILES = ("p50", "p95", "p99")  # marked on the histogram (from latency_summary)
 
 
 def nice_ceiling(x: float) -> float:
@@ -40,7 +40,7 @@ class LatencyHistogram(PlotCard):
         self.curve = pg.PlotCurveItem(
             np.array([0.0, 1.0]), np.array([0.0]), stepMode="center", fillLevel=0
         )
-        self.markers = {name: pg.InfiniteLine(angle=90, movable=False) for name, _ in PERCENTILES}
+        self.markers = {name: pg.InfiniteLine(angle=90, movable=False) for name in PERCENTILES}
         self.objective = pg.InfiniteLine(angle=90, movable=False)
         super().__init__("Latency", look, "latency (ms)", "windows", header_extra=self.which)
         self.plot.addItem(self.curve)
@@ -95,13 +95,7 @@ class LatencyHistogram(PlotCard):
             self.curve.setData(np.array([0.0, 1.0]), np.array([0.0]))
             self.set_title("Latency — no results yet")
             return
-        p = dict(
-            zip(
-                (n for n, _ in PERCENTILES),
-                np.percentile(ms, [q for _, q in PERCENTILES]),
-                strict=True,
-            )
-        )
+        p = latency_summary(ms)
         top = nice_ceiling(max(p["p99"] * 1.25, snap.config.slo_ms * 1.15 if adaptive else 0))
         counts, edges = np.histogram(np.clip(ms, 0, top), bins=BINS, range=(0, top))
         self.curve.setData(edges, counts.astype(float))

@@ -13,8 +13,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from batchscope.engine.engine import Snapshot
-from batchscope.engine.stats import jain
+from batchscope.engine.snapshot import Snapshot
+from batchscope.engine.stats import fps_figures, latency_summary, served
 from batchscope.ui.theme import Look
 
 KPIS = (
@@ -30,18 +30,19 @@ KPIS = (
 
 def headline_numbers(snap: Snapshot) -> dict[str, str]:
     """The headline figures, formatted (same definitions as the report)."""
-    fps = [s.fps for s in snap.sessions if s.state == "running"]
+    fleet = fps_figures((s.state, s.fps) for s in snap.sessions)
+    any_served = any(served(s.state) for s in snap.sessions)
     parts = list(snap.recent_latency_ms.values())
     ms = np.concatenate(parts) if parts else np.empty(0)
-    p50, p99 = np.percentile(ms, [50, 99]) if ms.size else (np.nan, np.nan)
+    lat = latency_summary(ms)
     dash = "–"
     return {
         "throughput": f"{snap.throughput_wps:.0f}",
-        "mean_fps": f"{np.mean(fps):.1f}" if fps else dash,
-        "min_fps": f"{min(fps):.1f}" if fps else dash,
-        "jain": f"{jain(fps):.2f}" if fps else dash,
-        "p50": f"{p50:.0f}" if ms.size else dash,
-        "p99": f"{p99:.0f}" if ms.size else dash,
+        "mean_fps": f"{fleet['mean_fps']:.1f}" if any_served else dash,
+        "min_fps": f"{fleet['min_fps']:.1f}" if any_served else dash,
+        "jain": f"{fleet['jain']:.2f}" if any_served else dash,
+        "p50": f"{lat['p50']:.0f}" if ms.size else dash,
+        "p99": f"{lat['p99']:.0f}" if ms.size else dash,
         "busy": f"{100 * snap.busy:.0f}%",
     }
 

@@ -6,9 +6,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from batchscope.config import RunConfig
 from batchscope.device.checks import BackendError
-from batchscope.engine.backends.base import Backend, BatchResult, DeviceOutOfMemory
+from batchscope.engine.backends.base import (
+    Backend,
+    BatchResult,
+    BuildCancelled,
+    DeviceOutOfMemory,
+)
 from batchscope.engine.backends.emulated import EmulatedBackend, sleep_until
 from batchscope.engine.backends.torch_backend import TorchBackend
 from batchscope.profiles.profile import load_profile
@@ -17,6 +24,7 @@ __all__ = [
     "Backend",
     "BackendError",
     "BatchResult",
+    "BuildCancelled",
     "DeviceOutOfMemory",
     "EmulatedBackend",
     "TorchBackend",
@@ -25,8 +33,15 @@ __all__ = [
 ]
 
 
-def make_backend(config: RunConfig, oom_above: int | None = None) -> Backend:
-    """The backend a config asks for; BackendError/ProfileError/CheckpointError if it cannot."""
+def make_backend(
+    config: RunConfig,
+    oom_above: int | None = None,
+    cancelled: Callable[[], bool] = lambda: False,
+) -> Backend:
+    """The backend a config asks for; BackendError/ProfileError/CheckpointError if it cannot.
+
+    ``cancelled()`` is asked between warm-up runs; once true the build raises BuildCancelled.
+    """
     if config.backend == "emulated":
         return EmulatedBackend(
             load_profile(config.profile or ""),
@@ -44,4 +59,5 @@ def make_backend(config: RunConfig, oom_above: int | None = None) -> Backend:
         lean=config.lean,
         compile_model=config.compile,
         cuda_graphs=config.cuda_graphs,
+        cancelled=cancelled,
     )

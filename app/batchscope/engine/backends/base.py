@@ -16,6 +16,13 @@ from batchscope.device.memory import rss_mb
 from batchscope.engine.session import Window
 
 
+class BuildCancelled(RuntimeError):
+    """A backend build given up half-way because the engine is stopping."""
+
+    def __init__(self) -> None:
+        super().__init__("backend build cancelled: the engine is stopping")
+
+
 class DeviceOutOfMemory(RuntimeError):
     """The device ran out of memory for a batch of ``batch`` windows."""
 

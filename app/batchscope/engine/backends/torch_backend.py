@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -11,7 +11,7 @@ import numpy as np
 from batchscope.device.checks import BackendError, check_device, check_precision
 from batchscope.device.memory import MB, nvml_mb, peak_rss_mb, torch_cuda_mb
 from batchscope.engine.assembly import FramePool, Staging
-from batchscope.engine.backends.base import Backend, BatchResult, DeviceOutOfMemory
+from batchscope.engine.backends.base import Backend, BatchResult, BuildCancelled, DeviceOutOfMemory
 from batchscope.engine.backends.cuda_graphs import CapturedBatch
 from batchscope.engine.session import Window
 
@@ -47,6 +47,7 @@ class TorchBackend(Backend):
         lean: bool = False,
         compile_model: bool = False,
         cuda_graphs: bool = False,
+        cancelled: Callable[[], bool] = lambda: False,
     ) -> None:
         import torch
 
@@ -99,18 +100,26 @@ class TorchBackend(Backend):
         )
         self._pool = FramePool()
         self._frames: Any = None  # the device frame pool: 3 frames per session
-        self.warm_up()
+        self.warm_up(cancelled=cancelled)
 
     def _sync(self) -> None:
         if self.device.type == "cuda":
             self.torch.cuda.synchronize(self.device)
 
-    def warm_up(self, runs: int = 3) -> None:
+    def warm_up(self, runs: int = 3, cancelled: Callable[[], bool] = lambda: False) -> None:
+        """A few untimed batches (cuDNN autotuning, compilation) before the first real one.
+
+        ``cancelled`` is asked before each run, so a stopping engine waits for one
+        run at most (torch.compile's first compilation cannot be interrupted).
+        """
         w, h = self.resolution
         frame = np.zeros((h, w, 3), np.uint8)
         sizes = (1, 2) if self._compiled else (1,)  # compile both graphs before timing
         for n in sizes:
             for _ in range(runs):
+                if cancelled():
+                    self.close()
+                    raise BuildCancelled()
                 self.run([Window(i, 0, 0, (frame, frame, frame), 0.0) for i in range(n)])
         self._pool.forget()  # the sessions start with empty pool positions
 

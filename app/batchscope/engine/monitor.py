@@ -1,0 +1,89 @@
+"""The monitor: one small thread that samples the per-second timeline.
+
+Why a thread of its own: fps over time, throughput, busy and memory are
+plotted as a history, so they must be sampled at a steady rate whether or
+not anyone is looking, and the worker's hot path must not pay for it (NVML
+calls alone take ~0.1 ms). Every ``MONITOR_PERIOD_S`` it appends one
+:class:`TimelineSample` to the store.
+
+How it stops: ``stop()`` sets the terminate flag, then the event the loop
+waits on; the loop ends within one wake-up. A failing sample is reported as
+an event and the loop goes on.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+
+import numpy as np
+
+from batchscope.engine.metrics import MONITOR_PERIOD_S, MetricsStore, TimelineSample
+from batchscope.engine.stats import busy_fraction, live_fps
+
+
+def sample_timeline(
+    store: MetricsStore,
+    session_ids: Iterable[int],
+    memory: dict[str, float],
+    now: float,
+    t0: float,
+    stats_t0: float,
+) -> TimelineSample:
+    """The timeline sample at ``now`` (s on the engine's clock; t0: start, stats_t0: reset)."""
+    ids = list(session_ids)
+    with store.lock:
+        times = {sid: list(store.result_times.get(sid, ())) for sid in ids}
+        batches = store.batches.tail(256)
+    recent = batches[batches["end"] > now - 1.0]
+    window = min(1.0, now - stats_t0) or 1.0
+    return TimelineSample(
+        t=round(now - t0, 3),
+        fps={sid: live_fps(np.asarray(times[sid], float), now) for sid in ids},
+        throughput_wps=float(recent["size"].sum()) / window,
+        busy=busy_fraction(float(recent["compute_s"].sum()), window),
+        mean_batch=float(recent["size"].mean()) if len(recent) else 0.0,
+        memory=memory,
+    )
+
+
+class Monitor:
+    def __init__(
+        self,
+        store: MetricsStore,
+        sample: Callable[[], TimelineSample],
+        on_error: Callable[[str], None],
+        period_s: float = MONITOR_PERIOD_S,
+    ) -> None:
+        self._store = store
+        self._sample = sample
+        self._on_error = on_error
+        self._period_s = period_s
+        self._terminate = False
+        self._wake = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="batchscope-monitor", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 1.0) -> None:
+        self._terminate = True
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def _run(self) -> None:
+        while not self._terminate:
+            self._wake.wait(self._period_s)
+            if self._terminate:
+                return
+            try:
+                sample = self._sample()
+                with self._store.lock:
+                    self._store.timeline.append(sample)
+            except Exception as exc:  # never let the monitor die silently
+                self._on_error(f"monitor: {type(exc).__name__}: {exc}")
