@@ -345,3 +345,35 @@ def test_the_real_model_build_stops_between_warm_up_runs():
     with pytest.raises(BuildCancelled):
         TorchBackend("cpu", "fp32", (128, 72), cancelled=cancelled)
     assert len(asked) == 2
+
+
+# -- 3. one definition of the fleet's fps figures ---------------------------------------------
+
+
+def test_report_and_headline_agree_when_a_source_is_bad(engines, tmp_path):
+    from batchscope.ui.headline import headline_numbers
+
+    bad = tmp_path / "notes.mp4"
+    bad.write_text("this is not a video")
+    e = Engine(
+        RunConfig(
+            **{**SMALL, "sources": ("synthetic", str(bad))}, sessions=4, skip_bad_sources=True
+        )
+    )
+    e.open()
+    e.start()
+    engines.append(e)
+    e.reset_stats(announce=False)
+    assert wait_for(lambda: min(s.fps for s in e.snapshot().sessions if s.id % 2 == 0) >= 25)
+    assert wait_for(lambda: e.report()["sessions"][0]["delivered"] >= 30)
+    report = e.report()
+    errored = [s for s in report["sessions"] if s.get("state") == "error"]
+    assert [s["id"] for s in errored] == [1, 3] and all(s["error"] for s in errored)
+    # sessions in error are listed with their error and left out of the fps figures
+    assert report["overall"]["min_fps"] > 20
+    assert report["overall"]["jain"] > 0.95
+    snap = e.snapshot()
+    shown = headline_numbers(snap)
+    served = [s.fps for s in snap.sessions if s.state == "running"]
+    assert shown["min_fps"] == f"{min(served):.1f}"
+    assert float(shown["jain"]) > 0.95
