@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "app"))
 
 import torch
 
-from batchscope.cli import configure_threads
+from batchscope.cli.args import configure_threads
 from batchscope.config import RunConfig, parse_resolution
 from batchscope.device.checks import BackendError, check_device, check_precision
 from batchscope.engine.backends import EmulatedBackend

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "app"))
 import numpy as np
 import torch
 
-from batchscope.cli import configure_threads
+from batchscope.cli.args import configure_threads
 from batchscope.config import parse_resolution
 from batchscope.device.checks import check_device
 from batchscope.engine.backends.torch_backend import IMAGENET_MEAN, IMAGENET_STD

@@ -1,0 +1,55 @@
+"""`batchscope` command line: gui (default), run, simulate, sweep, profiles.
+
+One module per command (``gui``, ``run``, ``simulate``, ``sweep`` with
+``profiles``), and ``args`` for what they share. Bad input exits 2 with one
+line on stderr naming the input and the reason; never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from batchscope.cli.args import EXIT_BAD_INPUT, Parser, user_errors
+from batchscope.cli.gui import add_gui_command
+from batchscope.cli.run import add_run_command
+from batchscope.cli.simulate import add_simulate_command
+from batchscope.cli.sweep import add_profile_commands
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(
+        prog="batchscope",
+        description="A desktop lab for live batching experiments on a real-time, multi-session "
+        "vision worker (BlurBall). Without a command, opens the app on its demo.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    add_gui_command(sub)
+    add_run_command(sub)
+    add_simulate_command(sub)
+    add_profile_commands(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(argv)
+    if args.command is None:
+        args = parser.parse_args(["gui", *argv])
+    try:
+        return args.handler(args)
+    except user_errors() as exc:
+        print(f"batchscope: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("batchscope: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # output piped into e.g. `head`, which closed early
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0

@@ -1,0 +1,155 @@
+"""What every command shares: argument types, policy flags, errors, JSON output.
+
+A numeric knob's flag takes its type, range and default from
+:data:`batchscope.config.KNOBS`, so the command line, RunConfig and the UI
+cannot disagree on them. A bad value is an ``argparse.ArgumentTypeError``
+carrying the knob's reason, which argparse prints as one line naming the flag.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from batchscope.config import KNOBS, ConfigError, parse_resolution
+
+EXIT_BAD_INPUT = 2
+
+
+class CliError(Exception):
+    """One-line error for the user (the message names the input and the reason)."""
+
+
+def user_errors() -> tuple[type[BaseException], ...]:
+    """The errors that are bad input, printed as one line (exit 2), never a traceback.
+
+    Imported when an error is being handled, not before: the checkpoint error's module
+    imports torch (about 1 s), which `--help`, `simulate` and `profiles` never need.
+    """
+    from batchscope.device.checks import BackendError
+    from batchscope.engine.recorder import RecordingError
+    from batchscope.engine.sources import SourceError
+    from batchscope.models.weights import CheckpointError
+    from batchscope.profiles.profile import ProfileError
+
+    return (
+        CliError,
+        ConfigError,
+        SourceError,
+        ProfileError,
+        BackendError,
+        CheckpointError,
+        RecordingError,
+    )
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line naming the input, then exit 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see --help)\n")
+
+
+# -- argument types -------------------------------------------------------------------
+
+
+def knob_type(name: str) -> Callable[[str], Any]:
+    """The argument type of the knob ``name``: its parse and its range check."""
+    knob = KNOBS[name]
+
+    def parse(text: str) -> Any:
+        try:
+            return knob.parse(text)
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(f"{exc.reason} (got {text!r})") from None
+
+    return parse
+
+
+def add_knob(parser: Any, name: str, help: str | None = None, **kwargs: Any) -> None:
+    """``--flag`` of the knob ``name``, with the knob's type and (unless given) its default.
+
+    ``help`` may say ``%(default)g``: argparse fills in the default.
+    """
+    knob = KNOBS[name]
+    kwargs.setdefault("default", knob.default)
+    parser.add_argument(knob.flag, type=knob_type(name), help=help, **kwargs)
+
+
+def number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
+def resolution(text: str) -> tuple[int, int]:
+    try:
+        return parse_resolution(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(exc.reason + f" (got {text!r})") from None
+
+
+def csv(kind: Callable[[str], Any]) -> Callable[[str], list[Any]]:
+    """A comma list of ``kind`` (each element checked by it)."""
+
+    def parse(text: str) -> list[Any]:
+        return [kind(part.strip()) for part in text.split(",") if part.strip()]
+
+    return parse
+
+
+def choice_list(choices: Sequence[str], what: str) -> Callable[[str], list[str]]:
+    def parse(text: str) -> list[str]:
+        out = [p.strip() for p in text.split(",") if p.strip()]
+        for p in out:
+            if p not in choices:
+                raise argparse.ArgumentTypeError(
+                    f"unknown {what} {p!r}; choose from {', '.join(choices)}"
+                )
+        return out
+
+    return parse
+
+
+def add_policy_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("policy parameters")
+    add_knob(g, "max_batch", help="largest batch (all, dynamic, adaptive)")
+    add_knob(
+        g,
+        "max_delay_ms",
+        help="longest wait for a fuller batch in ms (dynamic, fixed; default %(default)g)",
+    )
+    add_knob(g, "batch", help="batch size of the fixed policy (default %(default)g)")
+    add_knob(g, "slo_ms", help="latency objective in ms (adaptive; default %(default)g)")
+
+
+# -- output and process set-up --------------------------------------------------------
+
+
+def write_json(data: Any, target: str | None) -> None:
+    """``data`` as JSON to the file ``target``, to stdout for ``-``, nowhere for None."""
+    if not target:
+        return
+    text = json.dumps(data, indent=2)
+    if target == "-":
+        print(text)
+        return
+    try:
+        with open(target, "w") as fh:
+            fh.write(text + "\n")
+    except OSError as exc:
+        raise CliError(f"{target}: cannot write the report ({exc.strerror})") from None
+
+
+def configure_threads() -> None:
+    """Set torch/OpenCV thread pools once, before any thread starts."""
+    import cv2
+    import torch
+
+    cores = os.cpu_count() or 1
+    torch.set_num_threads(cores)
+    cv2.setNumThreads(max(1, cores // 2))

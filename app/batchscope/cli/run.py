@@ -1,0 +1,207 @@
+"""`batchscope run`: the live worker, headless, for a measured duration; then its report."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from batchscope.cli.args import (
+    CliError,
+    add_knob,
+    add_policy_flags,
+    configure_threads,
+    number,
+    resolution,
+    write_json,
+)
+from batchscope.config import (
+    BACKENDS,
+    DEFAULT_RESOLUTION,
+    POLICIES,
+    PRECISIONS,
+    ConfigError,
+    RunConfig,
+)
+from batchscope.engine.engine import Engine
+from batchscope.engine.report import format_sessions, format_table
+from batchscope.sim.simulator import DEFAULT_WARMUP_S
+
+
+def add_run_command(sub: Any) -> None:
+    run = sub.add_parser("run", help="run the live worker headless and report")
+    run.add_argument(
+        "sources",
+        nargs="*",
+        metavar="SOURCE",
+        help="video files, camera:N or synthetic (default: the sample videos)",
+    )
+    add_knob(run, "sessions")
+    run.add_argument("--policy", choices=POLICIES, default="all")
+    add_policy_flags(run)
+    run.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default=None,
+        help="torch (the real model) or emulated (replay a profile); default: "
+        "torch if --device is given, else emulated",
+    )
+    run.add_argument("--device", default=None, help="cpu or cuda:N (torch backend)")
+    run.add_argument(
+        "--profile",
+        default="laptop-8gb",
+        help="profile name or JSON path (emulated backend; default laptop-8gb)",
+    )
+    run.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default=None,
+        help="default: fp16 on emulated/CUDA, fp32 on CPU",
+    )
+    run.add_argument("--resolution", type=resolution, default=DEFAULT_RESOLUTION, metavar="WxH")
+    add_knob(run, "fps", help="frames/s per session (default %(default)g)")
+    add_knob(
+        run, "duration_s", metavar="S", help="measured seconds (after warm-up; default %(default)g)"
+    )
+    run.add_argument(
+        "--warmup",
+        type=number,
+        default=DEFAULT_WARMUP_S,
+        metavar="S",
+        help="seconds run before measuring (default %(default)g)",
+    )
+    run.add_argument("--checkpoint", help="BlurBall checkpoint to load (torch backend)")
+    run.add_argument("--channels-last", action="store_true")
+    run.add_argument("--no-cudnn-benchmark", action="store_true")
+    run.add_argument(
+        "--lean",
+        action="store_true",
+        help="skip stage-4 outputs the head never uses (same result, less compute)",
+    )
+    run.add_argument(
+        "--compile",
+        action="store_true",
+        help="torch.compile the model (off by default: on this 2-core CPU it is 1.5x faster "
+        "per batch but compiling takes about 100 s before the run starts)",
+    )
+    run.add_argument(
+        "--cuda-graphs",
+        action="store_true",
+        help="capture each batch size once as a CUDA graph and replay it (CUDA devices only; "
+        "off by default until measured to win on your GPU: benchmarks/gpu_check.sh)",
+    )
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument(
+        "--skip-bad-sources",
+        action="store_true",
+        help="report a bad source and run the others (default: start nothing)",
+    )
+    run.add_argument("--json", metavar="PATH|-", help="write the report as JSON ('-': stdout)")
+    run.add_argument(
+        "--record",
+        metavar="DIR",
+        help="record config, events, per-window timings and the timeline to a "
+        "new folder (flushed every second)",
+    )
+    run.add_argument("--quiet", action="store_true", help="no live status line")
+    run.set_defaults(handler=cmd_run)
+
+
+def config_from_args(args: argparse.Namespace) -> RunConfig:
+    backend = args.backend or ("torch" if args.device else "emulated")
+    device = args.device or "cpu"
+    precision = args.precision or ("fp32" if backend == "torch" and device == "cpu" else "fp16")
+    if args.warmup < 0:
+        raise ConfigError("warmup", args.warmup, "must be 0 or more seconds")
+    if args.checkpoint and backend != "torch":
+        raise ConfigError("checkpoint", args.checkpoint, "needs the torch backend (--device)")
+    return RunConfig(
+        sources=tuple(args.sources),
+        sessions=args.sessions,
+        fps=args.fps,
+        policy=args.policy,
+        max_batch=args.max_batch,
+        max_delay_ms=args.max_delay_ms,
+        batch=args.batch,
+        slo_ms=args.slo_ms,
+        backend=backend,
+        device=device,
+        profile=args.profile if backend == "emulated" else None,
+        precision=precision,
+        resolution=args.resolution,
+        channels_last=args.channels_last,
+        cudnn_benchmark=not args.no_cudnn_benchmark,
+        checkpoint=args.checkpoint,
+        lean=args.lean,
+        compile=args.compile,
+        cuda_graphs=args.cuda_graphs,
+        duration_s=args.duration,
+        seed=args.seed,
+        skip_bad_sources=args.skip_bad_sources,
+        extra={"warmup_s": args.warmup},
+    )
+
+
+def status_line(report: dict[str, Any], t: float, total: float) -> str:
+    o = report["overall"]
+    sizes = o["batch_sizes"]
+    common = max(sizes, key=sizes.get) if sizes else "-"
+    return (
+        f"[{t:5.1f}/{total:.0f} s] thru {o['throughput_wps']:6.1f} w/s  "
+        f"fps mean {o['mean_fps']:5.1f} min {o['min_fps']:5.1f}  "
+        f"p50 {o['latency_ms']['p50']:6.1f} ms  p99 {o['latency_ms']['p99']:6.1f} ms  "
+        f"busy {100 * o['busy']:3.0f}%  batch≈{common}"
+    )
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    config = config_from_args(args)
+    if config.backend == "torch":
+        configure_threads()
+    out_stream = sys.stderr if args.json == "-" else sys.stdout
+    engine = Engine(config)
+    if not args.quiet:
+        print(
+            f"batchscope: opening {len(config.sources) or 'sample'} source(s) and "
+            f"{config.device_label}…",
+            file=sys.stderr,
+        )
+    engine.open()
+    if config.skip_bad_sources and all(s.error for s in engine.sources):
+        raise CliError("no source could be opened")
+    engine.start()
+    try:
+        if args.record:
+            engine.start_recording(args.record)
+        if args.warmup > 0:
+            time.sleep(args.warmup)
+        engine.reset_stats(announce=False)
+        t_start = time.monotonic()
+        while (left := config.duration_s - (time.monotonic() - t_start)) > 0:
+            time.sleep(min(1.0, left))
+            if not args.quiet:
+                elapsed = time.monotonic() - t_start
+                line = status_line(engine.report(), elapsed, config.duration_s)
+                end = "" if sys.stderr.isatty() else "\n"
+                print(("\r" if end == "" else "") + line, end=end, file=sys.stderr, flush=True)
+        report = engine.report()
+        recorded = engine.stop_recording()
+    finally:
+        engine.stop()
+    if not args.quiet and sys.stderr.isatty():
+        print(file=sys.stderr)
+    print(
+        f"{report['device_label']} · {report['weights']} · {config.policy_phrase()}",
+        file=out_stream,
+    )
+    print(format_table([report]), file=out_stream)
+    print(file=out_stream)
+    print(format_sessions(report), file=out_stream)
+    for ev in report["events"]:
+        if ev["kind"] in ("error", "oom"):
+            print(f"  event at {ev['t']:.1f} s [{ev['kind']}] {ev['message']}", file=out_stream)
+    if recorded:
+        print(f"recorded to {recorded}", file=out_stream)
+    write_json(report, args.json)
+    return 0

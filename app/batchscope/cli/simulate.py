@@ -1,0 +1,141 @@
+"""`batchscope simulate`: a grid of session counts × policies on a device profile, as a table.
+
+Every cell is one simulated run (see :mod:`batchscope.sim.simulator`); the
+table has the columns the study compared, and ``--json`` writes the list of
+full reports (the same schema as ``batchscope run``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from batchscope.cli.args import (
+    add_knob,
+    add_policy_flags,
+    choice_list,
+    csv,
+    knob_type,
+    number,
+    resolution,
+    write_json,
+)
+from batchscope.config import (
+    DEFAULT_RESOLUTION,
+    KNOBS,
+    POLICIES,
+    PRECISIONS,
+    ConfigError,
+    RunConfig,
+    format_resolution,
+)
+from batchscope.engine.report import format_table
+from batchscope.profiles.profile import load_profile
+from batchscope.sim.simulator import DEFAULT_WARMUP_S, simulate
+
+#: Simulated seconds measured by default: longer than a live run's (the duration
+#: knob's default), because a simulated second costs microseconds, not a second.
+SIMULATED_DURATION_S = 30.0
+
+
+def add_simulate_command(sub: Any) -> None:
+    p = sub.add_parser(
+        "simulate",
+        help="simulate policies × session counts on a device profile (fast, no device)",
+        description="Discrete-event simulation of the batching worker over a device "
+        "profile's batch curve, with the live worker's own policy objects. "
+        "Prints one table row per (sessions, policy).",
+    )
+    p.add_argument(
+        "--profile",
+        default="laptop-8gb",
+        help="profile name or JSON path (default laptop-8gb; see `batchscope profiles`)",
+    )
+    p.add_argument("--precision", choices=PRECISIONS, default="fp16")
+    p.add_argument("--resolution", type=resolution, default=DEFAULT_RESOLUTION, metavar="WxH")
+    sessions = KNOBS["sessions"]
+    p.add_argument(
+        sessions.flag,
+        type=csv(knob_type(sessions.name)),
+        default=[sessions.default],
+        metavar="N[,N…]",
+        help=f"session counts to simulate (default {sessions.default})",
+    )
+    p.add_argument(
+        "--policy",
+        type=choice_list(POLICIES, "policy"),
+        default=["all"],
+        metavar="P[,P…]",
+        help=f"policies to simulate ({', '.join(POLICIES)})",
+    )
+    add_policy_flags(p)
+    add_knob(p, "fps", help="frames/s per session (default %(default)g)")
+    add_knob(
+        p,
+        "duration_s",
+        default=SIMULATED_DURATION_S,
+        metavar="S",
+        help="simulated seconds measured (after warm-up; default %(default)g)",
+    )
+    p.add_argument(
+        "--warmup",
+        type=number,
+        default=DEFAULT_WARMUP_S,
+        metavar="S",
+        help="simulated seconds before measuring (default %(default)g, as in `run`)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the session phases")
+    p.add_argument(
+        "--json",
+        metavar="PATH|-",
+        help="write the list of reports as JSON ('-': stdout, table on stderr)",
+    )
+    p.set_defaults(handler=cmd_simulate)
+
+
+def grid_configs(args: argparse.Namespace) -> list[RunConfig]:
+    """One validated config per (sessions, policy), sessions outermost; ConfigError if bad."""
+    if not args.sessions:
+        raise ConfigError("sessions", "", "give at least one session count")
+    if not args.policy:
+        raise ConfigError("policy", "", "give at least one policy")
+    if not args.warmup >= 0:
+        raise ConfigError("warmup", args.warmup, "must be 0 or more seconds")
+    return [
+        RunConfig(
+            sources=(),
+            sessions=n,
+            fps=args.fps,
+            policy=policy,
+            max_batch=args.max_batch,
+            max_delay_ms=args.max_delay_ms,
+            batch=args.batch,
+            slo_ms=args.slo_ms,
+            backend="emulated",
+            profile=args.profile,
+            precision=args.precision,
+            resolution=args.resolution,
+            duration_s=args.duration,
+            seed=args.seed,
+        )
+        for n in args.sessions
+        for policy in args.policy
+    ]
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    configs = grid_configs(args)
+    profile = load_profile(args.profile)
+    profile.curve(args.precision, args.resolution)  # ProfileError names what the profile has
+    reports = [simulate(c, profile, args.warmup) for c in configs]
+    out = sys.stderr if args.json == "-" else sys.stdout
+    print(
+        f"simulated: {profile.name} ({profile.device}) · {args.precision} "
+        f"{format_resolution(args.resolution)} · {args.fps:g} fps · {args.duration:g} s "
+        f"after {args.warmup:g} s warm-up · seed {args.seed}",
+        file=out,
+    )
+    print(format_table(reports), file=out)
+    write_json(reports, args.json)
+    return 0
