@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from batchscope.cli import main
+from batchscope.cli import build_parser, main
+from batchscope.config import DEFAULT_RESOLUTION, KNOBS
 
 APP = str(Path(__file__).resolve().parents[1] / "app")
 
@@ -202,3 +203,38 @@ def test_not_a_video_is_one_line_even_from_ffmpeg(tmp_path):
         2,
         [f"batchscope: error: {fake}: not a video OpenCV can open"],
     )
+
+
+NUMERIC = ("sessions", "fps", "max_batch", "max_delay_ms", "batch", "slo_ms", "duration_s")
+
+
+def test_numeric_flags_default_to_their_knobs():
+    args = build_parser().parse_args(["run"])
+    for name in NUMERIC:
+        assert getattr(args, KNOBS[name].flag[2:].replace("-", "_")) == KNOBS[name].default
+    assert args.resolution == DEFAULT_RESOLUTION
+    assert build_parser().parse_args(["run", "--max-batch", "none"]).max_batch is None
+
+
+@pytest.mark.parametrize(
+    ("command", "name", "value"),
+    [
+        ("run", "sessions", "0"),
+        ("run", "sessions", "257"),
+        ("run", "fps", "0"),
+        ("run", "max_batch", "0"),
+        ("run", "max_delay_ms", "-1"),
+        ("run", "batch", "1025"),
+        ("run", "slo_ms", "0"),
+        ("run", "duration_s", "0"),
+        ("simulate", "sessions", "2,300"),
+        ("simulate", "slo_ms", "-5"),
+    ],
+)
+def test_a_value_outside_its_knob_names_the_flag_and_the_range(command, name, value, capsys):
+    knob = KNOBS[name]
+    code, _, err = run_cli([command, knob.flag, value], capsys)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert f"argument {knob.flag}: must be {knob.range_text()}" in lines[0]
