@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from batchscope.config import RunConfig
-from batchscope.engine.engine import SessionView, Snapshot
 from batchscope.engine.metrics import Latest
+from batchscope.engine.snapshot import SessionView, Snapshot
 from batchscope.models.postprocess import Detection
 from batchscope.ui.theme import Look
 from batchscope.ui.video_tiles import VideoWall, grid_shape
@@ -50,7 +50,6 @@ def snapshot(draws: bool, detection: Detection | None) -> Snapshot:
         busy=0.0,
         memory={},
         timeline=[],
-        events=[],
     )
 
 

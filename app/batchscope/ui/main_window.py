@@ -34,7 +34,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from batchscope.engine.engine import Engine, Snapshot
+from batchscope.engine.engine import Engine
+from batchscope.engine.snapshot import Snapshot
 from batchscope.ui.controls import ControlsPanel
 from batchscope.ui.device_options import DeviceChoice, device_choices
 from batchscope.ui.dist_plots import BatchSizeBars, LatencyHistogram, OverwrittenBars, StageBars

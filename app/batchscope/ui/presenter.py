@@ -26,8 +26,8 @@ from batchscope.ui.commands import ConfigurableEngine, EngineCommands
 from batchscope.ui.scenarios import Scenario, ScenarioRunner, Step
 
 if TYPE_CHECKING:
-    from batchscope.engine.engine import Snapshot
     from batchscope.engine.roster import SourceSlot
+    from batchscope.engine.snapshot import Snapshot
 
 
 class Labelled(Protocol):
