@@ -34,7 +34,12 @@ def sample_videos() -> list[Path]:
     return sorted(sample_videos_dir().glob("*.mp4"))
 
 
+def user_config_dir() -> Path:
+    """The user's BatchScope folder (profiles, experiments): $XDG_CONFIG_HOME/batchscope."""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "batchscope"
+
+
 def user_profiles_dir() -> Path:
     """Profiles written by ``batchscope sweep`` when no path is given."""
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "batchscope" / "profiles"
+    return user_config_dir() / "profiles"

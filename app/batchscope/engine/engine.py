@@ -31,6 +31,7 @@ from batchscope.engine.policies import make_policy
 from batchscope.engine.recorder import Recorder
 from batchscope.engine.report import SessionInfo, build_report
 from batchscope.engine.roster import Roster, SourceSlot, close_slots, default_sources, open_slots
+from batchscope.engine.segments import SegmentLog, segment_report
 from batchscope.engine.session import Mailboxes
 from batchscope.engine.snapshot import DeviceView, Snapshot, take_snapshot
 from batchscope.engine.sources import OpenCancelled, SourceError
@@ -60,7 +61,8 @@ class Engine:
         self._clock = clock
         self._oom_above = oom_above
         self.store = MetricsStore()
-        self.mailboxes = Mailboxes()
+        self.mailboxes = Mailboxes(on_overwrite=self.store.record_overwrite)
+        self.segments = SegmentLog()
         self._t0 = clock()
         self._stats_t0 = self._t0
         self._listeners: list[Callable[[Event], None]] = []
@@ -124,6 +126,7 @@ class Engine:
         if self._worker is None or self._worker.backend is None:
             self.open()
         self._t0 = self._stats_t0 = self._clock()
+        self.segments.open(self._t0, self.config)
         self._sync_sessions()
         self._worker.start()
         self._feeder.start()
@@ -140,7 +143,9 @@ class Engine:
         deadline = time.monotonic() + timeout
         with self._lifecycle:
             self._stopping.set()
-        self.running = False
+        was_running, self.running = self.running, False
+        if was_running:
+            self.segments.close(self._clock())
         self.stop_recording()
         self._feeder.stop(max(0.1, deadline - time.monotonic()))
         self._monitor.stop(max(0.1, deadline - time.monotonic()))
@@ -172,10 +177,16 @@ class Engine:
         return bool(self._worker and self._worker.paused)
 
     def reset_stats(self, announce: bool = True) -> None:
-        """Forget statistics; reports and histograms restart from now (e.g. after warm-up)."""
+        """Forget statistics; reports and histograms restart from now (e.g. after warm-up).
+
+        A reset also opens a new segment (same config), so the live views, which
+        read the current segment, restart with it; earlier segments keep their figures.
+        """
         self.store.reset()
         self.mailboxes.reset_counts()
         self._stats_t0 = self._clock()
+        if self.running:
+            self.segments.open(self._stats_t0, self.config, caption="statistics reset")
         if announce:
             self.event("config", "statistics reset")
 
@@ -264,20 +275,28 @@ class Engine:
     # -- live configuration -----------------------------------------------------------
 
     def apply(
-        self, new: RunConfig, on_done: Callable[[str | None], None] | None = None
+        self,
+        new: RunConfig,
+        on_done: Callable[[str | None], None] | None = None,
+        caption: str = "",
+        step: bool = False,
     ) -> str | None:
         """Apply a changed config live, as one transaction; returns the error, or None.
 
         Blocks until the change took effect (a new backend is built and warmed up
-        first) or failed. On failure nothing changed and an ``error`` event says
-        why; on success one ``config`` event lists the changes, at the instant
-        they took effect. ``on_done(error)`` is called either way.
+        first) or failed. On success one ``config`` event lists the changes and a
+        new segment opens, both at the instant they took effect. On failure
+        nothing changed and an ``error`` event says why; an experiment ``step``
+        that fails still opens a segment (same config, with the error), so its
+        report says what was tried there. ``on_done(error)`` is called either way.
         """
         with self._changes:
-            changes = self.config.diff(new)
+            old = self.config
+            changes = old.diff(new)
             error = None
             if changes:
                 label = ", ".join(f"{k}: {_fmt(a)} → {_fmt(b)}" for k, (a, b) in changes.items())
+                wanted = {k: b for k, (_, b) in changes.items()}
                 try:
                     self._transact(new, changes)
                 except (EngineStopped, WorkerStopped):
@@ -285,8 +304,14 @@ class Engine:
                 except Exception as exc:
                     error = str(exc) if _is_user_error(exc) else f"{type(exc).__name__}: {exc}"
                     self.event("error", f"not applied ({label}): {error}")
+                    if step and self.running:
+                        self.segments.open(self._clock(), old, wanted, caption, error)
                 else:
+                    if self.running:
+                        self.segments.open(self._clock(), new, wanted, caption)
                     self.event("config", label)
+            elif step and caption and self.running:
+                self.segments.open(self._clock(), old, {}, caption)
         if on_done:
             on_done(error)
         return error
@@ -381,6 +406,11 @@ class Engine:
             items = self.store.items.view()
             batches = self.store.batches.view()
             events = [e.__dict__ for e in self.store.events]
+            history = (
+                self.store.items.retained(),
+                self.store.batches.retained(),
+                self.store.overwrites.retained(),
+            )
         # what was delivered in the interval (the rings were cleared when it began; the
         # filter keeps that true however they were read): counting by arrival instead
         # would drop the windows waiting at the reset and under-count by latency/duration
@@ -401,6 +431,10 @@ class Engine:
                 "device_label": backend.label if backend else self.config.device_label,
                 "weights": backend.weights if backend else "",
                 "events": events,
+                "segments": [
+                    segment_report(seg, infos, *history, now, self._t0, kind)
+                    for seg in self.segments.all()
+                ],
             },
         )
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from batchscope.engine.stats import BATCH_DTYPE, ITEM_DTYPE
+from batchscope.engine.stats import BATCH_DTYPE, ITEM_DTYPE, OVERWRITE_DTYPE
 
 ITEM_CAPACITY = 1 << 18  # ≈ 2.4 h of 1 session at 30 fps; 12.6 MB
 BATCH_CAPACITY = 1 << 16
@@ -71,6 +71,10 @@ class Ring:
             return self._data[start : self._next].copy()
         return np.concatenate([self._data[start:], self._data[: self._next]])
 
+    def retained(self) -> np.ndarray:
+        """Every record still in the buffer, oldest first, ``clear()`` or not (segments)."""
+        return self.appended_since(self.total - len(self._data))
+
     def clear(self) -> None:
         self._count = 0
 
@@ -109,6 +113,7 @@ class Latest:
 class MetricsStore:
     items: Ring = field(default_factory=lambda: Ring(ITEM_DTYPE, ITEM_CAPACITY))
     batches: Ring = field(default_factory=lambda: Ring(BATCH_DTYPE, BATCH_CAPACITY))
+    overwrites: Ring = field(default_factory=lambda: Ring(OVERWRITE_DTYPE, BATCH_CAPACITY))
     result_times: dict[int, deque] = field(default_factory=dict)
     delivered: dict[int, int] = field(default_factory=dict)
     latest: dict[int, Latest] = field(default_factory=dict)
@@ -135,6 +140,11 @@ class MetricsStore:
             self.batches.append(batch)
             self.latest.update(latest)
 
+    def record_overwrite(self, session: int, t: float) -> None:
+        """A window of ``session`` replaced untaken at ``t`` (segments count their own)."""
+        with self.lock:
+            self.overwrites.append((session, t))
+
     def add_event(self, t: float, kind: str, message: str) -> Event:
         ev = Event(round(t, 3), kind, message)
         with self.lock:
@@ -144,11 +154,12 @@ class MetricsStore:
     def reset(self) -> None:
         """Forget statistics: 'reset statistics'.
 
-        Events, latest frames and the timeline stay: the timeline is a history
-        (with the reset marked on it as an event), not a statistic.
+        Events, latest frames, the timeline and the result times behind the live
+        fps stay: they are a history (the reset is marked on it as an event), not
+        a statistic, and clearing the result times drew a fake dip to ~0 fps.
         """
         with self.lock:
             self.items.clear()
             self.batches.clear()
-            self.result_times.clear()
+            self.overwrites.clear()
             self.delivered.clear()

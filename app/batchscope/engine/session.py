@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 import threading
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -83,9 +83,10 @@ class Mailboxes:
     windows on its virtual clock), so both count overwrites by the same rule.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, on_overwrite: Callable[[int, float], None] | None = None) -> None:
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
+        self._on_overwrite = on_overwrite  # (session, t) of each overwrite, for segments
         # Threads inside wait(): publish notifies only when there is one. The simulator
         # publishes ~15 000 windows per run with nobody waiting, and an idle
         # Condition.notify (≈ 0.4 µs) was a third of publish's cost.
@@ -109,7 +110,9 @@ class Mailboxes:
                 self._overwritten[sid] = self._overwritten.get(sid, 0) + 1
             if self._sleepers:
                 self._changed.notify()
-            return old is not None
+        if old is not None and self._on_overwrite is not None:
+            self._on_overwrite(sid, window.arrival)
+        return old is not None
 
     def waiting(self) -> list[Waiting]:
         with self._lock:

@@ -120,3 +120,6 @@ BATCH_DTYPE = np.dtype(
         ("end", np.float64),
     ]
 )
+
+#: One record per overwritten window: its session and when it was replaced (s).
+OVERWRITE_DTYPE = np.dtype([("session", np.int32), ("t", np.float64)])

@@ -1,0 +1,166 @@
+"""Segments: the stretches of a run between two applied changes.
+
+Why: after a change, figures over "the newest N windows" mix the old and the
+new setting for tens of seconds, and a comparison of settings is only honest
+when each setting's numbers are kept apart. So every applied change (policy
+or knob, sessions, fps, precision, resolution, device, a fault…) closes the
+running segment and opens a new one at the instant the change *took effect*
+(``Engine.apply`` opens it after the swap, so a resolution change that
+re-decodes a long file opens it when the new frames flow).
+
+The settling rule: a segment's statistics leave out its first
+``SETTLE_S`` = 1 s. Across a change the mailboxes still hold windows made
+under the old setting, an adaptive cap or a fuller queue needs a few batches
+to find its level, and a new backend's first batches are colder; one second
+is ≥ 30 frames of every session at 30 fps, enough for all of that on every
+profile measured (the slowest batch, 16 at 512×288 fp32 on the laptop GPU,
+is 0.37 s). A segment is *stable* when perf_analyzer's test holds on its
+measured interval: its last three whole 1 s windows agree within 10% (max −
+min ≤ 10% of their mean) in throughput and in p50 latency. A segment shorter
+than three measured seconds is not stable: there is not enough of it to say.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from batchscope.config import RunConfig
+from batchscope.engine.report import SessionInfo, build_report
+
+SETTLE_S = 1.0
+STABLE_WINDOWS = 3
+STABLE_WINDOW_S = 1.0
+STABLE_TOLERANCE = 0.10
+
+
+@dataclass
+class Segment:
+    """One segment; times in s on the engine's clock."""
+
+    index: int
+    start: float  # when the change took effect
+    changes: dict[str, Any]  # field -> new value (empty for the first segment)
+    config: RunConfig
+    end: float | None = None  # None while it runs
+    caption: str = ""
+    error: str | None = None  # a change that failed here: the run went on as before
+
+    @property
+    def measure_start(self) -> float:
+        return self.start + SETTLE_S
+
+    def settling(self, now: float) -> bool:
+        return now < self.measure_start
+
+
+class SegmentLog:
+    """The run's segments in order; thread-safe (the worker's callers and the UI read it)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._segments: list[Segment] = []
+
+    def open(
+        self,
+        at: float,
+        config: RunConfig,
+        changes: Mapping[str, Any] | None = None,
+        caption: str = "",
+        error: str | None = None,
+    ) -> Segment:
+        """Close the running segment at ``at`` and start the next one there."""
+        with self._lock:
+            if self._segments and self._segments[-1].end is None:
+                self._segments[-1].end = at
+            seg = Segment(
+                len(self._segments), at, dict(changes or {}), config, None, caption, error
+            )
+            self._segments.append(seg)
+            return seg
+
+    def close(self, at: float) -> None:
+        with self._lock:
+            if self._segments and self._segments[-1].end is None:
+                self._segments[-1].end = at
+
+    def current(self) -> Segment | None:
+        with self._lock:
+            return self._segments[-1] if self._segments else None
+
+    def all(self) -> list[Segment]:
+        with self._lock:
+            return list(self._segments)
+
+
+def is_stable(items: np.ndarray, start: float, end: float) -> bool:
+    """perf_analyzer's test on ``items`` delivered in [start, end] (see the module doc)."""
+    n = int((end - start) // STABLE_WINDOW_S)
+    if n < STABLE_WINDOWS:
+        return False
+    throughput, p50 = [], []
+    for k in range(n - STABLE_WINDOWS, n):
+        lo = start + k * STABLE_WINDOW_S
+        inside = items[(items["result"] >= lo) & (items["result"] < lo + STABLE_WINDOW_S)]
+        if len(inside) == 0:
+            return False
+        throughput.append(len(inside) / STABLE_WINDOW_S)
+        p50.append(float(np.median(inside["result"] - inside["arrival"])))
+    return all(_agree(values) for values in (throughput, p50))
+
+
+def _agree(values: Sequence[float]) -> bool:
+    mean = float(np.mean(values))
+    return mean > 0 and (max(values) - min(values)) <= STABLE_TOLERANCE * mean
+
+
+def segment_report(
+    segment: Segment,
+    sessions: Sequence[SessionInfo],
+    items: np.ndarray,
+    batches: np.ndarray,
+    overwrites: np.ndarray,
+    now: float,
+    t0: float,
+    kind: str = "run",
+) -> dict[str, Any]:
+    """The segment's entry of a report: the same figures as the report's ``overall``.
+
+    ``items``/``batches``/``overwrites`` are the run's records (ITEM_DTYPE,
+    BATCH_DTYPE, OVERWRITE_DTYPE); only those
+    delivered (or overwritten) in the measured interval count.
+    """
+    end = segment.end if segment.end is not None else now
+    lo = min(segment.measure_start, end)
+    mine = items[(items["result"] >= lo) & (items["result"] <= end)]
+    my_batches = batches[(batches["end"] >= lo) & (batches["end"] <= end)]
+    over = overwrites[(overwrites["t"] >= lo) & (overwrites["t"] <= end)]
+    counts = np.bincount(over["session"], minlength=1) if len(over) else np.zeros(1, int)
+    overwritten = {int(s): int(c) for s, c in enumerate(counts) if c}
+    ids = {int(s) for s in np.unique(mine["session"])} | set(overwritten)
+    infos = [s for s in sessions if s.id < segment.config.sessions or s.id in ids]
+    body = build_report(kind, segment.config, infos, mine, my_batches, overwritten, end - lo)
+    entry: dict[str, Any] = {
+        "index": segment.index,
+        "start_s": round(segment.start - t0, 3),
+        "end_s": round(end - t0, 3),
+        "changes": {k: _json(v) for k, v in segment.changes.items()},
+        "config": body["config"],
+        "caption": segment.caption,
+        "stable": is_stable(mine, lo, end),
+        "measured_s": round(max(0.0, end - lo), 3),
+        "overall": body["overall"],
+        "sessions": body["sessions"],
+        "predicted": None,
+    }
+    if segment.error:
+        entry["error"] = segment.error
+    return entry
+
+
+def _json(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value

@@ -1,0 +1,246 @@
+"""Experiment files: a base config and timed steps, in TOML (a contract).
+
+The same file runs in the app (``gui --experiment``), on the live worker
+headless (``run --experiment``) and in the simulator (``simulate
+--experiment``). Format::
+
+    name = "bus-or-taxi"
+    caption = "3 sessions, oldest first: the laptop GPU keeps up."
+    duration = 30                  # s, when the experiment ends
+    [base]                         # any RunConfig field, CLI spelling with underscores
+    backend = "emulated"
+    resolution = "512x288"
+    sources = ["synthetic"]        # optional; default: the sample videos
+    [[step]]
+    at = 0                         # s since the start
+    sessions = 3
+    policy = "oldest"
+    caption = "…"                  # optional: the banner text from this step on
+
+Every error is one line naming the file, the step and the field
+(:class:`ExperimentError`), found before anything starts: each step's
+config is built and validated here, in order.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from batchscope.config import ConfigError, RunConfig, parse_resolution
+from batchscope.paths import assets_dir, user_config_dir
+
+#: RunConfig fields an experiment may set (``extra`` is internal).
+CONFIG_FIELDS = tuple(f.name for f in fields(RunConfig) if f.name != "extra")
+BOOL_FIELDS = tuple(f.name for f in fields(RunConfig) if f.type in ("bool", bool))
+TEXT_FIELDS = ("policy", "backend", "device", "profile", "precision", "checkpoint")
+#: Event keys of a step (issue: noisy neighbours and faults); none is implemented yet.
+EVENT_KEYS: tuple[str, ...] = ()
+TOP_KEYS = ("name", "caption", "duration", "base", "step")
+
+
+class ExperimentError(ValueError):
+    """A malformed experiment; ``str()`` is one line: file, step, field and reason."""
+
+
+@dataclass(frozen=True)
+class Step:
+    at: float  # s since the start
+    changes: dict[str, Any]  # RunConfig fields (validated), in the file's order
+    caption: str = ""
+    index: int = 0  # position in the file (0-based)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    caption: str
+    duration: float  # s
+    base: RunConfig  # the config before the first step
+    steps: tuple[Step, ...]
+    source: str = ""  # where it came from: a path, or "built-in NAME"
+    text: str = ""  # the file itself, for reports
+    configs: tuple[RunConfig, ...] = field(default=(), repr=False)  # after each step
+
+    def config_at(self, index: int) -> RunConfig:
+        """The config once step ``index`` has been applied."""
+        return self.configs[index]
+
+
+def experiments_dirs() -> list[tuple[str, Path]]:
+    """(kind, folder) where experiments are found: built-in, then the user's."""
+    return [("built-in", assets_dir() / "experiments"), ("user", user_config_dir() / "experiments")]
+
+
+def list_experiments() -> list[tuple[str, Experiment | ExperimentError]]:
+    """Every experiment file found, as (kind, experiment or the error that spoils it)."""
+    out: list[tuple[str, Experiment | ExperimentError]] = []
+    for kind, folder in experiments_dirs():
+        for path in sorted(folder.glob("*.toml")):
+            try:
+                out.append((kind, load_experiment_file(path, label=_label(kind, path))))
+            except ExperimentError as exc:
+                out.append((kind, exc))
+    return out
+
+
+def load_experiment(name_or_path: str) -> Experiment:
+    """An experiment by name (built-in or user) or by path to a TOML file."""
+    path = Path(name_or_path)
+    if path.suffix == ".toml" or path.exists() or "/" in name_or_path:
+        return load_experiment_file(path)
+    for kind, folder in experiments_dirs():
+        candidate = folder / f"{name_or_path}.toml"
+        if candidate.is_file():
+            return load_experiment_file(candidate, label=_label(kind, candidate))
+    names = sorted(
+        {p.stem for _, folder in experiments_dirs() for p in folder.glob("*.toml")}
+    )
+    raise ExperimentError(
+        f"experiment {name_or_path!r}: no such experiment or file; "
+        f"built-in and user experiments: {', '.join(names) or 'none'}"
+    )
+
+
+def load_experiment_file(path: Path, label: str | None = None) -> Experiment:
+    where = label or str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ExperimentError(f"{where}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise ExperimentError(f"{where}: cannot read ({reason})") from None
+    return parse_experiment(text, where)
+
+
+def parse_experiment(text: str, where: str = "<experiment>") -> Experiment:
+    """The experiment in ``text``; ExperimentError naming ``where``, step and field if bad."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ExperimentError(f"{where}: not valid TOML ({exc})") from None
+    for key in data:
+        if key not in TOP_KEYS:
+            raise ExperimentError(
+                f"{where}: unknown key {key!r}; an experiment has {', '.join(TOP_KEYS)}"
+            )
+    name = _text(data.get("name", Path(where).stem), where, "name")
+    caption = _text(data.get("caption", ""), where, "caption")
+    duration = data.get("duration")
+    if duration is None:
+        raise ExperimentError(f"{where}: duration is missing (seconds, when it ends)")
+    if (
+        isinstance(duration, bool)
+        or not isinstance(duration, int | float)
+        or not (math.isfinite(duration) and duration > 0)
+    ):
+        raise ExperimentError(f"{where}: duration = {duration!r}: must be a positive number of s")
+    base_table = data.get("base", {})
+    if not isinstance(base_table, dict):
+        raise ExperimentError(f"{where}: [base] must be a table of config fields")
+    base_changes = _fields(base_table, f"{where}: [base]")
+    base = _config(RunConfig(duration_s=float(duration)), base_changes, f"{where}: [base]")
+    raw_steps = data.get("step", [])
+    if not isinstance(raw_steps, list) or not all(isinstance(s, dict) for s in raw_steps):
+        raise ExperimentError(f"{where}: steps are [[step]] tables")
+    steps, configs = [], []
+    config, last_at = base, -math.inf
+    for i, raw in enumerate(raw_steps):
+        at_where = f"{where}: step {i + 1}"
+        raw = dict(raw)
+        at = raw.pop("at", None)
+        if isinstance(at, bool) or not isinstance(at, int | float) or not math.isfinite(at):
+            raise ExperimentError(f"{at_where}: at = {at!r}: give the step's time in s (at = 10)")
+        if at < 0:
+            raise ExperimentError(f"{at_where}: at = {at!r}: must be 0 or more s")
+        if at <= last_at:
+            raise ExperimentError(
+                f"{at_where}: at = {at!r}: steps must come in increasing time "
+                f"(the step before is at {last_at:g} s)"
+            )
+        if at > duration:
+            raise ExperimentError(
+                f"{at_where}: at = {at!r}: past the experiment's duration ({duration:g} s)"
+            )
+        step_caption = _text(raw.pop("caption", ""), at_where, "caption")
+        changes = _fields(raw, at_where)
+        config = _config(config, changes, at_where)
+        steps.append(Step(float(at), changes, step_caption, i))
+        configs.append(config)
+        last_at = at
+    return Experiment(
+        name=name,
+        caption=caption,
+        duration=float(duration),
+        base=base,
+        steps=tuple(steps),
+        source=where,
+        text=text,
+        configs=tuple(configs),
+    )
+
+
+def _label(kind: str, path: Path) -> str:
+    return str(path) if kind == "user" else f"{path.stem} (built-in)"
+
+
+def _text(value: Any, where: str, key: str) -> str:
+    if not isinstance(value, str):
+        raise ExperimentError(f"{where}: {key} = {value!r}: must be text in quotes")
+    return value
+
+
+def _fields(table: dict[str, Any], where: str) -> dict[str, Any]:
+    """RunConfig changes from a TOML table: known names, TOML types turned into config types."""
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        if key in EVENT_KEYS:
+            continue
+        if key not in CONFIG_FIELDS:
+            raise ExperimentError(
+                f"{where}: unknown field {key!r}; use RunConfig fields such as "
+                "sessions, policy, max_batch, max_delay_ms, batch, slo_ms, fps, precision, "
+                "resolution, backend, device, profile, sources"
+            )
+        out[key] = _convert(key, value, where)
+    return out
+
+
+def _convert(key: str, value: Any, where: str) -> Any:
+    try:
+        if key == "resolution":
+            if isinstance(value, list) and len(value) == 2:
+                value = f"{value[0]}x{value[1]}"
+            return parse_resolution(value if isinstance(value, str) else str(value))
+        if key == "sources":
+            if isinstance(value, str):
+                value = [value]
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise ConfigError(key, value, "a list of sources in quotes")
+            return tuple(value)
+        if key in BOOL_FIELDS and not isinstance(value, bool):
+            raise ConfigError(key, value, "must be true or false")
+        if key in TEXT_FIELDS and not isinstance(value, str):
+            raise ConfigError(key, value, "must be text in quotes")
+        if key == "fps" and value == "source":
+            return None
+        if key == "max_batch" and value in ("none", "unlimited"):
+            return None
+        if key in ("fps", "max_delay_ms", "slo_ms", "duration_s") and isinstance(value, int):
+            return float(value)
+    except ConfigError as exc:
+        raise ExperimentError(f"{where}: {exc.field} = {exc.value!r}: {exc.reason}") from None
+    return value
+
+
+def _config(config: RunConfig, changes: dict[str, Any], where: str) -> RunConfig:
+    try:
+        return config.with_changes(**changes)
+    except ConfigError as exc:
+        raise ExperimentError(f"{where}: {exc.field} = {exc.value!r}: {exc.reason}") from None
+    except TypeError as exc:  # a value of the wrong kind that validation could not compare
+        raise ExperimentError(f"{where}: {exc}") from None
