@@ -1,8 +1,8 @@
 """The architecture as a test: the import contracts in pyproject.toml hold.
 
 `lint-imports` checks the layers (cli > ui > sim > engine > profiles > models |
-device | scene > config | paths), that the headless core never imports Qt, and
-that no package's children import each other in a cycle. It reads this tree's
+device | scene | experiment > config | paths), that the headless core never
+imports Qt, and that no package's children import each other in a cycle. It reads this tree's
 ``app/`` (not whatever ``batchscope`` the environment has installed).
 """
 
