@@ -18,8 +18,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont, QPen
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
-from batchscope.engine.engine import Snapshot
 from batchscope.engine.metrics import Event, TimelineSample
+from batchscope.engine.snapshot import Snapshot
 from batchscope.ui.theme import MEMORY_SERIES, Look, session_colour
 
 SPAN_S = 60.0

@@ -21,12 +21,13 @@ from PySide6.QtWidgets import (
 from superqt import QLabeledSlider
 from superqt.utils import qdebounced
 
-from batchscope.engine.engine import SessionView
+from batchscope.config import KNOBS
+from batchscope.engine.snapshot import SessionView
 from batchscope.ui.theme import Look, session_colour
 
 COLUMNS = ("", "Source", "State", "fps", "p50 ms", "Overwr.")
 VIDEO_FILTER = "Videos (*.mp4 *.avi *.mov *.mkv *.webm *.m4v);;All files (*)"
-MAX_SESSIONS = 32
+SESSIONS = KNOBS["sessions"]
 
 
 class SessionsPanel(QWidget):
@@ -44,7 +45,7 @@ class SessionsPanel(QWidget):
         count_row = QHBoxLayout()
         count_row.addWidget(QLabel("Sessions"))
         self.count = QLabeledSlider(Qt.Orientation.Horizontal)
-        self.count.setRange(1, MAX_SESSIONS)
+        self.count.setRange(int(SESSIONS.slider[0]), int(SESSIONS.slider[1]))
         count_row.addWidget(self.count, 1)
         layout.addLayout(count_row)
 
@@ -91,7 +92,10 @@ class SessionsPanel(QWidget):
     def show_count(self, n: int) -> None:
         self._emit_count.cancel()
         self.count.blockSignals(True)
-        self.count.setValue(min(MAX_SESSIONS, n))
+        # a count past the slider's usual range widens it: shown as it is, never clamped
+        if n > self.count.maximum():
+            self.count.setMaximum(min(int(SESSIONS.hi), n))
+        self.count.setValue(n)
         self.count.blockSignals(False)
 
     def set_look(self, look: Look) -> None:

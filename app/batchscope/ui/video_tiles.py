@@ -17,7 +17,7 @@ from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QFont, QImage, QPainter, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
-from batchscope.engine.engine import Snapshot
+from batchscope.engine.snapshot import Snapshot
 from batchscope.ui.theme import Look, session_colour
 
 MAX_TILES = 16
