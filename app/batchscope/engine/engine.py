@@ -33,7 +33,7 @@ from batchscope.engine.report import SessionInfo, build_report
 from batchscope.engine.roster import Roster, SourceSlot, close_slots, default_sources, open_slots
 from batchscope.engine.segments import SegmentLog, segment_report
 from batchscope.engine.session import Mailboxes
-from batchscope.engine.snapshot import DeviceView, Snapshot, take_snapshot
+from batchscope.engine.snapshot import SCOPES, DeviceView, SegmentView, Snapshot, take_snapshot
 from batchscope.engine.sources import OpenCancelled, SourceError
 from batchscope.engine.worker import Worker, WorkerStopped
 from batchscope.models.weights import CheckpointError
@@ -378,9 +378,25 @@ class Engine:
             self._stats_t0,
         )
 
-    def snapshot(self) -> Snapshot:
+    def snapshot(self, scope: str = "segment") -> Snapshot:
+        """What the UI draws; latencies and batch sizes cover ``scope`` (see SCOPES)."""
         worker = self._worker
         backend = worker.backend
+        now = self._clock()
+        seg = self.segments.current()
+        view = None
+        if seg is not None:
+            view = SegmentView(
+                seg.index, seg.start - self._t0, seg.caption, dict(seg.changes), seg.settling(now)
+            )
+        if scope == "segment":
+            since = seg.measure_start if seg is not None else self._stats_t0
+        elif scope == "60s":
+            since = max(self._stats_t0, now - 60.0)
+        elif scope == "run":
+            since = self._stats_t0
+        else:
+            raise ValueError(f"scope {scope!r}: choose from {', '.join(SCOPES)}")
         return take_snapshot(
             self.store,
             self.roster.sessions(),
@@ -393,10 +409,13 @@ class Engine:
                 worker.policy.describe(),
                 worker.oom_cap,
             ),
-            self._clock(),
+            now,
             self._t0,
             self.running,
             self.paused,
+            since,
+            scope,
+            view,
         )
 
     def report(self, kind: str = "run") -> dict[str, Any]:

@@ -18,8 +18,12 @@ from batchscope.engine.metrics import Latest, MetricsStore, TimelineSample
 from batchscope.engine.session import Session
 from batchscope.engine.stats import latencies_ms, latency_summary, live_fps, stage_means
 
-RECENT_ITEMS = 4096  # latencies the live histograms and stage bars use
-RECENT_BATCHES_S = 10.0  # the live batch-size distribution covers the last 10 s
+#: What the live views (headline, histogram, stage bars, batch sizes, per-session p50)
+#: cover: the current segment (the default), the last 60 s, or the whole run.
+SCOPES = ("segment", "60s", "run")
+SCOPE_LABELS = {"segment": "current segment", "60s": "last 60 s", "run": "whole run"}
+MAX_ITEMS = 1 << 16  # the most windows a snapshot copies (15 times a second)
+MAX_BATCHES = 1 << 14
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,17 @@ class DeviceView:
 
 
 @dataclass(frozen=True)
+class SegmentView:
+    """The segment the run is in now."""
+
+    index: int
+    start_s: float  # s since start, when its change took effect
+    caption: str
+    changes: dict
+    settling: bool  # inside its first SETTLE_S: no figures yet
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """Everything the UI draws, copied out at one instant."""
 
@@ -61,12 +76,27 @@ class Snapshot:
     policy: str
     oom_cap: int | None
     sessions: list[SessionView]
-    recent_latency_ms: dict[int, np.ndarray]
-    batch_sizes: dict[int, int]  # batch size -> batches in the last RECENT_BATCHES_S
+    recent_latency_ms: dict[int, np.ndarray]  # per session, over the scope
+    batch_sizes: dict[int, int]  # batch size -> batches in the scope
     throughput_wps: float
     busy: float
     memory: dict[str, float]
     timeline: list[TimelineSample]
+    scope: str = "segment"  # what recent_latency_ms, batch_sizes and session p50 cover
+    segment: SegmentView | None = None
+    truncated: bool = False  # the scope held more than MAX_ITEMS windows: the newest only
+
+    @property
+    def settling(self) -> bool:
+        """The current segment has no figures yet (the views say "settling…")."""
+        return self.scope == "segment" and self.segment is not None and self.segment.settling
+
+    @property
+    def scope_label(self) -> str:
+        label = SCOPE_LABELS[self.scope]
+        if self.scope == "segment" and self.segment is not None:
+            label += f" {self.segment.index}"
+        return label
 
 
 def take_snapshot(
@@ -79,17 +109,26 @@ def take_snapshot(
     t0: float,
     running: bool,
     paused: bool,
+    since: float,
+    scope: str = "segment",
+    segment: SegmentView | None = None,
 ) -> Snapshot:
-    """The snapshot at ``now`` (s on the engine's clock) of a run that started at ``t0``."""
+    """The snapshot at ``now`` (s on the engine's clock) of a run that started at ``t0``.
+
+    The latencies, stages and batch sizes cover what was delivered from ``since``
+    on (the scope's start); the fps, counts and timeline are the run's.
+    """
     with store.lock:
-        items = store.items.tail(RECENT_ITEMS)
+        items = store.items.tail(MAX_ITEMS)
         result_times = {sid: list(times) for sid, times in store.result_times.items()}
         delivered = dict(store.delivered)
         latest = dict(store.latest)
-        batches = store.batches.tail(4096)
+        batches = store.batches.tail(MAX_BATCHES)
         timeline = list(store.timeline)
-    recent_sizes = batches["size"][batches["end"] > now - RECENT_BATCHES_S]
-    sizes, counts = np.unique(recent_sizes, return_counts=True)
+    truncated = len(items) == MAX_ITEMS and items["result"][0] > since
+    items = items[items["result"] >= since]
+    in_scope = batches["size"][batches["end"] >= since]
+    sizes, counts = np.unique(in_scope, return_counts=True)
     views, recent = [], {}
     for s in sessions:
         mine = items[items["session"] == s.id]
@@ -127,4 +166,7 @@ def take_snapshot(
         busy=last.busy if last else 0.0,
         memory=last.memory if last else {},
         timeline=timeline,
+        scope=scope,
+        segment=segment,
+        truncated=bool(truncated),
     )
