@@ -13,15 +13,9 @@ from batchscope.engine.engine import Engine
 from batchscope.engine.metrics import Ring
 from batchscope.engine.session import Mailboxes, Window
 from batchscope.engine.stats import ITEM_DTYPE, jain, latency_summary
-from contract import OVERALL_KEYS, REPORT_KEYS, SESSION_KEYS, wait_for
+from contract import OVERALL_KEYS, REPORT_KEYS, SESSION_KEYS, SMALL_EMULATED, wait_for
 
-SMALL = dict(
-    sources=("synthetic",),
-    resolution=(256, 144),
-    precision="fp16",
-    profile="laptop-8gb",
-    backend="emulated",
-)
+SMALL = SMALL_EMULATED
 
 
 def started(oom_above: int | None = None, **cfg) -> Engine:

@@ -21,15 +21,9 @@ from batchscope.engine.feeder import Feeder
 from batchscope.engine.roster import Roster, SourceSlot
 from batchscope.engine.session import Mailboxes
 from batchscope.engine.sources import CachedSource, CameraSource
-from contract import wait_for
+from contract import SMALL_EMULATED, wait_for
 
-SMALL = dict(
-    sources=("synthetic",),
-    resolution=(256, 144),
-    precision="fp16",
-    profile="laptop-8gb",
-    backend="emulated",
-)
+SMALL = SMALL_EMULATED
 ENGINE_THREADS = {"batchscope-worker", "batchscope-feeder", "batchscope-monitor"}
 
 

@@ -111,11 +111,31 @@ def _longest_waiting(waiting: Sequence[Waiting]) -> list[Waiting]:
     return sorted(waiting, key=lambda w: (w.waiting_since, w.session))
 
 
-def _required(name: str, value: Any) -> Any:
-    """KNOBS[name].check, refusing None (for a policy that cannot run without it)."""
-    if value is None:
-        raise ConfigError(name, None, "this policy needs a value")
-    return KNOBS[name].check(value)
+class Knob:
+    """A policy's knob as an attribute: every assignment is checked by ``KNOBS[name]``.
+
+    ``required`` refuses None (a policy that cannot run without a value); ``store``
+    names the attribute that holds it (``fixed``'s ``batch`` is its cap);
+    ``after_set`` is the policy's method to call once a new value is in.
+    """
+
+    def __init__(
+        self, name: str, required: bool = True, store: str = "", after_set: str = ""
+    ) -> None:
+        self.name = name
+        self.required = required
+        self.store = store or f"_{name}"
+        self.after_set = after_set
+
+    def __get__(self, policy: Any, owner: type | None = None) -> Any:
+        return self if policy is None else getattr(policy, self.store)
+
+    def __set__(self, policy: Any, value: Any) -> None:
+        if value is None and self.required:
+            raise ConfigError(self.name, None, "this policy needs a value")
+        setattr(policy, self.store, KNOBS[self.name].check(value))
+        if self.after_set:
+            getattr(policy, self.after_set)()
 
 
 class OldestFirst(BatchPolicy):
@@ -167,16 +187,10 @@ class BatchAll(BatchPolicy):
 
     name = "all"
 
+    max_batch = Knob("max_batch", required=False)
+
     def __init__(self, max_batch: int | None = None) -> None:
         self.max_batch = max_batch
-
-    @property
-    def max_batch(self) -> int | None:
-        return self._max_batch
-
-    @max_batch.setter
-    def max_batch(self, value: int | None) -> None:
-        self._max_batch = KNOBS["max_batch"].check(value)
 
     def select(self, waiting: Sequence[Waiting], now: float) -> Decision:
         if not waiting:
@@ -197,25 +211,12 @@ class Dynamic(BatchPolicy):
 
     name = "dynamic"
 
+    max_batch = Knob("max_batch")
+    max_delay_ms = Knob("max_delay_ms")
+
     def __init__(self, max_batch: int, max_delay_ms: float) -> None:
         self.max_batch = max_batch
         self.max_delay_ms = max_delay_ms
-
-    @property
-    def max_batch(self) -> int:
-        return self._max_batch
-
-    @max_batch.setter
-    def max_batch(self, value: int) -> None:
-        self._max_batch = _required("max_batch", value)
-
-    @property
-    def max_delay_ms(self) -> float:
-        return self._max_delay_ms
-
-    @max_delay_ms.setter
-    def max_delay_ms(self, value: float) -> None:
-        self._max_delay_ms = _required("max_delay_ms", value)
 
     def select(self, waiting: Sequence[Waiting], now: float) -> Decision:
         if not waiting:
@@ -243,16 +244,11 @@ class FixedBatch(Dynamic):
 
     name = "fixed"
 
+    batch = Knob("batch", store="_max_batch")
+
     def __init__(self, batch: int, max_delay_ms: float) -> None:
-        super().__init__(max_batch=batch, max_delay_ms=max_delay_ms)
-
-    @property
-    def batch(self) -> int:
-        return self.max_batch
-
-    @batch.setter
-    def batch(self, value: int) -> None:
-        self._max_batch = _required("batch", value)
+        self.batch = batch
+        self.max_delay_ms = max_delay_ms
 
     def describe(self) -> str:
         return f"fixed ({self.max_batch}, {self.max_delay_ms:g} ms)"
@@ -270,28 +266,17 @@ class AdaptiveAIMD(BatchPolicy):
 
     name = "adaptive"
 
+    slo_ms = Knob("slo_ms")
+    max_batch = Knob("max_batch", required=False, after_set="_clip")
+
     def __init__(self, slo_ms: float, max_batch: int | None = None, start: int = 1) -> None:
         self._cap = float(start)
         self.slo_ms = slo_ms
         self.max_batch = max_batch
 
-    @property
-    def slo_ms(self) -> float:
-        return self._slo_ms
-
-    @slo_ms.setter
-    def slo_ms(self, value: float) -> None:
-        self._slo_ms = _required("slo_ms", value)
-
-    @property
-    def max_batch(self) -> int | None:
-        return self._max_batch
-
-    @max_batch.setter
-    def max_batch(self, value: int | None) -> None:
-        self._max_batch = KNOBS["max_batch"].check(value)
-        if self._max_batch is not None:
-            self._cap = min(self._cap, float(self._max_batch))
+    def _clip(self) -> None:
+        if self.max_batch is not None:
+            self._cap = min(self._cap, float(self.max_batch))
 
     @property
     def cap(self) -> int:
