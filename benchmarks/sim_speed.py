@@ -3,12 +3,15 @@
 The simulator is meant for grids of scenarios ("simulate any policy × session
 count × profile in a fraction of a second"), so it must run far faster than
 real time. Prints, per policy, the best of a few runs and the speed-up
-(simulated seconds per wall second), and exits 1 if any policy's best run
-takes longer than ``--budget`` (1 s: the promise above, with a wide margin).
+(simulated seconds per wall second), then the same for an experiment file
+(``--experiment``, default bus-or-taxi: 30 s in three segments, through
+``simulate_experiment`` with its segment reports), and exits 1 if any best
+run takes longer than ``--budget`` (1 s: the promise above, with a wide margin).
 This check was a test once; a wall-clock limit does not belong in a test suite
 that runs on loaded CI machines.
 
     PYTHONPATH=app python benchmarks/sim_speed.py [--sessions 16] [--duration 30] [--budget 1]
+        [--experiment bus-or-taxi]
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ import sys
 import time
 
 from batchscope.config import POLICIES, RunConfig
+from batchscope.experiment import load_experiment
 from batchscope.profiles.profile import load_profile
+from batchscope.sim.experiment import simulate_experiment
 from batchscope.sim.simulator import DEFAULT_WARMUP_S, simulate
 
 
@@ -30,6 +35,7 @@ def main() -> None:
     parser.add_argument(
         "--budget", type=float, default=1.0, help="wall s a policy's best run may take"
     )
+    parser.add_argument("--experiment", default="bus-or-taxi", help="experiment to time")
     args = parser.parse_args()
     profile = load_profile("laptop-8gb")
     simulated_s = args.duration + DEFAULT_WARMUP_S
@@ -57,6 +63,19 @@ def main() -> None:
         )
         if best > args.budget:
             over.append(report["policy_label"])
+    experiment = load_experiment(args.experiment)
+    best = float("inf")
+    for _ in range(args.repeat):
+        start = time.perf_counter()
+        report = simulate_experiment(experiment, profile)
+        best = min(best, time.perf_counter() - start)
+    print(
+        f"experiment {experiment.name} ({experiment.duration:g} s, "
+        f"{len(report['segments'])} segments): {best:.3f} s, "
+        f"{experiment.duration / best:.0f}x"
+    )
+    if best > args.budget:
+        over.append(f"experiment {experiment.name}")
     if over:
         print(f"over the {args.budget:g} s budget: {', '.join(over)}")
         sys.exit(1)

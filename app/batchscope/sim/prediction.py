@@ -1,0 +1,122 @@
+"""What the simulator predicts for a live segment, and how the live run compares.
+
+A live report's segments (``Engine.report()["segments"]``) carry the
+simulator's figures for the same config over the same measured duration, so a
+reader sees at once whether the live worker does what its batch curve says it
+should: a ratio far from 1 points at the pipeline (prep, wake-ups, a second
+process on the GPU), not at the policy.
+
+A prediction is a plain :func:`~batchscope.sim.simulator.simulate` of the
+segment's config, warmed up for the settling second a live segment leaves
+out (:data:`~batchscope.engine.segments.SETTLE_S`), then measured for the
+segment's ``measured_s``. It starts from empty mailboxes where the live
+segment starts from the previous setting's, which the settling second is
+there to wash out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from batchscope.config import ConfigError, RunConfig
+from batchscope.engine.segments import SETTLE_S
+from batchscope.profiles.profile import DeviceProfile, ProfileError, load_profile
+from batchscope.sim.simulator import simulate
+
+#: The report's ``config`` keys a prediction reads (the rest do not change the simulation).
+_SIMULATED_KEYS = (
+    "policy",
+    "sessions",
+    "fps",
+    "max_batch",
+    "max_delay_ms",
+    "batch",
+    "slo_ms",
+    "precision",
+    "seed",
+)
+
+
+def predict_segment(
+    config: RunConfig,
+    duration_s: float,
+    profile: DeviceProfile | None = None,
+    seed: int = 0,
+) -> dict[str, Any] | None:
+    """The simulator's figures for ``config`` over ``duration_s`` measured seconds.
+
+    ``{"mean_fps", "min_fps", "latency_ms": {"p50", "p99"}, "throughput_wps"}``;
+    None when there is nothing to predict from: no profile (``profile`` not
+    given and the config is not emulated — a torch config's profile field is
+    only the default), no curve for its precision and resolution, no frame
+    rate (``fps = source``), or nothing measured.
+    """
+    if duration_s <= 0 or config.fps is None:
+        return None
+    try:
+        if profile is None:
+            if config.backend != "emulated":
+                return None
+            profile = load_profile(config.profile or "")
+        report = simulate(config.with_changes(duration_s=duration_s, seed=seed), profile, SETTLE_S)
+    except (ProfileError, ConfigError):
+        return None
+    overall = report["overall"]
+    return {
+        "mean_fps": overall["mean_fps"],
+        "min_fps": overall["min_fps"],
+        "latency_ms": {k: overall["latency_ms"][k] for k in ("p50", "p99")},
+        "throughput_wps": overall["throughput_wps"],
+    }
+
+
+def add_predictions(
+    report: Mapping[str, Any], profile: DeviceProfile | None = None
+) -> dict[str, Any]:
+    """``report`` with each segment's ``predicted`` filled in (a new dict; the input is kept).
+
+    Segments of an emulated run are predicted on the profile their config names;
+    those of a torch run only if ``profile`` is given (the one the user named
+    for it). A segment that cannot be predicted keeps ``predicted: None``.
+    """
+    out = dict(report)
+    out["segments"] = [
+        {**seg, "predicted": _predict(seg, profile)} for seg in report.get("segments", [])
+    ]
+    return out
+
+
+def _predict(segment: Mapping[str, Any], profile: DeviceProfile | None) -> dict[str, Any] | None:
+    cfg = segment["config"]
+    if cfg.get("backend") == "emulated":
+        profile = None  # the one its config names
+    elif profile is None:
+        return None
+    try:
+        config = RunConfig(
+            backend="emulated",
+            profile=profile.name if profile else cfg.get("profile"),
+            resolution=tuple(cfg["resolution"]),
+            **{k: cfg[k] for k in _SIMULATED_KEYS if k in cfg},
+        )
+    except (ConfigError, TypeError, KeyError):
+        return None
+    return predict_segment(config, segment["measured_s"], profile, config.seed)
+
+
+def live_vs_predicted(segment: Mapping[str, Any]) -> dict[str, float | None] | None:
+    """live ÷ predicted for mean fps, p50 and p99 latency; None without a prediction.
+
+    A figure whose prediction is 0 has no ratio (None).
+    """
+    predicted = segment.get("predicted")
+    if not predicted:
+        return None
+    live = segment["overall"]
+    pairs = {
+        "mean_fps": (live["mean_fps"], predicted["mean_fps"]),
+        "p50": (live["latency_ms"]["p50"], predicted["latency_ms"]["p50"]),
+        "p99": (live["latency_ms"]["p99"], predicted["latency_ms"]["p99"]),
+    }
+    return {k: round(a / b, 3) if b else None for k, (a, b) in pairs.items()}
