@@ -26,6 +26,9 @@ POLICY_PARAMS: dict[str, tuple[str, ...]] = {
     "adaptive": ("max_batch", "slo_ms"),
 }
 
+#: Fields the device changes live, without a new backend (the load others put on it).
+DEVICE_LOAD_FIELDS = ("neighbours", "neighbour_duty")
+
 #: Fields whose change needs a new backend (model rebuilt, warm-up repeated).
 BACKEND_FIELDS = (
     "backend",
@@ -169,10 +172,29 @@ KNOBS: dict[str, Knob] = {
             float,
             "s",
             0,
-            1e7,
+            7 * 24 * 3600,
             20.0,
             lo_open=True,
             help="measured seconds",
+        ),
+        Knob(
+            "neighbours",
+            int,
+            "jobs",
+            0,
+            16,
+            0,
+            slider=(0, 8),
+            help="other busy jobs time-slicing the GPU (emulated device and simulator)",
+        ),
+        Knob(
+            "neighbour_duty",
+            float,
+            "",
+            0,
+            1,
+            1.0,
+            help="share of time each neighbour keeps the GPU busy, 0 to 1",
         ),
     )
 }
@@ -234,6 +256,8 @@ class RunConfig:
     lean: bool = False
     compile: bool = False  # torch.compile the model (torch backend; slow first build)
     cuda_graphs: bool = False  # replay each batch size as a captured CUDA graph (CUDA only)
+    neighbours: int = KNOBS["neighbours"].default  # busy jobs sharing the GPU (time-slicing)
+    neighbour_duty: float = KNOBS["neighbour_duty"].default
     duration_s: float = KNOBS["duration_s"].default
     seed: int = 0
     skip_bad_sources: bool = False
@@ -265,6 +289,13 @@ class RunConfig:
         if self.cuda_graphs and self.compile:
             raise ConfigError(
                 "cuda_graphs", True, "use CUDA graphs or torch.compile, not both in one run"
+            )
+        if self.neighbours and self.backend != "emulated":
+            raise ConfigError(
+                "neighbours",
+                self.neighbours,
+                "neighbours are modelled on the emulated device and in the simulator; "
+                "real GPU neighbours are not built yet",
             )
         if self.backend == "torch" and not re.fullmatch(r"cpu|cuda(:\d+)?", self.device):
             raise ConfigError("device", self.device, "expected cpu or cuda:N")
@@ -342,6 +373,8 @@ class RunConfig:
             "lean": self.lean,
             "compile": self.compile,
             "cuda_graphs": self.cuda_graphs,
+            "neighbours": self.neighbours,
+            "neighbour_duty": self.neighbour_duty,
             "sources": list(self.sources),
             "seed": self.seed,
             **self.extra,

@@ -22,11 +22,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from batchscope.config import BACKEND_FIELDS, POLICY_PARAMS, ConfigError, RunConfig
+from batchscope.config import (
+    BACKEND_FIELDS,
+    DEVICE_LOAD_FIELDS,
+    POLICY_PARAMS,
+    ConfigError,
+    RunConfig,
+)
 from batchscope.engine.backends import Backend, BackendError, BuildCancelled, make_backend
 from batchscope.engine.feeder import Feeder
 from batchscope.engine.metrics import Event, MetricsStore, TimelineSample
 from batchscope.engine.monitor import Monitor, sample_timeline
+from batchscope.engine.neighbours import Neighbours
 from batchscope.engine.policies import make_policy
 from batchscope.engine.recorder import Recorder
 from batchscope.engine.report import SessionInfo, build_report
@@ -336,12 +343,20 @@ class Engine:
             self._worker.set_policy(policy)
         elif set(POLICY_PARAMS[new.policy]) & changes.keys():
             self._worker.retune(lambda p: p.retune(new))
+        if set(DEVICE_LOAD_FIELDS) & changes.keys() and backend is None:
+            self._worker.between_batches(lambda: self._set_neighbours(new))
         if slots is not None:
             self.roster.replace_sources(slots)
             self._report_bad(slots)
         self.config = new
         if set(SESSION_FIELDS) & changes.keys():
             self._sync_sessions()
+
+    def _set_neighbours(self, config: RunConfig) -> None:
+        """Worker thread: the emulated device's neighbours change between two batches."""
+        self._worker.backend.neighbours = Neighbours(
+            config.neighbours, config.neighbour_duty, config.seed
+        )
 
     def _reopen(self, new: RunConfig) -> list[SourceSlot]:
         """The sources of ``new``; refused if one that works now would fail after the change."""

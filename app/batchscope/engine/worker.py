@@ -110,7 +110,11 @@ class Worker:
 
     def retune(self, fn: Callable[[BatchPolicy], None]) -> None:
         """Run ``fn(policy)`` between batches (a knob change); raises what it raised."""
-        self._result(self.call(lambda: fn(self.policy)))
+        self.between_batches(lambda: fn(self.policy))
+
+    def between_batches(self, fn: Callable[[], Any]) -> Any:
+        """Run ``fn()`` on the worker thread between two batches and wait for its result."""
+        return self._result(self.call(fn))
 
     def _result(self, future: Future) -> Any:
         """``future.result()``, or WorkerStopped if the thread ended without running it."""

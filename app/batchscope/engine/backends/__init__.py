@@ -18,6 +18,7 @@ from batchscope.engine.backends.base import (
 )
 from batchscope.engine.backends.emulated import EmulatedBackend, sleep_until
 from batchscope.engine.backends.torch_backend import TorchBackend
+from batchscope.engine.neighbours import Neighbours
 from batchscope.profiles.profile import load_profile
 
 __all__ = [
@@ -48,6 +49,7 @@ def make_backend(
             config.precision,
             config.resolution,
             oom_above=oom_above,
+            neighbours=Neighbours(config.neighbours, config.neighbour_duty, config.seed),
         )
     return TorchBackend(
         config.device,

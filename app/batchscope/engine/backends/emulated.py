@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from batchscope.device.checks import BackendError
 from batchscope.engine.assembly import FramePool, Staging
 from batchscope.engine.backends.base import Backend, BatchResult, DeviceOutOfMemory
+from batchscope.engine.neighbours import Neighbours
 from batchscope.engine.session import Window
 from batchscope.profiles.profile import DeviceProfile, ProfileError
 
@@ -21,7 +22,8 @@ class EmulatedBackend(Backend):
     is a wait of the profile's ms for the batch size; what the report shows is
     still the measured time on this clock, so scheduler overhead is visible.
     ``oom_above`` injects an out-of-memory error for batches larger than it
-    (fault tests, and a way to demo recovery).
+    (fault tests, and a way to demo recovery). ``neighbours`` stretches every
+    batch by the time other busy jobs take on the same GPU (see ``neighbours``).
     """
 
     weights = "emulated device: no model runs"
@@ -32,6 +34,7 @@ class EmulatedBackend(Backend):
         precision: str,
         resolution: tuple[int, int],
         oom_above: int | None = None,
+        neighbours: Neighbours | None = None,
     ) -> None:
         try:
             self.curve = profile.curve(precision, resolution)
@@ -41,6 +44,7 @@ class EmulatedBackend(Backend):
         self.resolution = resolution
         self.label = f"emulated: {profile.name} ({profile.device})"
         self.oom_above = oom_above
+        self.neighbours = neighbours or Neighbours(0)
         self._peak_mb = {p.batch: p.peak_mb for p in self.curve.points if p.peak_mb}
         self._last_batch = 0
         self._lead = 0.0  # s: how early to wake to land on the deadline on average
@@ -62,7 +66,7 @@ class EmulatedBackend(Backend):
 
     def compute(self, n: int, start: float) -> float:
         """Wait out the profile's time for a batch of ``n`` from ``start``; returns the end."""
-        deadline = start + self.curve.ms(n) / 1000.0
+        deadline = start + self.neighbours.stretch(self.curve.ms(n)) / 1000.0
         sleep_until(deadline - self._lead)
         end = time.perf_counter()
         # The OS wakes a sleeper ~0.1 ms late; learn by how much and wake that much
