@@ -1,7 +1,8 @@
-"""`batchscope` command line: gui (default), run, simulate, sweep, profiles.
+"""`batchscope` command line: gui (default), run, simulate, sweep, profiles, experiments, compare.
 
 One module per command (``gui``, ``run``, ``simulate``, ``sweep`` with
-``profiles``), and ``args`` for what they share. Bad input exits 2 with one
+``profiles``, ``experiments``, ``compare``), ``args`` for what they share,
+``tables`` for the segment table and ``html_report`` for ``--report``. Bad input exits 2 with one
 line on stderr naming the input and the reason; never a traceback.
 """
 
@@ -13,6 +14,8 @@ import sys
 from collections.abc import Sequence
 
 from batchscope.cli.args import EXIT_BAD_INPUT, Parser, user_errors
+from batchscope.cli.compare import add_compare_command
+from batchscope.cli.experiments import add_experiments_command
 from batchscope.cli.gui import add_gui_command
 from batchscope.cli.run import add_run_command
 from batchscope.cli.simulate import add_simulate_command
@@ -32,6 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_command(sub)
     add_simulate_command(sub)
     add_profile_commands(sub)
+    add_experiments_command(sub)
+    add_compare_command(sub)
     return parser
 
 
@@ -41,6 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command is None:
         args = parser.parse_args(["gui", *argv])
+    args.argv = argv  # what was typed: `--experiment` refuses the config flags given
     try:
         return args.handler(args)
     except user_errors() as exc:

@@ -32,6 +32,7 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from batchscope.device.checks import BackendError
     from batchscope.engine.recorder import RecordingError
     from batchscope.engine.sources import SourceError
+    from batchscope.experiment import ExperimentError
     from batchscope.models.weights import CheckpointError
     from batchscope.profiles.profile import ProfileError
 
@@ -43,6 +44,7 @@ def user_errors() -> tuple[type[BaseException], ...]:
         BackendError,
         CheckpointError,
         RecordingError,
+        ExperimentError,
     )
 
 
@@ -125,6 +127,46 @@ def add_policy_flags(p: argparse.ArgumentParser) -> None:
     )
     add_knob(g, "batch", help="batch size of the fixed policy (default %(default)g)")
     add_knob(g, "slo_ms", help="latency objective in ms (adaptive; default %(default)g)")
+
+
+def given_options(parser: argparse.ArgumentParser, argv: Sequence[str]) -> dict[str, str]:
+    """dest -> the option as typed, for each option of ``parser`` that ``argv`` gives.
+
+    Read as argparse reads them: ``--flag value``, ``--flag=value`` and an
+    unambiguous abbreviation (argparse has refused an ambiguous one already).
+    """
+    options = {s: a.dest for a in parser._actions for s in a.option_strings}
+    given = {}
+    for token in argv:
+        if token == "--":
+            break
+        if not token.startswith("--"):
+            continue
+        name = token.split("=", 1)[0]
+        if name in options:
+            given.setdefault(options[name], name)
+            continue
+        matches = {dest for opt, dest in options.items() if opt.startswith(name)}
+        if len(matches) == 1:
+            given.setdefault(matches.pop(), name)
+    return given
+
+
+def refuse_config_flags(args: argparse.Namespace, allowed: Sequence[str]) -> None:
+    """With ``--experiment`` the file is the config: a flag that would set it is an error.
+
+    Refused rather than ignored, so that ``--policy all`` never runs the
+    file's policy silently. ``args`` carries its parser and the command's argv.
+    """
+    given = given_options(args.parser, args.argv)
+    refused = [flag for dest, flag in given.items() if dest not in (*allowed, "help")]
+    if getattr(args, "sources", None):
+        refused.insert(0, f"the source {args.sources[0]!r}")
+    if refused:
+        raise CliError(
+            f"--experiment {args.experiment}: {refused[0]} conflicts with the experiment "
+            "file, which sets the whole config; set it in the file (or a copy of it)"
+        )
 
 
 # -- output and process set-up --------------------------------------------------------

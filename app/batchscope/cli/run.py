@@ -1,4 +1,9 @@
-"""`batchscope run`: the live worker, headless, for a measured duration; then its report."""
+"""`batchscope run`: the live worker, headless, for a measured duration; then its report.
+
+With ``--experiment`` it plays an experiment file instead (the
+:class:`~batchscope.engine.player.ExperimentPlayer` applies its steps) and
+adds the segment table, with the simulator's prediction for each segment.
+"""
 
 from __future__ import annotations
 
@@ -13,9 +18,12 @@ from batchscope.cli.args import (
     add_policy_flags,
     configure_threads,
     number,
+    refuse_config_flags,
     resolution,
     write_json,
 )
+from batchscope.cli.experiments import experiment_block, print_experiment_report, write_report
+from batchscope.cli.tables import write_csv
 from batchscope.config import (
     BACKENDS,
     DEFAULT_RESOLUTION,
@@ -25,12 +33,24 @@ from batchscope.config import (
     RunConfig,
 )
 from batchscope.engine.engine import Engine
+from batchscope.engine.player import ExperimentPlayer, first_config
 from batchscope.engine.report import format_sessions, format_table
+from batchscope.experiment import load_experiment
+from batchscope.sim.prediction import add_predictions
 from batchscope.sim.simulator import DEFAULT_WARMUP_S
+
+#: The flags ``run --experiment`` accepts; the others set the config, which the file sets.
+EXPERIMENT_FLAGS = ("experiment", "json", "csv", "report", "record", "quiet")
 
 
 def add_run_command(sub: Any) -> None:
-    run = sub.add_parser("run", help="run the live worker headless and report")
+    run = sub.add_parser(
+        "run",
+        help="run the live worker headless and report",
+        epilog="With --experiment NAME|PATH the experiment file sets the whole config and "
+        "its steps; only --json, --csv, --report, --record and --quiet may be added "
+        "(a config flag or a source is refused with one line, never ignored).",
+    )
     run.add_argument(
         "sources",
         nargs="*",
@@ -105,7 +125,20 @@ def add_run_command(sub: Any) -> None:
         "new folder (flushed every second)",
     )
     run.add_argument("--quiet", action="store_true", help="no live status line")
-    run.set_defaults(handler=cmd_run)
+    run.add_argument(
+        "--experiment",
+        metavar="NAME|PATH",
+        help="play an experiment file (see `batchscope experiments`) and print its segments",
+    )
+    run.add_argument(
+        "--csv", metavar="PATH", help="write the segment table as CSV (one row per segment)"
+    )
+    run.add_argument(
+        "--report",
+        metavar="OUT.html",
+        help="write a self-contained HTML report (plots, segment table, config, events)",
+    )
+    run.set_defaults(handler=cmd_run, parser=run)
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
@@ -156,6 +189,8 @@ def status_line(report: dict[str, Any], t: float, total: float) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if args.experiment:
+        return cmd_run_experiment(args)
     config = config_from_args(args)
     if config.backend == "torch":
         configure_threads()
@@ -204,4 +239,73 @@ def cmd_run(args: argparse.Namespace) -> int:
     if recorded:
         print(f"recorded to {recorded}", file=out_stream)
     write_json(report, args.json)
+    write_csv(report, args.csv)
+    write_report(report, args.report, out_stream)
+    return 0
+
+
+def cmd_run_experiment(args: argparse.Namespace) -> int:
+    """Play the experiment on the live worker; no warm-up (each segment settles 1 s)."""
+    refuse_config_flags(args, EXPERIMENT_FLAGS)
+    experiment = load_experiment(args.experiment)  # every error before anything starts
+    config = first_config(experiment)
+    if config.backend == "torch":
+        configure_threads()
+    out_stream = sys.stderr if args.json == "-" else sys.stdout
+    n = len(experiment.steps)
+    news: list[str] = []  # step lines from the player's thread, printed by this one
+
+    def on_step(index: int, error: str | None) -> None:
+        step = experiment.steps[index]
+        caption = step.caption or (experiment.caption if index == 0 else "")
+        what = f"not applied: {error}" if error else caption
+        news.append(f"step {index + 1}/{n} at {step.at:g} s" + (f": {what}" if what else ""))
+
+    engine = Engine(config)
+    if not args.quiet:
+        print(
+            f"batchscope: experiment {experiment.name} ({experiment.duration:g} s, {n} steps) "
+            f"on {config.device_label}…",
+            file=sys.stderr,
+        )
+    engine.open()
+    if config.skip_bad_sources and all(s.error for s in engine.sources):
+        raise CliError("no source could be opened")
+    engine.start()
+    player = ExperimentPlayer(engine, experiment, on_step=on_step)
+    try:
+        if args.record:
+            engine.start_recording(args.record)
+        player.start()
+        while not player.finished.wait(1.0) and player.alive:
+            if args.quiet:
+                continue
+            tty = sys.stderr.isatty()
+            while news:
+                print(("\r\033[K" if tty else "") + news.pop(0), file=sys.stderr)
+            segment = engine.report()["segments"][-1]
+            t = player.elapsed()
+            line = f"step {player.steps_done}/{n} " + (
+                status_line(segment, t, experiment.duration)
+                if segment["measured_s"] > 0
+                else f"[{t:5.1f}/{experiment.duration:.0f} s] settling…".ljust(100)
+            )
+            print(
+                ("\r" if tty else "") + line, end="" if tty else "\n", file=sys.stderr, flush=True
+            )
+        report = engine.report()
+        recorded = engine.stop_recording()
+    finally:
+        player.stop()
+        engine.stop()
+    if not args.quiet and sys.stderr.isatty():
+        print(file=sys.stderr)
+    report = add_predictions(report)
+    report["experiment"] = experiment_block(experiment)
+    print_experiment_report(report, out_stream)
+    if recorded:
+        print(f"recorded to {recorded}", file=out_stream)
+    write_json(report, args.json)
+    write_csv(report, args.csv)
+    write_report(report, args.report, out_stream)
     return 0

@@ -3,6 +3,11 @@
 Every cell is one simulated run (see :mod:`batchscope.sim.simulator`); the
 table has the columns the study compared, and ``--json`` writes the list of
 full reports (the same schema as ``batchscope run``).
+
+With ``--experiment`` it plays an experiment file in virtual time instead
+(:func:`~batchscope.sim.experiment.simulate_experiment`: the same steps at the
+same times as ``run --experiment``) and prints the same segment table; its
+``--json`` is one report, as ``run`` writes it.
 """
 
 from __future__ import annotations
@@ -12,15 +17,19 @@ import sys
 from typing import Any
 
 from batchscope.cli.args import (
+    CliError,
     add_knob,
     add_policy_flags,
     choice_list,
     csv,
     knob_type,
     number,
+    refuse_config_flags,
     resolution,
     write_json,
 )
+from batchscope.cli.experiments import experiment_block, print_experiment_report, write_report
+from batchscope.cli.tables import write_csv
 from batchscope.config import (
     DEFAULT_RESOLUTION,
     KNOBS,
@@ -31,7 +40,9 @@ from batchscope.config import (
     format_resolution,
 )
 from batchscope.engine.report import format_table
+from batchscope.experiment import load_experiment
 from batchscope.profiles.profile import load_profile
+from batchscope.sim.experiment import simulate_experiment
 from batchscope.sim.simulator import DEFAULT_WARMUP_S, simulate
 
 #: Simulated seconds measured by default: longer than a live run's (the duration
@@ -46,6 +57,9 @@ def add_simulate_command(sub: Any) -> None:
         description="Discrete-event simulation of the batching worker over a device "
         "profile's batch curve, with the live worker's own policy objects. "
         "Prints one table row per (sessions, policy).",
+        epilog="With --experiment NAME|PATH the experiment file sets the whole config and "
+        "its steps; only --json, --csv and --report may be added (a config flag is "
+        "refused with one line, never ignored).",
     )
     p.add_argument(
         "--profile",
@@ -89,9 +103,19 @@ def add_simulate_command(sub: Any) -> None:
     p.add_argument(
         "--json",
         metavar="PATH|-",
-        help="write the list of reports as JSON ('-': stdout, table on stderr)",
+        help="write the list of reports as JSON ('-': stdout, table on stderr); "
+        "with --experiment, its one report",
     )
-    p.set_defaults(handler=cmd_simulate)
+    p.add_argument(
+        "--experiment",
+        metavar="NAME|PATH",
+        help="simulate an experiment file (see `batchscope experiments`) segment by segment",
+    )
+    p.add_argument("--csv", metavar="PATH", help="with --experiment: the segment table as CSV")
+    p.add_argument(
+        "--report", metavar="OUT.html", help="with --experiment: a self-contained HTML report"
+    )
+    p.set_defaults(handler=cmd_simulate, parser=p)
 
 
 def grid_configs(args: argparse.Namespace) -> list[RunConfig]:
@@ -125,6 +149,10 @@ def grid_configs(args: argparse.Namespace) -> list[RunConfig]:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    if args.experiment:
+        return cmd_simulate_experiment(args)
+    if args.csv or args.report:
+        raise CliError("--csv and --report need --experiment (a grid has no segments)")
     configs = grid_configs(args)
     profile = load_profile(args.profile)
     profile.curve(args.precision, args.resolution)  # ProfileError names what the profile has
@@ -138,4 +166,17 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     )
     print(format_table(reports), file=out)
     write_json(reports, args.json)
+    return 0
+
+
+def cmd_simulate_experiment(args: argparse.Namespace) -> int:
+    refuse_config_flags(args, ("experiment", "json", "csv", "report"))
+    experiment = load_experiment(args.experiment)
+    report = simulate_experiment(experiment)
+    report["experiment"] = experiment_block(experiment)
+    out = sys.stderr if args.json == "-" else sys.stdout
+    print_experiment_report(report, out)
+    write_json(report, args.json)
+    write_csv(report, args.csv)
+    write_report(report, args.report, out)
     return 0

@@ -1,0 +1,268 @@
+"""The HTML report of a run or an experiment: one self-contained file.
+
+``run --report`` and ``simulate --experiment --report`` write it: the
+experiment's name and caption, the device, backend, profile, precision and
+resolution, the versions, the segment table with the simulator's predictions
+(the rows of :func:`batchscope.cli.tables.segment_rows`), plots as PNG data
+URIs (:mod:`batchscope.ui.report_plots`), the events, the config and the
+experiment file itself.
+
+Self-contained and safe: nothing is loaded from anywhere (no external CSS,
+script, font or image), there is no script at all, and every piece of text
+that came from a user or a file (captions, names, paths, error messages, the
+TOML) goes through :func:`html.escape`. Made to be read printed on A4
+landscape and on a projector: large type, black on white, tables that fit
+the page width.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import html
+import json
+import platform
+from collections.abc import Mapping, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from batchscope import __version__
+from batchscope.cli.args import CliError
+from batchscope.cli.compare import FIGURES
+from batchscope.cli.tables import (
+    LIVE_COLUMNS,
+    PREDICTED_COLUMNS,
+    Column,
+    describe_changes,
+    has_predictions,
+    segment_rows,
+)
+from batchscope.config import format_resolution
+
+MAX_EVENTS = 300  # the newest shown; a long soak has thousands
+
+CSS = """
+@page { size: A4 landscape; margin: 12mm; }
+* { box-sizing: border-box; }
+body { font-family: "DejaVu Sans", "Segoe UI", Helvetica, Arial, sans-serif; color: #000;
+  background: #fff; margin: 24px auto; max-width: 1180px; padding: 0 16px;
+  font-size: 18px; line-height: 1.45; }
+h1 { font-size: 34px; margin: 0 0 6px; }
+h2 { font-size: 25px; margin: 34px 0 10px; border-bottom: 3px solid #000; padding-bottom: 4px; }
+h3 { font-size: 21px; margin: 22px 0 6px; }
+p.caption { font-size: 21px; margin: 4px 0 14px; }
+p.note { color: #333; font-size: 16px; }
+.error { color: #a00000; font-weight: bold; }
+table { border-collapse: collapse; width: 100%; margin: 8px 0 12px; }
+th, td { border: 1px solid #555; padding: 4px 7px; text-align: right; vertical-align: top; }
+th { background: #e6e6e6; font-weight: bold; }
+td.text, th.text { text-align: left; }
+table.segments { font-size: 15px; }
+table.facts { width: auto; font-size: 17px; }
+table.facts th { text-align: left; }
+tr.failed td { background: #fde8e8; }
+figure { margin: 10px 0 18px; break-inside: avoid; page-break-inside: avoid; }
+figure img { width: 100%; height: auto; border: 1px solid #999; }
+.pair { display: flex; gap: 16px; }
+.pair figure { flex: 1; margin: 4px 0; }
+section.segment { break-inside: avoid; page-break-inside: avoid; }
+pre { background: #f3f3f3; border: 1px solid #999; padding: 10px; font-size: 14px;
+  white-space: pre-wrap; word-break: break-word;
+  font-family: "DejaVu Sans Mono", Consolas, monospace; }
+@media print {
+  body { margin: 0; max-width: none; font-size: 12pt; }
+  h1 { font-size: 22pt; } h2 { font-size: 16pt; } h3 { font-size: 13pt; }
+  p.caption { font-size: 13pt; }
+  table.segments { font-size: 9pt; } th, td { padding: 2px 4px; }
+  pre { font-size: 8.5pt; }
+  h2 { break-after: avoid; page-break-after: avoid; }
+}
+"""
+
+
+def esc(value: Any) -> str:
+    """User-controlled text as HTML text (quotes too: it may land in an attribute)."""
+    return html.escape(str(value), quote=True)
+
+
+def _img(png: bytes, alt: str) -> str:
+    data = base64.b64encode(png).decode("ascii")
+    return f'<img alt="{esc(alt)}" src="data:image/png;base64,{data}">'
+
+
+def _figure(png: bytes, alt: str) -> str:
+    """A plot; its title is drawn in it, ``alt`` says what it shows to a screen reader."""
+    return f"<figure>{_img(png, alt)}</figure>"
+
+
+def versions() -> dict[str, str]:
+    def version(package: str) -> str:
+        try:
+            return metadata.version(package)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    return {
+        "batchscope": __version__,
+        "torch": version("torch"),
+        "PySide6": qt_version(),
+        "python": platform.python_version(),
+    }
+
+
+def qt_version() -> str:
+    import PySide6
+
+    return PySide6.__version__
+
+
+def _facts(report: Mapping[str, Any]) -> list[tuple[str, str]]:
+    cfg = report["config"]
+    sources = ", ".join(cfg.get("sources") or []) or "the sample videos"
+    facts = [
+        ("report", "simulated" if report.get("kind") == "simulate" else "live run"),
+        ("device", report.get("device_label") or cfg.get("device", "")),
+        ("backend", cfg.get("backend", "")),
+        ("profile", cfg.get("profile") or "–"),
+        ("precision", cfg.get("precision", "")),
+        ("resolution", format_resolution(tuple(cfg["resolution"]))),
+        ("fps per session", "each source's own" if cfg.get("fps") is None else f"{cfg['fps']:g}"),
+        ("sources", sources),
+        ("weights", report.get("weights") or cfg.get("weights", "")),
+    ]
+    exp = report.get("experiment")
+    if exp:
+        facts.insert(1, ("experiment file", exp.get("source", "")))
+        facts.insert(2, ("duration", f"{exp.get('duration', 0):g} s"))
+    facts.append(("versions", ", ".join(f"{k} {v}" for k, v in versions().items())))
+    facts.append(("written", datetime.datetime.now().strftime("%Y-%m-%d %H:%M")))
+    return facts
+
+
+def _table(rows: Sequence[Mapping[str, str]], columns: Sequence[Column], css: str) -> str:
+    text_keys = ("changed", "policy")
+    head = "".join(
+        f'<th class="text">{esc(c.title)}</th>'
+        if c.key in text_keys
+        else f"<th>{esc(c.title)}</th>"
+        for c in columns
+    )
+    body = []
+    for r in rows:
+        cells = "".join(
+            f'<td class="text">{esc(r[c.key])}</td>'
+            if c.key in text_keys
+            else f"<td>{esc(r[c.key])}</td>"
+            for c in columns
+        )
+        body.append(f'<tr class="failed">{cells}</tr>' if r["error"] else f"<tr>{cells}</tr>")
+    return (
+        f'<table class="{css}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+    )
+
+
+def _overall_table(report: Mapping[str, Any]) -> str:
+    head = "".join(f"<th>{esc(label)}</th>" for label, _, _ in FIGURES)
+    cells = "".join(f"<td>{fig(report):.{d}f}</td>" for _, fig, d in FIGURES)
+    return f'<table class="segments"><tr>{head}</tr><tr>{cells}</tr></table>'
+
+
+def _segment_sections(segments: Sequence[Mapping[str, Any]]) -> list[str]:
+    from batchscope.ui.report_plots import latency_percentiles_chart, session_fps_chart
+
+    out = []
+    for seg in segments:
+        title = (
+            f"Segment {seg['index']}: {seg['start_s']:.1f}–{seg['end_s']:.1f} s · "
+            f"{describe_changes(seg['changes'])}"
+        )
+        parts = [f'<section class="segment"><h3>{esc(title)}</h3>']
+        if seg.get("caption"):
+            parts.append(f'<p class="caption">{esc(seg["caption"])}</p>')
+        if seg.get("error"):
+            parts.append(f'<p class="error">Not applied: {esc(seg["error"])}</p>')
+        stable = "stable" if seg["stable"] else "not stable"
+        parts.append(
+            f'<p class="note">{seg["measured_s"]:.1f} s measured after the settling second; '
+            f"{stable} (the last three 1 s windows within 10% in throughput and p50).</p>"
+        )
+        parts.append('<div class="pair">')
+        parts.append(_figure(session_fps_chart(seg), f"segment {seg['index']}: fps per session"))
+        parts.append(
+            _figure(latency_percentiles_chart(seg), f"segment {seg['index']}: latency percentiles")
+        )
+        parts.append("</div></section>")
+        out.append("".join(parts))
+    return out
+
+
+def build_html(report: Mapping[str, Any]) -> str:
+    """The whole report as one HTML document (needs a Qt GUI for the plots: offscreen is fine)."""
+    from batchscope.ui.report_plots import segments_fps_chart, segments_latency_chart
+
+    exp = report.get("experiment") or {}
+    name = exp.get("name") or ("simulation" if report.get("kind") == "simulate" else "live run")
+    segments = report.get("segments") or []
+    rows = segment_rows(report)
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>BatchScope report: {esc(name)}</title>",
+        f"<style>{CSS}</style></head><body>",
+        f"<h1>BatchScope report: {esc(name)}</h1>",
+    ]
+    if exp.get("caption"):
+        out.append(f'<p class="caption">{esc(exp["caption"])}</p>')
+    out.append('<table class="facts">')
+    out += [f"<tr><th>{esc(k)}</th><td class='text'>{esc(v)}</td></tr>" for k, v in _facts(report)]
+    out.append("</table>")
+
+    out.append("<h2>Whole run</h2>")
+    out.append(_overall_table(report))
+    if segments:
+        out.append("<h2>Segments</h2>")
+        out.append(
+            '<p class="note">A segment runs from one applied change to the next; its figures '
+            "leave out its first second, which settles.</p>"
+        )
+        out.append(_table(rows, LIVE_COLUMNS, "segments"))
+        if has_predictions(report):
+            out.append("<h3>Live vs the simulator's prediction</h3>")
+            out.append(_table(rows, PREDICTED_COLUMNS, "segments"))
+        labels = [f"{r['index']}: {r['changed']}" for r in rows]
+        out.append(_figure(segments_fps_chart(segments, labels), "fps by segment"))
+        out.append(_figure(segments_latency_chart(segments, labels), "latency by segment"))
+        out += _segment_sections(segments)
+
+    events = list(report.get("events") or [])[-MAX_EVENTS:]
+    if events:
+        out.append("<h2>Events</h2>")
+        out.append(
+            '<table class="segments"><tr><th>t s</th><th class="text">kind</th>'
+            '<th class="text">message</th></tr>'
+        )
+        out += [
+            f"<tr><td>{ev['t']:.1f}</td><td class='text'>{esc(ev['kind'])}</td>"
+            f"<td class='text'>{esc(ev['message'])}</td></tr>"
+            for ev in events
+        ]
+        out.append("</table>")
+    out.append("<h2>Config</h2>")
+    out.append(f"<pre>{esc(json.dumps(report['config'], indent=2))}</pre>")
+    if exp.get("text"):
+        out.append(f"<h2>Experiment file: {esc(exp.get('source', ''))}</h2>")
+        out.append(f"<pre>{esc(exp['text'])}</pre>")
+    out.append("</body></html>")
+    return "\n".join(out)
+
+
+def write_html_report(report: Mapping[str, Any], target: str | Path) -> Path:
+    path = Path(target)
+    text = build_html(report)
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise CliError(f"{path}: cannot write the report ({exc.strerror})") from None
+    return path

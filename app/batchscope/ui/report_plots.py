@@ -1,0 +1,249 @@
+"""Still plots of a report, as PNG bytes, drawn with QPainter on a QImage.
+
+Why not pyqtgraph: these plots go into a file (the HTML report of ``run
+--report`` and the app's File → Export report), not on a screen, so they are
+drawn once from the report's JSON, with no widget, no event loop and no
+window: under the ``offscreen`` platform when no app is running. A report
+keeps percentiles, not every window's latency, so the latency plots are
+percentile bars (p50, p95, p99, max), not histograms.
+
+Every plot is drawn at twice its nominal size, so it stays sharp printed and
+on a projector; colours are the Okabe–Ito pair (blue, vermilion) that reads
+in grey and to colour-blind eyes; predictions are hatched.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QRectF, Qt
+from PySide6.QtGui import QBrush, QColor, QFont, QGuiApplication, QImage, QPainter, QPen
+from PySide6.QtWidgets import QApplication
+
+SCALE = 2  # pixels per nominal pixel
+INK = QColor("#111111")
+GRID = QColor("#c8c8c8")
+LIVE = QColor("#0b4f9c")
+LIVE_LIGHT = QColor("#6fa8e8")
+PREDICTED = QColor("#c84f00")
+PREDICTED_LIGHT = QColor("#f0a56b")
+
+_app: QApplication | None = None
+
+
+def ensure_gui() -> None:
+    """An application for fonts and painting; offscreen unless one already runs.
+
+    A QApplication (not the lighter QGuiApplication), so that widgets made later
+    in the same process (the app, the UI tests) still find the kind they need.
+    """
+    global _app
+    if QGuiApplication.instance() is None:
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+        _app = QApplication([])
+
+
+@dataclass(frozen=True)
+class Series:
+    name: str
+    color: QColor
+    values: Sequence[float | None]  # one per group; None: no bar
+    hatched: bool = False  # a prediction
+
+
+def nice_step(top: float, ticks: int = 5) -> float:
+    """A 1-2-5 step that cuts [0, top] into about ``ticks`` parts."""
+    raw = max(top, 1e-9) / ticks
+    power = 10 ** math.floor(math.log10(raw))
+    return next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
+
+
+def bar_chart(
+    title: str,
+    groups: Sequence[str],
+    series: Sequence[Series],
+    unit: str,
+    width: int = 1000,
+    height: int = 380,
+) -> bytes:
+    """Grouped bars: one group per label, one bar per series; PNG bytes."""
+    ensure_gui()
+    image = QImage(width * SCALE, height * SCALE, QImage.Format.Format_RGB32)
+    image.fill(QColor("white"))
+    p = QPainter(image)
+    p.setRenderHint(QPainter.RenderHint.Antialiasing)
+    p.scale(SCALE, SCALE)
+    font = QFont()
+    font.setPixelSize(15)
+    small = QFont(font)
+    small.setPixelSize(12)
+    bold = QFont(font)
+    bold.setPixelSize(18)
+    bold.setBold(True)
+
+    p.setPen(INK)
+    p.setFont(bold)
+    p.drawText(QRectF(12, 6, width - 24, 26), Qt.AlignmentFlag.AlignLeft, title)
+    _legend(p, series, font, width)
+
+    left, right, top, bottom = 64, 16, 64, 56
+    plot = QRectF(left, top, width - left - right, height - top - bottom)
+    values = [v for s in series for v in s.values if v is not None]
+    peak = max(values, default=0.0) or 1.0
+    step = nice_step(peak)
+    y_max = step * math.ceil(peak * 1.08 / step)
+
+    def y(value: float) -> float:
+        return plot.bottom() - plot.height() * value / y_max
+
+    p.setFont(small)
+    tick = 0.0
+    while tick <= y_max + 1e-9:
+        p.setPen(QPen(GRID, 1))
+        p.drawLine(plot.left(), y(tick), plot.right(), y(tick))
+        p.setPen(INK)
+        p.drawText(
+            QRectF(0, y(tick) - 9, left - 8, 18),
+            Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
+            f"{tick:g}",
+        )
+        tick += step
+    p.save()
+    p.translate(14, plot.center().y())
+    p.rotate(-90)
+    p.drawText(QRectF(-80, -10, 160, 20), Qt.AlignmentFlag.AlignCenter, unit)
+    p.restore()
+
+    n = max(1, len(groups))
+    slot = plot.width() / n
+    bar = min(48.0, slot * 0.8 / max(1, len(series)))
+    for g, label in enumerate(groups):
+        x0 = plot.left() + g * slot + (slot - bar * len(series)) / 2
+        for k, s in enumerate(series):
+            value = s.values[g] if g < len(s.values) else None
+            if value is None:
+                continue
+            rect = QRectF(x0 + k * bar + 1, y(value), bar - 2, plot.bottom() - y(value))
+            p.fillRect(rect, s.color)
+            if s.hatched:
+                p.fillRect(rect, QBrush(QColor("white"), Qt.BrushStyle.BDiagPattern))
+                p.setPen(QPen(s.color, 1.5))
+                p.drawRect(rect)
+            p.setPen(INK)
+            p.drawText(
+                QRectF(rect.left() - 12, rect.top() - 17, rect.width() + 24, 16),
+                Qt.AlignmentFlag.AlignCenter,
+                f"{value:.0f}" if value >= 10 else f"{value:.1f}",
+            )
+        p.setFont(font)
+        p.drawText(
+            QRectF(plot.left() + g * slot, plot.bottom() + 6, slot, bottom - 8),
+            Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop | Qt.TextFlag.TextWordWrap,
+            label,
+        )
+        p.setFont(small)
+    p.setPen(QPen(INK, 1.5))
+    p.drawLine(plot.left(), plot.bottom(), plot.right(), plot.bottom())
+    p.end()
+    return _png(image)
+
+
+def _legend(p: QPainter, series: Sequence[Series], font: QFont, width: int) -> None:
+    p.setFont(font)
+    metrics = p.fontMetrics()
+    x = 12.0
+    for s in series:
+        box = QRectF(x, 38, 16, 16)
+        p.fillRect(box, s.color)
+        if s.hatched:
+            p.fillRect(box, QBrush(QColor("white"), Qt.BrushStyle.BDiagPattern))
+            p.setPen(QPen(s.color, 1.5))
+            p.drawRect(box)
+        p.setPen(INK)
+        p.drawText(QRectF(x + 22, 36, width, 20), Qt.AlignmentFlag.AlignLeft, s.name)
+        x += 22 + metrics.horizontalAdvance(s.name) + 24
+
+
+def _png(image: QImage) -> bytes:
+    data = QByteArray()
+    buffer = QBuffer(data)
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    image.save(buffer, "PNG")
+    buffer.close()
+    return bytes(data.data())
+
+
+# -- the report's plots ---------------------------------------------------------------
+
+
+def _predicted(segment: Mapping[str, Any], key: str) -> float | None:
+    pred = segment.get("predicted")
+    if not pred:
+        return None
+    return pred["latency_ms"][key] if key in ("p50", "p99") else pred[key]
+
+
+def segments_fps_chart(segments: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> bytes:
+    """Mean and min fps of every segment, with the simulator's mean where predicted."""
+    series = [
+        Series("mean fps", LIVE, [s["overall"]["mean_fps"] for s in segments]),
+        Series("min fps", LIVE_LIGHT, [s["overall"]["min_fps"] for s in segments]),
+    ]
+    if any(s.get("predicted") for s in segments):
+        series.append(
+            Series(
+                "predicted mean fps",
+                PREDICTED,
+                [_predicted(s, "mean_fps") for s in segments],
+                hatched=True,
+            )
+        )
+    return bar_chart("Frames per second per session, by segment", labels, series, "fps")
+
+
+def segments_latency_chart(segments: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> bytes:
+    """p50 and p99 latency of every segment, live and predicted."""
+    series = [
+        Series("p50", LIVE, [s["overall"]["latency_ms"]["p50"] for s in segments]),
+        Series("p99", LIVE_LIGHT, [s["overall"]["latency_ms"]["p99"] for s in segments]),
+    ]
+    if any(s.get("predicted") for s in segments):
+        series += [
+            Series("predicted p50", PREDICTED, [_predicted(s, "p50") for s in segments], True),
+            Series(
+                "predicted p99", PREDICTED_LIGHT, [_predicted(s, "p99") for s in segments], True
+            ),
+        ]
+    return bar_chart("End-to-end latency, by segment", labels, series, "ms")
+
+
+def session_fps_chart(segment: Mapping[str, Any]) -> bytes:
+    """Each session's fps in one segment: who starves."""
+    sessions = segment["sessions"]
+    series = [Series("fps", LIVE, [s["fps"] for s in sessions])]
+    pred = segment.get("predicted")
+    if pred:
+        series.append(Series("predicted mean", PREDICTED, [pred["mean_fps"]] * len(sessions), True))
+    labels = [f"s{s['id']}" for s in sessions]
+    return bar_chart("fps of each session", labels, series, "fps", width=560, height=320)
+
+
+def latency_percentiles_chart(segment: Mapping[str, Any]) -> bytes:
+    """One segment's latency percentiles (the report keeps these, not every window's)."""
+    lat = segment["overall"]["latency_ms"]
+    keys = ("p50", "p95", "p99", "max")
+    series = [Series("live", LIVE, [lat[k] for k in keys])]
+    if segment.get("predicted"):
+        series.append(
+            Series(
+                "predicted",
+                PREDICTED,
+                [_predicted(segment, "p50"), None, _predicted(segment, "p99"), None],
+                True,
+            )
+        )
+    return bar_chart("latency percentiles", list(keys), series, "ms", width=560, height=320)
