@@ -37,8 +37,14 @@ from batchscope.paths import assets_dir, user_config_dir
 CONFIG_FIELDS = tuple(f.name for f in fields(RunConfig) if f.name != "extra")
 BOOL_FIELDS = tuple(f.name for f in fields(RunConfig) if f.type in ("bool", bool))
 TEXT_FIELDS = ("policy", "backend", "device", "profile", "precision", "checkpoint")
-#: Event keys of a step (issue: noisy neighbours and faults); none is implemented yet.
-EVENT_KEYS: tuple[str, ...] = ()
+#: A step's fault keys and the fields each takes (all end by themselves after ``for_s``).
+FAULT_FIELDS: dict[str, tuple[str, ...]] = {
+    "stall": ("session", "for_s"),  # the session's source sends nothing
+    "burst": ("session", "factor", "for_s"),  # it sends factor × its fps
+    "slow_device": ("factor", "for_s"),  # every batch takes factor × longer
+    "source_error": ("session", "for_s"),  # the source fails, then recovers
+}
+EVENT_KEYS = tuple(FAULT_FIELDS)
 TOP_KEYS = ("name", "caption", "duration", "base", "step")
 
 
@@ -47,11 +53,80 @@ class ExperimentError(ValueError):
 
 
 @dataclass(frozen=True)
+class Fault:
+    """Something that happens to a run for ``for_s`` seconds, then ends by itself."""
+
+    kind: str  # a key of FAULT_FIELDS
+    for_s: float
+    session: int | None = None
+    factor: float | None = None
+
+    def describe(self) -> str:
+        who = f"session {self.session}"
+        if self.kind == "stall":
+            what = f"{who} stalls"
+        elif self.kind == "burst":
+            what = f"{who} bursts at {self.factor:g}× its fps"
+        elif self.kind == "slow_device":
+            what = f"the device runs {self.factor:g}× slower"
+        else:
+            what = f"{who}'s source fails"
+        return f"{what} for {self.for_s:g} s"
+
+    def as_json(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+def make_fault(kind: str, table: Any, where: str, sessions: int) -> Fault:
+    """A validated fault from a step's ``kind = {…}`` table; ExperimentError naming the key."""
+    key = f"{where}: {kind}"
+    if not isinstance(table, dict):
+        raise ExperimentError(f"{key}: write it as a table, e.g. {kind} = {{{_example(kind)}}}")
+    wanted = FAULT_FIELDS[kind]
+    for name in table:
+        if name not in wanted:
+            raise ExperimentError(
+                f"{key}: unknown field {name!r}; {kind} takes {', '.join(wanted)}"
+            )
+    for name in wanted:
+        if name not in table:
+            raise ExperimentError(f"{key}: {name} is missing (e.g. {kind} = {{{_example(kind)}}})")
+    for_s, session, factor = table["for_s"], table.get("session"), table.get("factor")
+    if not _positive(for_s):
+        raise ExperimentError(f"{key}: for_s = {for_s!r}: must be a positive number of s")
+    if "factor" in wanted and not _positive(factor):
+        raise ExperimentError(f"{key}: factor = {factor!r}: must be a number greater than 0")
+    if "session" in wanted and (
+        isinstance(session, bool) or not isinstance(session, int) or not 0 <= session < sessions
+    ):
+        raise ExperimentError(
+            f"{key}: session = {session!r}: no such session (this step has sessions 0 to "
+            f"{sessions - 1})"
+        )
+    return Fault(kind, float(for_s), session, None if factor is None else float(factor))
+
+
+def _positive(value: Any) -> bool:
+    return (
+        not isinstance(value, bool)
+        and isinstance(value, int | float)
+        and math.isfinite(value)
+        and value > 0
+    )
+
+
+def _example(kind: str) -> str:
+    sample = {"session": "session = 0", "factor": "factor = 3", "for_s": "for_s = 5"}
+    return ", ".join(sample[f] for f in FAULT_FIELDS[kind])
+
+
+@dataclass(frozen=True)
 class Step:
     at: float  # s since the start
     changes: dict[str, Any]  # RunConfig fields (validated), in the file's order
     caption: str = ""
     index: int = 0  # position in the file (0-based)
+    faults: tuple[Fault, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -96,9 +171,7 @@ def load_experiment(name_or_path: str) -> Experiment:
         candidate = folder / f"{name_or_path}.toml"
         if candidate.is_file():
             return load_experiment_file(candidate, label=_label(kind, candidate))
-    names = sorted(
-        {p.stem for _, folder in experiments_dirs() for p in folder.glob("*.toml")}
-    )
+    names = sorted({p.stem for _, folder in experiments_dirs() for p in folder.glob("*.toml")})
     raise ExperimentError(
         f"experiment {name_or_path!r}: no such experiment or file; "
         f"built-in and user experiments: {', '.join(names) or 'none'}"
@@ -167,9 +240,11 @@ def parse_experiment(text: str, where: str = "<experiment>") -> Experiment:
                 f"{at_where}: at = {at!r}: past the experiment's duration ({duration:g} s)"
             )
         step_caption = _text(raw.pop("caption", ""), at_where, "caption")
+        raw_faults = {k: raw.pop(k) for k in list(raw) if k in FAULT_FIELDS}
         changes = _fields(raw, at_where)
         config = _config(config, changes, at_where)
-        steps.append(Step(float(at), changes, step_caption, i))
+        faults = tuple(make_fault(k, v, at_where, config.sessions) for k, v in raw_faults.items())
+        steps.append(Step(float(at), changes, step_caption, i, faults))
         configs.append(config)
         last_at = at
     return Experiment(

@@ -43,6 +43,7 @@ from batchscope.engine.session import Mailboxes
 from batchscope.engine.snapshot import SCOPES, DeviceView, SegmentView, Snapshot, take_snapshot
 from batchscope.engine.sources import OpenCancelled, SourceError
 from batchscope.engine.worker import Worker, WorkerStopped
+from batchscope.experiment import Fault
 from batchscope.models.weights import CheckpointError
 from batchscope.profiles.profile import ProfileError
 
@@ -376,6 +377,59 @@ class Engine:
             )
         except BuildCancelled:
             raise EngineStopped() from None
+
+    def inject(self, fault: Fault, caption: str = "") -> str | None:
+        """Start ``fault`` now; it ends by itself after ``fault.for_s``. Returns the error.
+
+        Each fault opens a segment when it starts and another when it ends (the run
+        back to normal), and both are ``fault`` events on the time plots.
+        """
+        if not self.running:
+            return "the engine is not running"
+        if fault.session is not None and self.roster.session(fault.session) is None:
+            return f"{fault.kind}: no session {fault.session} (the run has {self.config.sessions})"
+        start, end = self._fault_actions(fault)
+        try:
+            start()
+        except Exception as exc:
+            return f"{fault.kind}: {type(exc).__name__}: {exc}"
+        text = fault.describe()
+        self.event("fault", text)
+        self.segments.open(self._clock(), self.config, {"fault": fault.as_json()}, caption or text)
+
+        def ended() -> None:
+            end()
+            self.event("fault", f"ended: {text}")
+            if self.running:
+                self.segments.open(self._clock(), self.config, {}, f"after: {text}")
+
+        self._feeder.at(self._clock() + fault.for_s, ended)
+        return None
+
+    def _fault_actions(self, fault: Fault) -> tuple[Callable[[], None], Callable[[], None]]:
+        """What starts and what ends ``fault`` (the end runs on the feeder thread)."""
+        sid = fault.session
+        if fault.kind in ("stall", "burst"):
+            factor = 0.0 if fault.kind == "stall" else float(fault.factor)
+            return (lambda: self._feeder.scale(sid, factor), lambda: self._feeder.scale(sid, 1.0))
+        if fault.kind == "slow_device":
+
+            def slow(factor: float) -> None:
+                self._worker.between_batches(lambda: setattr(self._worker, "slowdown", factor))
+
+            return (
+                lambda: slow(float(fault.factor)),
+                lambda: self._worker.call(lambda: setattr(self._worker, "slowdown", 1.0)),
+            )
+        if fault.kind == "source_error":
+
+            def fail() -> None:
+                session = self.roster.session(sid)
+                session.fail("source error (injected fault)")
+                self.event("error", f"session {sid}: source error (injected fault)")
+
+            return (fail, lambda: self.roster.recover(sid, self.config.fps))
+        raise ValueError(f"unknown fault {fault.kind!r}")
 
     @property
     def backend(self) -> Backend:

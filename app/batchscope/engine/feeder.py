@@ -13,6 +13,11 @@ How it stops: ``stop()`` sets the terminate flag, then the event the loop
 sleeps on; the loop ends within one wake-up (≤ 0.1 s). A session whose source
 fails is marked failed and reported; the others go on.
 
+It also keeps the run's timers (:meth:`Feeder.at`): a fault that ends by itself
+(a stalled or bursting session, a source error, a slow device) ends on this
+clock, and a session's pace can be scaled for a while (:meth:`Feeder.scale`:
+0 stalls it, K > 1 is a burst).
+
 Publishing happens under the feeder's lock, so once :meth:`Feeder.set_sessions`
 returns, no window of a session it dropped is still on its way to a mailbox
 (the roster empties a retired session's mailbox only after that).
@@ -47,6 +52,9 @@ class Feeder:
         self._sessions: dict[int, Session] = {}
         self._fps: dict[int, float] = {}
         self._heap: list[tuple[float, int]] = []
+        self._scale: dict[int, float] = {}  # session -> pace factor (0: stalled, K: burst)
+        self._timers: list[tuple[float, int, Callable[[], None]]] = []
+        self._timer_seq = 0
         self._thread = threading.Thread(target=self._run, name="batchscope-feeder", daemon=True)
 
     def start(self) -> None:
@@ -66,22 +74,46 @@ class Feeder:
         """Replace the set of paced sessions; sessions kept keep their schedule."""
         now = self._clock()
         with self._lock:
-            old = set(self._sessions)
             self._sessions = {s.id: s for s in sessions}
             self._fps = {s.id: fps or s.source.fps for s in sessions}
             kept = [(due, sid) for due, sid in self._heap if sid in self._sessions]
+            scheduled = {sid for _, sid in kept}
             for s in sessions:
-                if s.id not in old:
+                if s.id not in scheduled:
                     kept.append((now + first_frame_delay(self._rng, self._fps[s.id]), s.id))
             heapq.heapify(kept)
             self._heap = kept
         self._wake.set()
 
+    def scale(self, sid: int, factor: float) -> None:
+        """Pace session ``sid`` at ``factor`` × its fps (0: it sends nothing; 1: normal)."""
+        with self._lock:
+            if factor == 1.0:
+                self._scale.pop(sid, None)
+            else:
+                self._scale[sid] = factor
+            if factor > 1.0:  # a burst starts now, not at the next normal frame
+                self._heap = [
+                    (min(due, self._clock()), s) if s == sid else (due, s) for due, s in self._heap
+                ]
+                heapq.heapify(self._heap)
+        self._wake.set()
+
+    def at(self, t: float, fn: Callable[[], None]) -> None:
+        """Call ``fn()`` on the feeder thread at ``t`` (s on its clock); dropped on stop."""
+        with self._lock:
+            self._timer_seq += 1
+            heapq.heappush(self._timers, (t, self._timer_seq, fn))
+        self._wake.set()
+
     def _run(self) -> None:
         while not self._terminate:
             try:
+                self._run_timers()
                 with self._lock:
                     due = self._heap[0][0] if self._heap else None
+                    if self._timers and (due is None or self._timers[0][0] < due):
+                        due = self._timers[0][0]
                 now = self._clock()
                 if due is None or due > now:
                     self._wake.wait(0.1 if due is None else min(0.1, due - now))
@@ -92,19 +124,32 @@ class Feeder:
                 self._on_error(f"feeder: {type(exc).__name__}: {exc}")
                 self._wake.wait(0.1)
 
+    def _run_timers(self) -> None:
+        while True:
+            with self._lock:
+                if not self._timers or self._timers[0][0] > self._clock():
+                    return
+                _, _, fn = heapq.heappop(self._timers)
+            try:
+                fn()
+            except Exception as exc:  # one timer failing must not stop the pacing
+                self._on_error(f"feeder timer: {type(exc).__name__}: {exc}")
+
     def _publish_due(self, now: float) -> None:
         with self._lock:
             due_sessions = []
             while self._heap and self._heap[0][0] <= now:
                 due, sid = heapq.heappop(self._heap)
                 session = self._sessions[sid]
-                period = 1.0 / self._fps[sid]
+                factor = self._scale.get(sid, 1.0)
+                period = 1.0 / (self._fps[sid] * (factor or 1.0))
                 nxt = due + period
                 if nxt < now - period:  # fell behind (e.g. a stall): skip, do not burst
                     nxt = now + period
                 if session.state == "running":
                     heapq.heappush(self._heap, (nxt, sid))
-                    due_sessions.append(session)
+                    if factor > 0:  # a stalled session keeps its schedule, sends nothing
+                        due_sessions.append(session)
             for session in due_sessions:
                 try:
                     window = session.next_window(now)

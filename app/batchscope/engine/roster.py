@@ -116,6 +116,19 @@ class Roster:
             for session in retired:
                 self._mailboxes.drop(session.id)
 
+    def session(self, sid: int) -> Session | None:
+        with self._lock:
+            return self._sessions.get(sid)
+
+    def recover(self, sid: int, fps: float | None) -> None:
+        """A session whose source failed for a while plays again (a fault that ended)."""
+        with self._lock:
+            session = self._sessions.get(sid)
+            if session is None or session.state != "error":
+                return
+            session.state, session.error = "running", None
+            self._feeder.set_sessions(self.active(), fps)
+
     def close(self) -> None:
         close_slots(self._slots)
 

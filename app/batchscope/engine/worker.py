@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
-from batchscope.engine.backends import Backend, DeviceOutOfMemory
+from batchscope.engine.backends import Backend, BatchResult, DeviceOutOfMemory, sleep_until
 from batchscope.engine.metrics import Latest, MetricsStore
 from batchscope.engine.policies import BatchPolicy
 from batchscope.engine.session import Mailboxes, Window
@@ -66,6 +66,7 @@ class Worker:
         self._terminate = threading.Event()
         self.paused = False
         self.oom_cap: int | None = None  # set after an out-of-memory, cleared by a new backend
+        self.slowdown = 1.0  # every batch's compute takes this × longer (a slow-device fault)
         self._thread = threading.Thread(target=self._run, name="batchscope-worker", daemon=True)
         self._thread.start()
 
@@ -217,6 +218,8 @@ class Worker:
             )
             self._terminate.wait(POLL_S)
             return
+        if self.slowdown != 1.0:
+            result = self._slowed(result)
         end = result.post_end
         n = len(windows)
         records = []
@@ -239,6 +242,17 @@ class Worker:
         )
         self._store.record_batch(records, batch, latest)
         self.policy.observe(n, worst)
+
+    def _slowed(self, result: BatchResult) -> BatchResult:
+        """The batch as a device ``slowdown`` × slower would run it: compute stretched."""
+        extra = (self.slowdown - 1.0) * (result.compute_end - result.prep_end)
+        sleep_until(result.post_end + extra)
+        return BatchResult(
+            result.detections,
+            result.prep_end,
+            result.compute_end + extra,
+            self._clock(),
+        )
 
     def _on_oom(self, windows: Sequence[Window], exc: DeviceOutOfMemory) -> None:
         n = len(windows)

@@ -1,0 +1,110 @@
+"""Faults on cue: each starts now, opens a segment, and ends by itself."""
+
+from __future__ import annotations
+
+import pytest
+
+from batchscope.config import RunConfig
+from batchscope.engine.engine import Engine
+from batchscope.experiment import ExperimentError, Fault, parse_experiment
+from contract import SMALL_EMULATED, wait_for
+
+
+@pytest.fixture
+def engine():
+    e = Engine(RunConfig(**SMALL_EMULATED, sessions=3, policy="all"))
+    e.open()
+    e.start()
+    assert wait_for(lambda: min(s.delivered for s in e.snapshot().sessions) > 5)
+    yield e
+    e.stop()
+    assert e.threads_alive() == []
+
+
+def delivered(e: Engine, sid: int) -> int:
+    return e.snapshot().sessions[sid].delivered
+
+
+def fault_segments(e: Engine) -> list[dict]:
+    return [s for s in e.report()["segments"] if s["caption"]]
+
+
+def test_a_stalled_session_sends_nothing_then_resumes(engine):
+    assert engine.inject(Fault("stall", 1.0, session=0)) is None
+    n0 = delivered(engine, 0)
+    others = delivered(engine, 1)
+    assert wait_for(lambda: delivered(engine, 1) > others + 20)  # ~0.7 s at 30 fps
+    assert delivered(engine, 0) <= n0 + 1  # at most the window in flight
+    assert wait_for(lambda: delivered(engine, 0) > n0 + 10)  # resumed by itself
+    captions = [s["caption"] for s in fault_segments(engine)]
+    assert captions == ["session 0 stalls for 1 s", "after: session 0 stalls for 1 s"]
+    assert fault_segments(engine)[0]["changes"] == {
+        "fault": {"kind": "stall", "for_s": 1.0, "session": 0}
+    }
+    kinds = [ev.message for ev in engine.events() if ev.kind == "fault"]
+    assert kinds == ["session 0 stalls for 1 s", "ended: session 0 stalls for 1 s"]
+
+
+def ended(e: Engine) -> bool:
+    return e.report()["segments"][-1]["caption"].startswith("after:")
+
+
+def test_a_burst_sends_k_times_the_fps(engine):
+    assert engine.inject(Fault("burst", 2.0, session=1, factor=3.0)) is None
+    assert wait_for(lambda: ended(engine), timeout=5)
+    burst = engine.report()["segments"][-2]
+    fps = {s["id"]: s["fps"] for s in burst["sessions"]}
+    assert fps[1] == pytest.approx(90.0, rel=0.12)  # 3 × 30 fps (the device keeps up)
+    assert fps[0] == pytest.approx(30.0, rel=0.12)
+
+
+def test_a_slow_device_stretches_every_batch(engine):
+    assert engine.apply(engine.config.with_changes(policy="oldest")) is None  # batches of 1
+    assert engine.inject(Fault("slow_device", 2.0, factor=4.0)) is None
+    assert wait_for(lambda: ended(engine), timeout=5)
+    slow_ms = engine.report()["segments"][-2]["sessions"][0]["stages_ms"]["compute"]
+    assert wait_for(lambda: engine.report()["segments"][-1]["measured_s"] > 0.5)
+    normal_ms = engine.report()["segments"][-1]["sessions"][0]["stages_ms"]["compute"]
+    assert normal_ms == pytest.approx(4.69, rel=0.15)  # laptop 256x144 fp16, batch 1
+    assert slow_ms == pytest.approx(4 * normal_ms, rel=0.15)
+
+
+def test_a_source_error_shows_on_its_session_then_recovers(engine):
+    assert engine.inject(Fault("source_error", 1.0, session=2)) is None
+    assert engine.snapshot().sessions[2].state == "error"
+    assert "injected" in engine.snapshot().sessions[2].error
+    n0 = delivered(engine, 2)
+    assert wait_for(lambda: engine.snapshot().sessions[2].state == "running", timeout=5)
+    assert wait_for(lambda: delivered(engine, 2) > n0 + 5)
+    assert delivered(engine, 0) > 0
+
+
+def test_a_fault_on_a_session_that_does_not_exist_is_refused(engine):
+    error = engine.inject(Fault("stall", 1.0, session=7))
+    assert error == "stall: no session 7 (the run has 3)"
+    assert not [ev for ev in engine.events() if ev.kind == "fault"]
+
+
+BASE = "duration = 10\n[base]\nsessions = 3\n[[step]]\nat = 1\n"
+
+
+@pytest.mark.parametrize(
+    ("step", "message"),
+    [
+        ("stall = {session = 5, for_s = 2}", "step 1: stall: session = 5: no such session"),
+        ("burst = {session = 0, factor = 0, for_s = 2}", "burst: factor = 0: must be"),
+        ("slow_device = {factor = 2, for_s = -1}", "slow_device: for_s = -1: must be"),
+        ("stall = {session = 0}", "stall: for_s is missing"),
+        ("stall = {session = 0, for_s = 1, factor = 2}", "stall: unknown field 'factor'"),
+        ("source_error = 3", "source_error: write it as a table"),
+    ],
+)
+def test_bad_fault_keys_in_an_experiment_name_the_step_and_key(step, message):
+    with pytest.raises(ExperimentError, match=message.replace("(", r"\(")):
+        parse_experiment(BASE + step, "faults.toml")
+
+
+def test_fault_keys_parse_into_the_step():
+    e = parse_experiment(BASE + "stall = {session = 1, for_s = 2.5}", "faults.toml")
+    assert e.steps[0].faults == (Fault("stall", 2.5, session=1),)
+    assert e.steps[0].changes == {}
