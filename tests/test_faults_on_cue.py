@@ -108,3 +108,32 @@ def test_fault_keys_parse_into_the_step():
     e = parse_experiment(BASE + "stall = {session = 1, for_s = 2.5}", "faults.toml")
     assert e.steps[0].faults == (Fault("stall", 2.5, session=1),)
     assert e.steps[0].changes == {}
+
+
+def test_an_experiment_step_starts_its_fault(tmp_path):
+    from batchscope.engine.player import ExperimentPlayer, first_config
+
+    experiment = parse_experiment(
+        'duration = 3\n[base]\nbackend = "emulated"\nresolution = "256x144"\n'
+        'sources = ["synthetic"]\n[[step]]\nat = 0\nsessions = 2\npolicy = "all"\n'
+        '[[step]]\nat = 1\ncaption = "one camera stalls"\nstall = {session = 0, for_s = 1}\n',
+        "stall.toml",
+    )
+    e = Engine(first_config(experiment))
+    e.open()
+    e.start()
+    player = ExperimentPlayer(e, experiment)
+    try:
+        player.start()
+        assert player.finished.wait(10)
+        segments = e.report()["segments"]
+    finally:
+        player.stop()
+        e.stop()
+    assert [s["caption"] for s in segments] == [
+        "",
+        "one camera stalls",
+        "after: session 0 stalls for 1 s",
+    ]
+    assert segments[1]["changes"] == {"fault": {"kind": "stall", "for_s": 1.0, "session": 0}}
+    assert 0.9 < segments[2]["start_s"] - segments[1]["start_s"] < 1.2

@@ -31,7 +31,7 @@ from collections.abc import Callable
 
 from batchscope.config import ConfigError, RunConfig
 from batchscope.engine.engine import Engine
-from batchscope.experiment import Experiment
+from batchscope.experiment import Experiment, Step
 
 
 def first_config(experiment: Experiment) -> RunConfig:
@@ -102,11 +102,14 @@ class ExperimentPlayer:
             steps = list(self.experiment.steps)
             if steps and steps[0].at == 0 and self._engine.config == self.experiment.config_at(0):
                 self._label_first_segment()
-                steps.pop(0)
-                self._done(0, None)
+                first = steps.pop(0)
+                self._done(0, self._inject(first))
             for step in steps:
                 if not self._sleep_until(step.at):
                     return
+                if step.faults and not step.changes:  # the fault opens the step's segment
+                    self._done(step.index, self._inject(step))
+                    continue
                 try:
                     new = self._engine.config.with_changes(**step.changes)
                 except ConfigError as exc:  # valid in the file's order, not on what is running
@@ -114,6 +117,7 @@ class ExperimentPlayer:
                     self._engine.event("error", f"step {step.index + 1} not applied: {error}")
                 else:
                     error = self._engine.apply(new, caption=step.caption, step=True)
+                error = self._inject(step) or error
                 if self._terminate:
                     return
                 self._done(step.index, error)
@@ -124,6 +128,16 @@ class ExperimentPlayer:
         except Exception as exc:  # never let the player die silently
             self._engine.event("error", f"experiment player: {type(exc).__name__}: {exc}")
 
+    def _inject(self, step: Step) -> str | None:
+        """Start the step's faults (each opens its own segment); the first error, if any."""
+        errors = []
+        for fault in step.faults:
+            error = self._engine.inject(fault, caption=step.caption or fault.describe())
+            if error:
+                self._engine.event("error", f"step {step.index + 1}: {error}")
+                errors.append(error)
+        return errors[0] if errors else None
+
     def _done(self, index: int, error: str | None) -> None:
         self.steps_done = index + 1
         if self._on_step:
@@ -131,10 +145,7 @@ class ExperimentPlayer:
 
     def _label_first_segment(self) -> None:
         """The running first segment says what step 0 set and shows its caption (as simulated)."""
-        segment = self._engine.segments.current()
-        if segment is None or segment.index != 0:
-            return
         step = self.experiment.steps[0]
         base = self.experiment.base
-        segment.changes = {k: b for k, (_, b) in base.diff(self.experiment.config_at(0)).items()}
-        segment.caption = step.caption or self.experiment.caption
+        changes = {k: b for k, (_, b) in base.diff(self.experiment.config_at(0)).items()}
+        self._engine.segments.relabel(0, changes, step.caption or self.experiment.caption)

@@ -83,6 +83,15 @@ class SegmentLog:
             self._segments.append(seg)
             return seg
 
+    def relabel(self, index: int, changes: Mapping[str, Any], caption: str) -> bool:
+        """Say what segment ``index`` stands for (an experiment's step 0); False if gone."""
+        with self._lock:
+            if index >= len(self._segments):
+                return False
+            seg = self._segments[index]
+            seg.changes, seg.caption = dict(changes), caption
+            return True
+
     def close(self, at: float) -> None:
         with self._lock:
             if self._segments and self._segments[-1].end is None:

@@ -38,6 +38,10 @@ _SIMULATED_KEYS = (
 )
 
 
+#: The shortest measured interval a segment gets a prediction for (s).
+MIN_PREDICTED_S = 1.0
+
+
 def predict_segment(
     config: RunConfig,
     duration_s: float,
@@ -50,9 +54,11 @@ def predict_segment(
     None when there is nothing to predict from: no profile (``profile`` not
     given and the config is not emulated — a torch config's profile field is
     only the default), no curve for its precision and resolution, no frame
-    rate (``fps = source``), or nothing measured.
+    rate (``fps = source``), or under ``MIN_PREDICTED_S`` measured: a few
+    dozen windows give no figure worth comparing (a 0.1 s segment predicted
+    250 fps from the first burst of its sessions' frames).
     """
-    if duration_s <= 0 or config.fps is None:
+    if duration_s < MIN_PREDICTED_S or config.fps is None:
         return None
     try:
         if profile is None:
