@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import statistics
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from batchscope.config import ConfigError, RunConfig
+from batchscope.device.load import NeighbourLoad
 from batchscope.engine.engine import Engine
 from batchscope.engine.neighbours import SLICE_MS, SWITCH_MS, Neighbours
 from contract import SMALL_EMULATED, wait_for
@@ -45,9 +51,7 @@ def test_the_same_seed_gives_the_same_times():
     assert [a.stretch(8.0) for _ in range(50)] == [b.stretch(8.0) for _ in range(50)]
 
 
-def test_neighbours_are_refused_off_the_emulated_device():
-    with pytest.raises(ConfigError, match="neighbours"):
-        RunConfig(backend="torch", device="cpu", neighbours=2)
+def test_neighbour_knobs_are_checked():
     with pytest.raises(ConfigError, match="neighbour_duty"):
         RunConfig(neighbour_duty=1.5)
     with pytest.raises(ConfigError, match="neighbours"):
@@ -72,3 +76,81 @@ def test_adding_neighbours_live_stretches_batches_without_a_new_backend():
         assert e.report()["config"]["neighbours"] == 2
     finally:
         e.stop()
+
+
+# -- real neighbours: child processes loading the device --------------------------------------
+
+
+def _gone(pids: list[int]) -> bool:
+    for pid in pids:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            continue
+        try:  # a zombie waiting for its (dead) parent's reaper has ended too
+            if Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z":
+                continue
+        except OSError:
+            continue
+        return False
+    return True
+
+
+def test_real_neighbours_start_and_stop_with_the_setting():
+    load = NeighbourLoad("cpu", 2, 0.5)
+    load.start()
+    try:
+        assert len(load.pids) == 2
+        assert wait_for(lambda: load.alive() == 2)
+    finally:
+        load.stop()
+    assert _gone(load.pids or [])
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_no_neighbour_outlives_a_killed_parent(tmp_path):
+    # the parent: starts two neighbours, prints their pids, then waits to be killed
+    code = (
+        "import sys, time\n"
+        "from batchscope.device.load import NeighbourLoad\n"
+        "load = NeighbourLoad('cpu', 2, 1.0)\n"
+        "load.start()\n"
+        "print(' '.join(map(str, load.pids)), flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        pids = [int(p) for p in parent.stdout.readline().split()]
+        assert len(pids) == 2
+        assert wait_for(lambda: not _gone(pids))
+    finally:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(5)
+    assert wait_for(lambda: _gone(pids), timeout=10)
+
+
+def test_torch_engine_runs_and_stops_its_neighbour_processes():
+    config = RunConfig(
+        sources=("synthetic",),
+        resolution=(128, 72),
+        sessions=1,
+        backend="torch",
+        device="cpu",
+        precision="fp32",
+        profile=None,
+    )
+    e = Engine(config)
+    e.open()
+    e.start()
+    try:
+        assert e.apply(e.config.with_changes(neighbours=1, neighbour_duty=0.5)) is None
+        assert "1 neighbour processes" in e.threads_alive()
+        pids = list(e._load.pids)
+        assert e.apply(e.config.with_changes(neighbours=0)) is None
+        assert _gone(pids)
+        assert e.apply(e.config.with_changes(neighbours=2)) is None
+        pids = list(e._load.pids)
+    finally:
+        e.stop()
+    assert e.threads_alive() == []
+    assert _gone(pids)

@@ -185,7 +185,8 @@ KNOBS: dict[str, Knob] = {
             16,
             0,
             slider=(0, 8),
-            help="other busy jobs time-slicing the GPU (emulated device and simulator)",
+            help="other busy jobs sharing the device (modelled when emulated, real processes "
+            "on cpu/cuda)",
         ),
         Knob(
             "neighbour_duty",
@@ -289,13 +290,6 @@ class RunConfig:
         if self.cuda_graphs and self.compile:
             raise ConfigError(
                 "cuda_graphs", True, "use CUDA graphs or torch.compile, not both in one run"
-            )
-        if self.neighbours and self.backend != "emulated":
-            raise ConfigError(
-                "neighbours",
-                self.neighbours,
-                "neighbours are modelled on the emulated device and in the simulator; "
-                "real GPU neighbours are not built yet",
             )
         if self.backend == "torch" and not re.fullmatch(r"cpu|cuda(:\d+)?", self.device):
             raise ConfigError("device", self.device, "expected cpu or cuda:N")

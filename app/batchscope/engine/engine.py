@@ -29,6 +29,7 @@ from batchscope.config import (
     ConfigError,
     RunConfig,
 )
+from batchscope.device.load import NeighbourLoad
 from batchscope.engine.backends import Backend, BackendError, BuildCancelled, make_backend
 from batchscope.engine.feeder import Feeder
 from batchscope.engine.metrics import Event, MetricsStore, TimelineSample
@@ -85,6 +86,7 @@ class Engine:
         self._monitor = Monitor(self.store, self._sample, lambda m: self.event("error", m))
         self.running = False
         self.recorder: Recorder | None = None
+        self._load: NeighbourLoad | None = None  # real neighbours (torch backend)
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -133,6 +135,7 @@ class Engine:
     def start(self) -> None:
         if self._worker is None or self._worker.backend is None:
             self.open()
+        self._sync_load(self.config)
         self._t0 = self._stats_t0 = self._clock()
         self.segments.open(self._t0, self.config)
         self._sync_sessions()
@@ -159,6 +162,8 @@ class Engine:
         self._monitor.stop(max(0.1, deadline - time.monotonic()))
         if self._worker is not None:
             self._worker.stop(max(0.1, deadline - time.monotonic()))
+        if self._load is not None:
+            self._load.stop(max(0.1, deadline - time.monotonic()))
         with self._lifecycle:
             self.roster.close()
 
@@ -173,6 +178,8 @@ class Engine:
         if self.recorder is not None and self.recorder.alive:
             out.append("recorder")
         out.extend(f"camera {s.spec}" for s in self.roster.slots if s.source and s.source.alive)
+        if self._load is not None and self._load.alive():
+            out.append(f"{self._load.alive()} neighbour processes")
         return out
 
     def set_paused(self, paused: bool) -> None:
@@ -344,14 +351,37 @@ class Engine:
             self._worker.set_policy(policy)
         elif set(POLICY_PARAMS[new.policy]) & changes.keys():
             self._worker.retune(lambda p: p.retune(new))
-        if set(DEVICE_LOAD_FIELDS) & changes.keys() and backend is None:
+        if (
+            set(DEVICE_LOAD_FIELDS) & changes.keys()
+            and backend is None
+            and new.backend == "emulated"
+        ):
             self._worker.between_batches(lambda: self._set_neighbours(new))
+        if {*DEVICE_LOAD_FIELDS, "backend", "device"} & changes.keys():
+            self._sync_load(new)
         if slots is not None:
             self.roster.replace_sources(slots)
             self._report_bad(slots)
         self.config = new
         if set(SESSION_FIELDS) & changes.keys():
             self._sync_sessions()
+
+    def _sync_load(self, config: RunConfig) -> None:
+        """Real neighbour processes on a real device, as many as ``config`` asks for."""
+        want = config.neighbours if config.backend == "torch" and config.neighbour_duty > 0 else 0
+        have = self._load
+        if have is not None and (have.device, have.count, have.duty) == (
+            config.device,
+            want,
+            config.neighbour_duty,
+        ):
+            return
+        if have is not None:
+            have.stop()
+            self._load = None
+        if want:
+            self._load = NeighbourLoad(config.device, want, config.neighbour_duty)
+            self._load.start()
 
     def _set_neighbours(self, config: RunConfig) -> None:
         """Worker thread: the emulated device's neighbours change between two batches."""
