@@ -17,7 +17,14 @@ import numpy as np
 
 from batchscope.engine.feeder import Feeder
 from batchscope.engine.session import Mailboxes, Session
-from batchscope.engine.sources import FrameSource, OpenCancelled, SourceError, open_source
+from batchscope.engine.sources import (
+    CACHE_BYTES,
+    FrameSource,
+    OpenCancelled,
+    SourceError,
+    is_live_or_synthetic,
+    open_source,
+)
 from batchscope.paths import sample_videos
 
 GOLDEN = (math.sqrt(5) - 1) / 2  # spreads frame phases evenly for any session count
@@ -40,12 +47,19 @@ def default_sources() -> tuple[str, ...]:
 def open_slots(
     specs: Iterable[str], resolution: tuple[int, int], cancel: threading.Event | None = None
 ) -> list[SourceSlot]:
-    """Open each source; a bad one keeps its reason. OpenCancelled leaves none open."""
+    """Open each source; a bad one keeps its reason. OpenCancelled leaves none open.
+
+    Video files share one frame-cache budget (CACHE_BYTES in all, not each), so
+    three long files take the memory one would.
+    """
+    specs = list(specs)
+    files = sum(not is_live_or_synthetic(s) for s in specs)
+    budget = CACHE_BYTES // max(1, files)
     slots: list[SourceSlot] = []
     try:
         for spec in specs:
             try:
-                slots.append(SourceSlot(spec, open_source(spec, resolution, cancel)))
+                slots.append(SourceSlot(spec, open_source(spec, resolution, cancel, budget)))
             except SourceError as exc:
                 slots.append(SourceSlot(spec, error=exc.reason))
     except OpenCancelled:

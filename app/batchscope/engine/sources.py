@@ -31,7 +31,8 @@ from batchscope.scene.synthetic import BallTruth, SyntheticScene
 cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_SILENT)
 os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")  # AV_LOG_QUIET
 
-#: Upper bound of one file's frame cache; longer files loop over what fits.
+#: Upper bound of the frame cache, shared by all the video files of a run; a longer
+#: file loops over what fits (and says so).
 CACHE_BYTES = 768 * 1024 * 1024
 
 SYNTHETIC_SIZE = (640, 360)
@@ -110,38 +111,68 @@ class CachedSource(FrameSource):
 
 
 class VideoFileSource(CachedSource):
+    """A video file decoded once into the frame cache, within ``budget_bytes``.
+
+    Frames go straight from the decoder into one preallocated array at the
+    model resolution (no list of frames, no stacked copy), so the process holds
+    the cache plus one decoded frame, never twice the cache.
+    """
+
     def __init__(
-        self, path: Path, resolution: tuple[int, int], cancel: threading.Event | None = None
+        self,
+        path: Path,
+        resolution: tuple[int, int],
+        cancel: threading.Event | None = None,
+        budget_bytes: int = CACHE_BYTES,
     ) -> None:
         spec = str(path)
         _check_file(path)
         cap = cv2.VideoCapture(str(path))
         try:
             if not cap.isOpened():
-                raise SourceError(spec, "not a video OpenCV can open")
+                kind = _container(path)
+                raise SourceError(
+                    spec,
+                    f"truncated or corrupt {kind} file (OpenCV cannot open it)"
+                    if kind
+                    else "not a video OpenCV can open",
+                )
             fps = cap.get(cv2.CAP_PROP_FPS)
             fps = fps if fps and math.isfinite(fps) and 0 < fps <= 1000 else 30.0
             w, h = resolution
-            cap_frames = max(1, CACHE_BYTES // (w * h * 3))
-            frames = []
-            size = (0, 0)
-            while len(frames) < cap_frames:
+            limit = max(1, budget_bytes // (w * h * 3))
+            expected = max(0, int(cap.get(cv2.CAP_PROP_FRAME_COUNT) or 0))
+            frames = np.empty((min(limit, expected or 64), h, w, 3), np.uint8)
+            n, size = 0, (0, 0)
+            while n < limit:
                 _check_cancel(cancel)
                 ok, bgr = cap.read()
                 if not ok or bgr is None:
                     break
+                if n == len(frames):  # the file said fewer frames than it has
+                    frames = _grown(frames, limit)
                 size = (bgr.shape[1], bgr.shape[0])
-                frames.append(_to_model(bgr, resolution))
-            truncated = len(frames) == cap_frames and cap.read()[0]
+                frames[n] = _to_model(bgr, resolution)
+                n += 1
+            longer = n == limit and cap.read()[0]
+            width = cap.get(cv2.CAP_PROP_FRAME_WIDTH)
+            codec = _fourcc(cap)
         finally:
             cap.release()
-        if not frames:
-            raise SourceError(spec, "no frames could be decoded (empty, corrupt or not a video)")
-        super().__init__(spec, path.name, np.stack(frames), fps, size)
+        if n == 0:
+            raise SourceError(spec, _no_frames_reason(width, codec))
+        if n < len(frames):  # fewer than the file announced: give the rest back
+            frames = frames[:n].copy()
+        super().__init__(spec, path.name, frames, fps, size)
         self.path = path
         self._truth = _read_truth_csv(path.with_suffix(".csv"))
-        if truncated:
-            self.note = f"long file: looping its first {len(frames)} frames (cache limit)"
+        if longer:
+            self.note = (
+                f"long file: looping its first {n} frames "
+                f"({n / fps:.0f} s, the {budget_bytes // 2**20} MB frame cache)"
+            )
+        elif expected and n < 0.9 * expected:
+            self.note = f"truncated or corrupt: decoded {n} of the {expected} frames it announces"
 
     def truth(self, index: int) -> BallTruth | None:
         i = index % self.n_frames
@@ -247,7 +278,10 @@ class CameraSource(FrameSource):
 
 
 def open_source(
-    spec: str, resolution: tuple[int, int], cancel: threading.Event | None = None
+    spec: str,
+    resolution: tuple[int, int],
+    cancel: threading.Event | None = None,
+    budget_bytes: int = CACHE_BYTES,
 ) -> FrameSource:
     """Open a source spec: a video path, ``camera:N``, ``synthetic`` or ``synthetic:SEED``.
 
@@ -263,7 +297,12 @@ def open_source(
         if not index_text.isdigit():
             raise SourceError(spec, "expected camera:N with N a camera index (0, 1, …)")
         return CameraSource(int(index_text), resolution)
-    return VideoFileSource(Path(spec), resolution, cancel)
+    return VideoFileSource(Path(spec), resolution, cancel, budget_bytes)
+
+
+def is_live_or_synthetic(spec: str) -> bool:
+    """A camera or the synthetic scene: not a file, no share of the file cache."""
+    return spec == "synthetic" or spec.startswith(("synthetic:", "camera:"))
 
 
 @dataclass(frozen=True)
@@ -302,12 +341,50 @@ def list_cameras(max_index: int = 8) -> list[CameraInfo]:
     return found
 
 
+def _grown(frames: np.ndarray, limit: int) -> np.ndarray:
+    bigger = np.empty((min(limit, 2 * len(frames)), *frames.shape[1:]), np.uint8)
+    bigger[: len(frames)] = frames
+    return bigger
+
+
+def _container(path: Path) -> str:
+    """The video container a file's first bytes announce ("" if none known)."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(12)
+    except OSError:
+        return ""
+    if head[4:8] == b"ftyp":
+        return "MP4/MOV"
+    if head[:4] == b"\x1a\x45\xdf\xa3":
+        return "Matroska/WebM"
+    if head[:4] == b"RIFF" and head[8:12] == b"AVI ":
+        return "AVI"
+    return ""
+
+
+def _fourcc(cap: cv2.VideoCapture) -> str:
+    code = int(cap.get(cv2.CAP_PROP_FOURCC) or 0)
+    text = "".join(chr((code >> (8 * i)) & 0xFF) for i in range(4)).strip("\x00 ")
+    return text if text.isprintable() else ""
+
+
+def _no_frames_reason(width: float, codec: str) -> str:
+    if not width:
+        return "no video stream (an audio-only file?)"
+    if codec:
+        return f"no frame could be decoded: its codec is {codec}, which this OpenCV build lacks"
+    return "no frames could be decoded (empty or corrupt)"
+
+
 def _check_file(path: Path) -> None:
     spec = str(path)
     if not path.exists():
         raise SourceError(spec, "no such file")
     if path.is_dir():
         raise SourceError(spec, "is a folder, not a video file")
+    if not path.is_file():  # a named pipe or a device: reading it may block forever
+        raise SourceError(spec, "not a regular file (a pipe or a device); give a video file")
     try:
         size = path.stat().st_size
         with path.open("rb") as fh:

@@ -1,0 +1,121 @@
+"""Video files as they are: one clear reason for what cannot play, a note for what plays cut."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import cv2
+import numpy as np
+import pytest
+
+from batchscope.engine import sources
+from batchscope.engine.roster import open_slots
+from batchscope.engine.sources import SourceError, VideoFileSource
+
+
+def write_clip(path, frames: int, size=(320, 180), fourcc="mp4v") -> None:
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*fourcc), 30, size)
+    if not writer.isOpened():
+        pytest.skip(f"OpenCV cannot write {fourcc} here")
+    for i in range(frames):
+        frame = np.full((size[1], size[0], 3), (i * 3) % 255, np.uint8)
+        writer.write(frame)
+    writer.release()
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+def test_a_named_pipe_is_refused_at_once(tmp_path):
+    pipe = tmp_path / "x.mp4"
+    os.mkfifo(pipe)
+    with pytest.raises(SourceError, match="not a regular file"):
+        VideoFileSource(pipe, (128, 72))  # before: blocked forever reading the pipe
+
+
+def test_a_long_file_loops_what_fits_and_says_so(tmp_path, monkeypatch):
+    clip = tmp_path / "long.mp4"
+    write_clip(clip, 40)
+    budget = 25 * 128 * 72 * 3  # room for 25 frames at 128x72
+    source = VideoFileSource(clip, (128, 72), budget_bytes=budget)
+    assert source.n_frames == 25
+    assert "looping its first 25 frames" in source.note
+
+
+def test_the_frame_cache_is_filled_in_place(tmp_path):
+    clip = tmp_path / "clip.mp4"
+    write_clip(clip, 30)
+    source = VideoFileSource(clip, (128, 72))
+    assert source.n_frames == 30 and source.note == ""
+    assert [int(source.frame(i)[0, 0, 0]) for i in (0, 10, 29)] == pytest.approx([0, 30, 87], abs=3)
+
+
+def test_files_share_one_cache_budget(tmp_path, monkeypatch):
+    monkeypatch.setattr(sources, "CACHE_BYTES", 40 * 128 * 72 * 3)
+    monkeypatch.setattr(sys.modules["batchscope.engine.roster"], "CACHE_BYTES", 40 * 128 * 72 * 3)
+    a, b = tmp_path / "a.mp4", tmp_path / "b.mp4"
+    write_clip(a, 30)
+    write_clip(b, 30)
+    slots = open_slots([str(a), str(b), "synthetic"], (128, 72))
+    try:
+        assert [s.source.n_frames for s in slots[:2]] == [20, 20]  # 40 frames between two
+        assert all("looping its first 20 frames" in s.source.note for s in slots[:2])
+    finally:
+        for s in slots:
+            s.source.close()
+
+
+def test_a_file_whose_index_is_cut_off_is_called_truncated(tmp_path):
+    clip = tmp_path / "cut.mp4"
+    write_clip(clip, 60)
+    clip.write_bytes(clip.read_bytes()[:5000])  # mp4v keeps its index at the end
+    with pytest.raises(SourceError, match="truncated or corrupt MP4/MOV file"):
+        VideoFileSource(clip, (128, 72))
+
+
+class Capture:
+    """A file as OpenCV sees it: ``frames`` decodable of ``announced``, its width and codec."""
+
+    def __init__(self, width: float, fourcc: str, frames: int = 0, announced: int = 0) -> None:
+        self.width, self.fourcc = width, fourcc
+        self.frames, self.announced = frames, announced
+
+    def isOpened(self) -> bool:
+        return True
+
+    def read(self):
+        if self.frames <= 0:
+            return False, None
+        self.frames -= 1
+        return True, np.zeros((72, 128, 3), np.uint8)
+
+    def get(self, prop: int) -> float:
+        if prop == cv2.CAP_PROP_FRAME_WIDTH:
+            return self.width
+        if prop == cv2.CAP_PROP_FOURCC:
+            return float(sum(ord(c) << (8 * i) for i, c in enumerate(self.fourcc)))
+        if prop == cv2.CAP_PROP_FRAME_COUNT:
+            return float(self.announced)
+        return 0.0
+
+    def release(self) -> None:
+        pass
+
+
+def test_a_file_that_decodes_fewer_frames_than_it_announces_says_so(monkeypatch, tmp_path):
+    clip = tmp_path / "cut.mp4"
+    clip.write_bytes(b"\0" * 100)
+    monkeypatch.setattr(sources.cv2, "VideoCapture", lambda path: Capture(128.0, "avc1", 86, 300))
+    source = VideoFileSource(clip, (128, 72))
+    assert source.n_frames == 86
+    assert source.note == "truncated or corrupt: decoded 86 of the 300 frames it announces"
+
+
+def test_no_video_stream_and_unknown_codec_are_named(monkeypatch, tmp_path):
+    clip = tmp_path / "clip.mkv"
+    clip.write_bytes(b"\x1a\x45\xdf\xa3" + b"\0" * 100)
+    monkeypatch.setattr(sources.cv2, "VideoCapture", lambda path: Capture(1920.0, "AV01"))
+    with pytest.raises(SourceError, match="its codec is AV01, which this OpenCV build lacks"):
+        VideoFileSource(clip, (128, 72))
+    monkeypatch.setattr(sources.cv2, "VideoCapture", lambda path: Capture(0.0, ""))
+    with pytest.raises(SourceError, match="no video stream"):
+        VideoFileSource(clip, (128, 72))
