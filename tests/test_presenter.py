@@ -5,14 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
+from typing import ClassVar
 
 import pytest
 
 from batchscope.config import RunConfig
 from batchscope.engine.metrics import Event
+from batchscope.experiment import parse_experiment
 from batchscope.ui.commands import EngineCommands
 from batchscope.ui.presenter import LiveEngine, Presenter
-from batchscope.ui.scenarios import Scenario, step
 
 CONFIG = RunConfig(sources=("a.mp4", "b.mp4"), sessions=2, max_delay_ms=500.0, slo_ms=2000.0)
 
@@ -29,6 +30,8 @@ class FakeEngine:
         self.open_error: Exception | None = None
         self.apply_error: str | None = None
         self.applied: list[RunConfig] = []
+        self.captions: list[str] = []
+        self.scopes: list[str] = []
         self.calls: list[str] = []
         self.listeners: list[Callable[[Event], None]] = []
 
@@ -45,15 +48,27 @@ class FakeEngine:
         self.calls.append("stop")
         self.running = False
 
-    def apply(self, new: RunConfig, on_done: Callable[[str | None], None] | None = None) -> None:
+    def apply(
+        self,
+        new: RunConfig,
+        on_done: Callable[[str | None], None] | None = None,
+        caption: str = "",
+        step: bool = False,
+    ) -> str | None:
         self.applied.append(new)
+        self.captions.append(caption)
         if self.apply_error is None:
             self.config = new
         if on_done:
             on_done(self.apply_error)
+        return self.apply_error
 
-    def snapshot(self) -> str:
-        return "snapshot"
+    def snapshot(self, scope: str = "segment") -> str:
+        self.scopes.append(scope)
+        return f"snapshot of {scope}"
+
+    def report(self, kind: str = "run") -> dict:
+        return {"segments": []}
 
     def subscribe(self, listener: Callable[[Event], None]) -> None:
         self.listeners.append(listener)
@@ -87,10 +102,51 @@ def fake(qapp) -> FakeEngine:
     return engine
 
 
+class FakePlayer:
+    """An ExperimentPlayer that plays nothing by itself: the test calls ``step``/``end``."""
+
+    made: ClassVar[list[FakePlayer]] = []
+
+    def __init__(self, engine, experiment, on_step=None, on_end=None) -> None:
+        self.engine, self.experiment = engine, experiment
+        self.on_step, self.on_end = on_step, on_end
+        self.started = self.stopped = False
+        FakePlayer.made.append(self)
+
+    def start(self) -> None:
+        self.started = True
+
+    def stop(self, timeout: float = 2.0) -> None:
+        self.stopped = True
+
+    def step(self, index: int, error: str | None = None) -> None:
+        self.on_step(index, error)
+
+
+TWO_STEPS = parse_experiment(
+    """
+name = "two"
+caption = "two sessions."
+duration = 30
+[base]
+backend = "emulated"
+[[step]]
+at = 0
+sessions = 1
+[[step]]
+at = 10
+sessions = 2
+caption = "now two."
+""",
+    "two.toml",
+)
+
+
 @pytest.fixture
 def presenter(fake: FakeEngine):
     """A presenter whose command jobs run only when the test calls ``run()``."""
-    p = Presenter(fake, commands=EngineCommands(fake, start=False))
+    FakePlayer.made.clear()
+    p = Presenter(fake, commands=EngineCommands(fake, start=False), make_player=FakePlayer)
     p.statuses, p.shown, p.starts = [], [], []
     p.status.connect(lambda text, level: p.statuses.append((text, level)))
     p.config_shown.connect(p.shown.append)
@@ -200,18 +256,66 @@ def test_a_change_before_the_engine_runs_is_refused_with_the_reason(presenter, f
     assert fake.applied == []
 
 
-def test_a_scenario_waits_for_the_start_then_applies_and_resets_once(presenter, fake):
-    scenario = Scenario("s", "S", "two sessions.", (step(0, sessions=1), step(60, sessions=2)))
+def test_an_experiment_from_the_menu_applies_its_first_config_then_plays(presenter, fake):
     captions = []
     presenter.caption.connect(captions.append)
-    presenter.start_engine(scenario)
-    presenter.run()  # start; the scenario's first step is applied on the next run
-    assert captions == ["two sessions."]
+    presenter.play_experiment(TWO_STEPS)  # before the start: waits for it
+    assert FakePlayer.made == []
+    started(presenter)  # the engine is not on its first config: applied as a step first
     presenter.run()
-    assert fake.config.sessions == 1
-    assert fake.calls == ["open", "start", "reset announce=False"]
+    first = fake.applied[-1]
+    assert (first.sessions, first.sources) == (1, CONFIG.sources)  # the user's sources kept
+    assert fake.captions[-1] == "two sessions."
+    player = FakePlayer.made[-1]
+    assert player.started and player.experiment.config_at(1).sources == CONFIG.sources
+    player.step(1)
+    assert captions == ["two sessions.", "now two."]
+    assert presenter.statuses[-1] == ("two, step 2 of 2 at 10 s: sessions 2", "ok")
     presenter.change({"sessions": 4})  # the user takes over
-    assert presenter.scenarios.scenario is None and captions[-1] == ""
+    assert player.stopped and presenter.player is None and captions[-1] == ""
+
+
+def test_a_step_that_failed_is_one_line_and_the_experiment_goes_on(presenter, fake):
+    started(presenter)
+    presenter.play_experiment(TWO_STEPS)
+    presenter.run()
+    player = FakePlayer.made[-1]
+    player.step(1, "profile laptop-8gb has no curve for bf16")
+    assert presenter.statuses[-1] == (
+        "two, step 2 of 2 at 10 s: not applied: profile laptop-8gb has no curve for bf16",
+        "error",
+    )
+    assert presenter.player is player and not player.stopped
+    player.on_end()
+    assert presenter.player is None
+    assert presenter.statuses[-1][0].startswith("Experiment two finished (30 s)")
+
+
+def test_a_bad_experiment_file_is_one_line_and_nothing_stops(presenter, fake, tmp_path):
+    started(presenter)
+    presenter.play_experiment(TWO_STEPS)
+    presenter.run()
+    playing = presenter.player
+    bad = tmp_path / "bad.toml"
+    bad.write_text("duration = 30\n[[step]]\nat = 5\nsessions = 0\n")
+    assert presenter.open_experiment(str(bad)) is None
+    assert presenter.statuses[-1][1] == "error"
+    message = presenter.statuses[-1][0]
+    assert message.startswith(f"{bad}: step 1: sessions = 0:") and "\n" not in message
+    assert presenter.player is playing and not playing.stopped  # still playing
+    assert fake.running and "stop" not in fake.calls
+    assert presenter.open_experiment("no-such-experiment") is None
+    assert "no such experiment or file" in presenter.statuses[-1][0]
+
+
+def test_the_scope_goes_to_every_snapshot(presenter, fake):
+    started(presenter)
+    assert presenter.snapshot() == "snapshot of segment"
+    presenter.set_scope("60s")
+    assert presenter.snapshot() == "snapshot of 60s"
+    with pytest.raises(ValueError, match="choose from segment, 60s, run"):
+        presenter.set_scope("week")
+    assert presenter.scope == "60s"
 
 
 def test_sources_pause_reset_and_events(presenter, fake):

@@ -47,7 +47,35 @@ def test_screenshot_to_an_unwritable_path_fails_with_one_line(tmp_path: Path, ti
     assert errors == [f"batchscope: error: {out}: cannot write the screenshot"]
 
 
-def test_unknown_scenario_is_one_line(tmp_path: Path):
-    proc = run_gui(["--scenario", "nope"], tmp_path)
+def test_unknown_experiment_is_one_line_and_scenario_is_its_old_name(tmp_path: Path):
+    for flag in ("--experiment", "--scenario"):
+        proc = run_gui([flag, "nope"], tmp_path)
+        assert proc.returncode == 2
+        assert proc.stderr.startswith(
+            "batchscope: error: experiment 'nope': no such experiment or file; "
+            "built-in and user experiments: adaptive-budget, bus-or-taxi"
+        )
+        assert proc.stderr.count("\n") == 1
+
+
+def test_a_malformed_experiment_file_is_one_line_and_no_window(tmp_path: Path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("duration = 10\n[[step]]\nat = 20\nsessions = 2\n")
+    proc = run_gui(["--experiment", str(bad)], tmp_path)
     assert proc.returncode == 2
-    assert proc.stderr.strip().startswith("batchscope: error: scenario 'nope': unknown")
+    assert proc.stderr == (
+        f"batchscope: error: {bad}: step 1: at = 20: past the experiment's duration (10 s)\n"
+    )
+
+
+def test_gui_experiment_plays_it_and_the_segment_table_fills(tmp_path: Path, tiny_video: Path):
+    import cv2
+
+    out = tmp_path / "exp.png"
+    proc = run_gui(
+        [str(tiny_video), "--experiment", "bus-or-taxi", "--screenshot", str(out), "--after", "3"],
+        tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    image = cv2.imread(str(out))
+    assert image is not None and float(image.std()) > 10.0

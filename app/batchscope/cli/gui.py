@@ -24,7 +24,14 @@ def add_gui_command(sub: Any) -> None:
         metavar="SECONDS",
         help="with --screenshot: seconds to run first (default %(default)g)",
     )
-    gui.add_argument("--scenario", help="start on a demo scenario (by its menu name)")
+    gui.add_argument(
+        "--experiment",
+        "--scenario",
+        dest="experiment",
+        metavar="NAME|PATH",
+        help="play an experiment file (a built-in name such as bus-or-taxi, or a .toml path);"
+        " --scenario is the old name of this flag",
+    )
     gui.set_defaults(handler=cmd_gui)
 
 

@@ -4,6 +4,8 @@ Starts on the last-used settings or the demo default, shows the window at
 once and opens the sources in the background. ``--screenshot PNG --after S``
 runs the real app, grabs the window S seconds after the engine started,
 saves it and exits (0, or 2 with one line if the PNG cannot be written);
+``--experiment NAME|PATH`` starts on the experiment's first config and plays
+it (a bad file: one line naming it, exit 2, no window);
 screenshot runs ignore and keep the saved settings so images are
 reproducible. ``BATCHSCOPE_THEME=light`` and ``BATCHSCOPE_PRESENTATION=1``
 choose the look (for README images of the light theme and presentation mode).
@@ -20,9 +22,11 @@ from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication
 
 from batchscope.engine.engine import Engine
+from batchscope.engine.player import first_config
+from batchscope.experiment import ExperimentError, load_experiment
 from batchscope.paths import assets_dir
+from batchscope.ui.experiments import on_sources
 from batchscope.ui.main_window import MainWindow
-from batchscope.ui.scenarios import find_scenario
 from batchscope.ui.settings import initial_config
 from batchscope.ui.theme import apply_look, look_from_name
 
@@ -37,12 +41,13 @@ def cuda_available() -> bool:
 
 
 def run_gui(args: argparse.Namespace) -> int:
-    scenario = None
-    if args.scenario:
+    experiment = None
+    wanted = getattr(args, "experiment", None)
+    if wanted:
         try:
-            scenario = find_scenario(args.scenario)
-        except KeyError as exc:
-            print(f"batchscope: error: {exc.args[0]}", file=sys.stderr)
+            experiment = load_experiment(wanted)
+        except ExperimentError as exc:
+            print(f"batchscope: error: {exc}", file=sys.stderr)
             return 2
     screenshot = getattr(args, "screenshot", None)
     app = QApplication.instance() or QApplication(sys.argv[:1])
@@ -55,8 +60,9 @@ def run_gui(args: argparse.Namespace) -> int:
     settings = None if screenshot else QSettings("BatchScope", "BatchScope")
 
     config, note = initial_config(settings, args.sources, cuda_available())
-    if scenario is not None:  # start on its first step rather than switching right away
-        config = config.with_changes(**scenario.steps[0].as_dict())
+    if experiment is not None:  # start on its first step rather than switching right away
+        experiment = on_sources(experiment, config.sources)
+        config = first_config(experiment)
     theme = os.environ.get("BATCHSCOPE_THEME") or (
         str(settings.value("theme", "dark")) if settings else "dark"
     )
@@ -74,7 +80,7 @@ def run_gui(args: argparse.Namespace) -> int:
     result = {"code": 0}
     if screenshot:
         _arm_screenshot(window, screenshot, args.after, result)
-    window.start(scenario, note)
+    window.start(experiment, None if experiment is not None else note)
     app.exec()
     return result["code"]
 

@@ -54,7 +54,11 @@ class ConfigurableEngine(Protocol):
     running: bool
 
     def apply(
-        self, new: RunConfig, on_done: Callable[[str | None], None] | None = None
+        self,
+        new: RunConfig,
+        on_done: Callable[[str | None], None] | None = None,
+        caption: str = "",
+        step: bool = False,
     ) -> str | None: ...
 
 

@@ -16,6 +16,7 @@ from batchscope.ui.theme import STAGE_COLOURS, Look, session_colour
 
 BINS = 60
 PERCENTILES = ("p50", "p95", "p99")  # marked on the histogram (from latency_summary)
+SETTLING = "settling…"  # shown instead of figures while a new segment settles
 
 
 def nice_ceiling(x: float) -> float:
@@ -24,6 +25,11 @@ def nice_ceiling(x: float) -> float:
         return 1.0
     base = 10 ** math.floor(math.log10(x))
     return next(m * base for m in (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10) if m * base >= x)
+
+
+def _after(scope: str) -> str:
+    """ " · segment 2" to end a title with what it covers ("" for none)."""
+    return f" · {scope}" if scope else ""
 
 
 def session_ticks(ids: list[int]) -> list[list[tuple[float, str]]]:
@@ -65,7 +71,9 @@ class LatencyHistogram(PlotCard):
             style_labels(line, t.text, self.look)
         style_labels(self.objective, t.error, self.look)
 
-    def update_from(self, snap: Snapshot) -> None:
+    def update_from(self, snap: Snapshot, scope: str | None = None) -> None:
+        """Draw ``snap``'s latencies; ``scope`` names what they cover (default: the snap's)."""
+        scope = snap.scope_label if scope is None else scope
         ids = [s.id for s in snap.sessions]
         if [self.which.itemData(i) for i in range(1, self.which.count())] != ids:
             current = self.which.currentData()
@@ -93,20 +101,28 @@ class LatencyHistogram(PlotCard):
         self.set_axis_label("left", f"windows ({who})")
         if ms.size == 0:
             self.curve.setData(np.array([0.0, 1.0]), np.array([0.0]))
-            self.set_title("Latency — no results yet")
+            for line in self.markers.values():
+                line.setVisible(False)
+            state = SETTLING if snap.settling else "no results yet"
+            self.set_title(f"Latency — {state}{_after(scope)}")
             return
         p = latency_summary(ms)
         top = nice_ceiling(max(p["p99"] * 1.25, snap.config.slo_ms * 1.15 if adaptive else 0))
         counts, edges = np.histogram(np.clip(ms, 0, top), bins=BINS, range=(0, top))
         self.curve.setData(edges, counts.astype(float))
         for name, line in self.markers.items():
+            line.setVisible(True)
             line.setValue(p[name])
             for child in line.childItems():
                 if isinstance(child, pg.InfLineLabel):
                     child.setFormat(f"{name} {p[name]:.0f}")
         self.plot.setXRange(0, top, padding=0)
-        self.set_title(f"Latency — p50 {p['p50']:.0f} · p99 {p['p99']:.0f} ms")
-        self.title.setToolTip(f"End-to-end latency of the last {ms.size} windows of {who}")
+        # the figures first: a narrow card cuts the scope, not the numbers
+        self.set_title(f"Latency — p50 {p['p50']:.0f} · p99 {p['p99']:.0f} ms{_after(scope)}")
+        newest = " (the newest only)" if snap.truncated else ""
+        self.title.setToolTip(
+            f"End-to-end latency of {ms.size} windows{newest} of {who}{_after(scope)}"
+        )
 
 
 class OverwrittenBars(PlotCard):
@@ -165,6 +181,9 @@ class BatchSizeBars(PlotCard):
         sizes = snap.batch_sizes
         total = sum(sizes.values())
         if not total:
+            self.bars.setOpts(x=[], height=[], width=0.7)
+            state = SETTLING if snap.settling else "no batches yet"
+            self.set_title(f"Batch size — {state} · {snap.scope_label}")
             return
         x = np.array(list(sizes), float)
         share = np.array(list(sizes.values()), float) * 100.0 / total
@@ -177,8 +196,8 @@ class BatchSizeBars(PlotCard):
             step = max(1, right // 12)
             self.plot.getAxis("bottom").setTicks([[(i, str(i)) for i in range(1, right + 1, step)]])
         cap = f" · capped at {snap.oom_cap} after OOM" if snap.oom_cap else ""
-        self.set_title(f"Batch size — mean {mean:.1f}{cap}")
-        self.title.setToolTip(f"Share of the last {total:,} batches of each size")
+        self.set_title(f"Batch size — mean {mean:.1f}{cap} · {snap.scope_label}")
+        self.title.setToolTip(f"Share of the {total:,} batches of each size, {snap.scope_label}")
 
 
 class StageBars(PlotCard):
@@ -190,7 +209,8 @@ class StageBars(PlotCard):
 
     def __init__(self, look: Look) -> None:
         self.bars = {stage: pg.BarGraphItem(x=[], height=[], width=0.7) for stage in STAGES}
-        self._means = dict.fromkeys(STAGES, 0)
+        self._means: dict[str, int] | None = None
+        self._scope = ""
         super().__init__("Latency by stage", look, "session", "mean latency (ms)")
         for item in self.bars.values():
             self.plot.addItem(item)
@@ -203,14 +223,21 @@ class StageBars(PlotCard):
         self._show_legend()
 
     def _show_legend(self) -> None:
+        means = self._means or {}
         chips = " &nbsp;".join(
-            f'<span style="color:{STAGE_COLOURS[st]}">■</span>&nbsp;{st} {v}'
-            for st, v in self._means.items()
+            f'<span style="color:{STAGE_COLOURS[st]}">■</span>&nbsp;{st} {means.get(st, "–")}'
+            for st in STAGES
         )
-        self.set_title(f'<span style="font-weight:normal">{chips}</span>')
-        self.title.setToolTip("Mean latency of each stage over the recent windows, per session")
+        state = "" if self._means is not None else f" {SETTLING}"
+        self.set_title(
+            f'<span style="font-weight:normal">{chips}{state}{_after(self._scope)}</span>'
+        )
+        self.title.setToolTip(f"Mean latency of each stage per session{_after(self._scope)}")
 
-    def update_from(self, snap: Snapshot) -> None:
+    def update_from(self, snap: Snapshot, scope: str | None = None) -> None:
+        """Draw ``snap``'s stage means; ``scope`` names what they cover (default: the snap's)."""
+        scope = snap.scope_label if scope is None else scope
+        measured = [s for s in snap.sessions if s.latency_ms.get("max", 0.0) > 0]
         ids = [s.id for s in snap.sessions]
         base = np.zeros(len(ids))
         for stage, item in self.bars.items():
@@ -221,11 +248,12 @@ class StageBars(PlotCard):
             self._ids = ids
             self.plot.getAxis("bottom").setTicks(session_ticks(ids))
             self.plot.setXRange(-0.6, max(ids, default=0) + 0.6, padding=0)
-        if ids:
+        means = None
+        if measured:
             means = {
-                st: round(float(np.mean([s.stages_ms.get(st, 0.0) for s in snap.sessions])))
+                st: round(float(np.mean([s.stages_ms.get(st, 0.0) for s in measured])))
                 for st in STAGES
             }
-            if means != self._means:
-                self._means = means
-                self._show_legend()
+        if (means, scope) != (self._means, self._scope):
+            self._means, self._scope = means, scope
+            self._show_legend()

@@ -1,13 +1,16 @@
-"""Export: the current numbers as a JSON report, the plots as a PNG (no dialogs here)."""
+"""Export: the numbers as a JSON report, the segment table, the plots as a PNG (no dialogs)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtWidgets import QWidget
 
 from batchscope.engine.engine import Engine
+from batchscope.ui.segment_rows import segments_csv, segments_json
 
 
 class ExportError(OSError):
@@ -32,4 +35,22 @@ def export_png(widget: QWidget, path: str | Path) -> Path:
         path = path.with_suffix(".png")
     if not widget.grab().save(str(path), "PNG"):
         raise ExportError(f"{path}: cannot write the image (folder missing or not writable?)")
+    return path
+
+
+def export_segments(
+    segments: Sequence[Mapping[str, Any]], path: str | Path, open_index: int | None = None
+) -> Path:
+    """Write the segment table to ``path``: JSON (the report's ``segments``) for a .json
+    name, CSV (the cells as the table shows them) for anything else (.csv added)."""
+    path = Path(path)
+    if path.suffix.lower() == ".json":
+        text = segments_json(segments)
+    else:
+        path = path if path.suffix.lower() == ".csv" else path.with_suffix(".csv")
+        text = segments_csv(segments, open_index)
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise ExportError(f"{path}: cannot write the segment table ({exc.strerror})") from None
     return path

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
+    QComboBox,
     QFrame,
     QHBoxLayout,
     QLabel,
@@ -13,7 +15,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from batchscope.engine.snapshot import Snapshot
+from batchscope.engine.snapshot import SCOPE_LABELS, SCOPES, Snapshot
 from batchscope.engine.stats import fps_figures, latency_summary, served
 from batchscope.ui.theme import Look
 
@@ -28,8 +30,18 @@ KPIS = (
 )
 
 
+SETTLING = "settling…"
+
+
 def headline_numbers(snap: Snapshot) -> dict[str, str]:
-    """The headline figures, formatted (same definitions as the report)."""
+    """The headline figures, formatted (same definitions as the report).
+
+    While the current segment settles (its first second after a change) every
+    figure reads "settling…": the old setting's numbers would be stale, and the
+    new one's do not exist yet.
+    """
+    if snap.settling:
+        return dict.fromkeys((key for key, _ in KPIS), SETTLING)
     fleet = fps_figures((s.state, s.fps) for s in snap.sessions)
     any_served = any(served(s.state) for s in snap.sessions)
     parts = list(snap.recent_latency_ms.values())
@@ -47,12 +59,40 @@ def headline_numbers(snap: Snapshot) -> dict[str, str]:
     }
 
 
+def scope_text(snap: Snapshot) -> str:
+    """What the figures cover, in a few words: "segment 2 · since 10.4 s"."""
+    if snap.scope == "segment" and snap.segment is not None:
+        return f"segment {snap.segment.index} · since {snap.segment.start_s:.1f} s"
+    return SCOPE_LABELS[snap.scope]
+
+
 class HeadlineStrip(QFrame):
+    """The big numbers, with the scope selector they (and the distribution plots) follow."""
+
+    scope_changed = Signal(str)  # one of SCOPES
+
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("kpis")
         row = QHBoxLayout(self)
         row.setContentsMargins(10, 4, 10, 4)
+        self.scope = QComboBox()
+        for key in SCOPES:
+            self.scope.addItem(SCOPE_LABELS[key], key)
+        self.scope.setToolTip(
+            "What the latency figures, histogram, stage bars and batch sizes cover"
+        )
+        self.scope.currentIndexChanged.connect(
+            lambda _: self.scope_changed.emit(self.scope.currentData())
+        )
+        self.scope_label = QLabel()
+        self.scope_label.setObjectName("kpiName")
+        box = QVBoxLayout()
+        box.setSpacing(2)
+        box.addWidget(self.scope)
+        box.addWidget(self.scope_label)
+        row.addLayout(box)
+        row.addStretch(1)
         self.values: dict[str, QLabel] = {}
         for key, name in KPIS:
             box = QVBoxLayout()
@@ -68,6 +108,9 @@ class HeadlineStrip(QFrame):
             self.values[key] = value
 
     def update_from(self, snap: Snapshot) -> None:
+        label = scope_text(snap) + (" · newest windows only" if snap.truncated else "")
+        if self.scope_label.text() != label:
+            self.scope_label.setText(label)
         for key, text in headline_numbers(snap).items():
             if self.values[key].text() != text:
                 self.values[key].setText(text)

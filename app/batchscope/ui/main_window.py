@@ -1,8 +1,9 @@
 """The main window: panels, plots, menus and the one timer that reads the engine.
 
-Everything on screen is refreshed from one ``engine.snapshot()`` per tick
-(``TICK_HZ``); nothing else in the UI touches the engine's threads. Cards
-that are hidden (other tabs) skip their update.
+Everything on screen is refreshed from one ``engine.snapshot(scope)`` per
+tick (``TICK_HZ``); the segment table from the segment feed's thread, once a
+second. Nothing else in the UI touches the engine's threads. Cards that are
+hidden (other tabs) skip their update.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import (
     QApplication,
+    QDockWidget,
     QFileDialog,
     QFrame,
     QGroupBox,
@@ -36,14 +38,17 @@ from PySide6.QtWidgets import (
 
 from batchscope.engine.engine import Engine
 from batchscope.engine.snapshot import Snapshot
+from batchscope.experiment import Experiment
 from batchscope.ui.controls import ControlsPanel
 from batchscope.ui.device_options import DeviceChoice, device_choices
 from batchscope.ui.dist_plots import BatchSizeBars, LatencyHistogram, OverwrittenBars, StageBars
-from batchscope.ui.export import ExportError, export_png, export_report
+from batchscope.ui.experiments import menu_entries
+from batchscope.ui.export import ExportError, export_png, export_report, export_segments
 from batchscope.ui.headline import HeadlineStrip, StatusLine
 from batchscope.ui.plots import FpsPlot, MemoryPlot, PlotCard, ThroughputPlot, time_window
 from batchscope.ui.presenter import Presenter
-from batchscope.ui.scenarios import SCENARIOS, Scenario
+from batchscope.ui.segment_feed import SegmentFeed
+from batchscope.ui.segment_table import SegmentTable
 from batchscope.ui.sessions_panel import SessionsPanel
 from batchscope.ui.settings import save_config
 from batchscope.ui.theme import Look, apply_look
@@ -105,6 +110,8 @@ class MainWindow(QMainWindow):
         self.stages = StageBars(look)
         self.memory = MemoryPlot(look)
         self.headline = HeadlineStrip()
+        self.segment_table = SegmentTable(look)
+        self.segment_feed: SegmentFeed | None = None  # started with the engine
         self.caption = QLabel()
         self.caption.setObjectName("caption")
         self.caption.setWordWrap(True)
@@ -126,6 +133,10 @@ class MainWindow(QMainWindow):
         p.config_shown.connect(self._show_config)
         p.caption.connect(self._show_caption)
         p.started.connect(self._on_started)
+        p.experiment_changed.connect(self._on_experiment)
+        p.step_applied.connect(lambda *_: self._refresh_segments())
+        self.headline.scope_changed.connect(self.set_scope)
+        self.segment_table.export_requested.connect(self._export_segments)
 
         self.timer = QTimer(self)
         self.timer.setInterval(1000 // TICK_HZ)
@@ -183,6 +194,15 @@ class MainWindow(QMainWindow):
         self._panel_sizes = self.split.sizes()
         self.setCentralWidget(self.split)
 
+        self.segments_dock = QDockWidget("Segments", self)
+        self.segments_dock.setObjectName("segments")
+        self.segments_dock.setWidget(self.segment_table)
+        self.segments_dock.setAllowedAreas(
+            Qt.DockWidgetArea.BottomDockWidgetArea | Qt.DockWidgetArea.TopDockWidgetArea
+        )
+        self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.segments_dock)
+        self.segments_dock.hide()  # shown by an experiment, or View → Segments
+
     def _build_actions(self) -> None:
         bar = QToolBar("Run")
         bar.setMovable(False)
@@ -205,8 +225,14 @@ class MainWindow(QMainWindow):
         self.presentation_action = QAction("Presentation mode", self, checkable=True)
         self.presentation_action.setShortcut(QKeySequence(Qt.Key.Key_F11))
         self.presentation_action.toggled.connect(self.set_presentation)
+        self.segments_action = self.segments_dock.toggleViewAction()
+        self.segments_action.setText("Segments")
+        self.segments_action.setToolTip(
+            "The segment table: one row per setting, with the simulator's prediction"
+        )
         for a in (self.pause_action, reset, self.record_action, export_plots, export_numbers):
             bar.addAction(a)
+        bar.addAction(self.segments_action)
 
         menu = self.menuBar()
         file_menu = menu.addMenu("&File")
@@ -216,6 +242,10 @@ class MainWindow(QMainWindow):
         file_menu.addAction("Use untrained weights").triggered.connect(
             lambda: self.presenter.load_checkpoint(None)
         )
+        file_menu.addSeparator()
+        open_experiment = file_menu.addAction("Open experiment…")
+        open_experiment.setShortcut(QKeySequence.StandardKey.Open)
+        open_experiment.triggered.connect(self._open_experiment)
         file_menu.addSeparator()
         file_menu.addAction(export_plots)
         file_menu.addAction(export_numbers)
@@ -227,13 +257,22 @@ class MainWindow(QMainWindow):
         run_menu.addAction(self.pause_action)
         run_menu.addAction(reset)
         run_menu.addAction(self.record_action)
-        scen_menu = menu.addMenu("&Scenarios")
-        for scenario in SCENARIOS:
-            action = scen_menu.addAction(scenario.name)
-            action.setToolTip(scenario.caption)
-            action.triggered.connect(lambda _=False, s=scenario: self.start_scenario(s))
-        scen_menu.addSeparator()
-        scen_menu.addAction("Stop scenario").triggered.connect(self.presenter.scenarios.cancel)
+        self.experiments_menu = menu.addMenu("&Experiments")
+        self.experiments_menu.setToolTipsVisible(True)
+        for entry in menu_entries():
+            action = self.experiments_menu.addAction(entry.text)
+            action.setToolTip(entry.tip)
+            if entry.experiment is None:
+                action.setEnabled(False)
+            else:
+                action.triggered.connect(
+                    lambda _=False, e=entry.experiment: self.play_experiment(e)
+                )
+        self.experiments_menu.addSeparator()
+        self.experiments_menu.addAction("Open experiment…").triggered.connect(self._open_experiment)
+        self.stop_experiment_action = self.experiments_menu.addAction("Stop experiment")
+        self.stop_experiment_action.setEnabled(False)
+        self.stop_experiment_action.triggered.connect(self.presenter.stop_experiment)
         view = menu.addMenu("&View")
         group = QActionGroup(self)
         self.theme_actions = {}
@@ -245,20 +284,32 @@ class MainWindow(QMainWindow):
             group.addAction(action)
             self.theme_actions[name] = action
         view.addSeparator()
+        view.addAction(self.segments_action)
         view.addAction(self.presentation_action)
 
     # -- running ------------------------------------------------------------------------------
 
-    def start(self, scenario: Scenario | None = None, note: str | None = None) -> None:
+    def start(self, experiment: Experiment | None = None, note: str | None = None) -> None:
         """Start the engine in the background; the timer starts once it runs.
 
+        With ``experiment`` (the engine on its first config) it plays once running.
         ``note`` (e.g. that no CUDA GPU was found) replaces the status message once running.
         """
         self._start_note = note
-        self.presenter.start_engine(scenario)
+        if experiment is not None:
+            self.show_segments()
+        self.presenter.start_engine(experiment)
 
-    def start_scenario(self, scenario: Scenario) -> None:
-        self.presenter.start_scenario(scenario)
+    def play_experiment(self, experiment: Experiment) -> None:
+        self.presenter.play_experiment(experiment)
+
+    def set_scope(self, scope: str) -> None:
+        """What the live views cover ("segment", "60s" or "run"); redrawn at once."""
+        self.presenter.set_scope(scope)
+        if self.headline.scope.currentData() != scope:
+            self.headline.scope.setCurrentIndex(self.headline.scope.findData(scope))
+        if self.timer.isActive():
+            self.tick()
 
     def add_files(self, paths: list[str]) -> None:
         """Add video files as sources (the file dialog and drag-and-drop both come here)."""
@@ -268,6 +319,9 @@ class MainWindow(QMainWindow):
         if error is None:
             self.tick_stats.reset()
             self.timer.start()
+            if self.segment_feed is None:
+                self.segment_feed = SegmentFeed(self.engine)
+                self.segment_feed.updated.connect(self.segment_table.update_from)
             if self._start_note:
                 self.status_line.show_message(self._start_note, "info")
 
@@ -282,6 +336,7 @@ class MainWindow(QMainWindow):
                 self.status_line.show_message(f"{ev.kind}: {ev.message}", "error")
         if snap is not None:
             self._show(snap)
+            self.segment_table.keep(snap)
         self.tick_stats.record(time.perf_counter() - t0)
 
     def _show(self, snap: Snapshot) -> None:
@@ -315,6 +370,30 @@ class MainWindow(QMainWindow):
     def _show_config(self, config: object) -> None:
         self.controls.show_config(config)
         self.sessions.show_count(config.sessions)
+
+    def _on_experiment(self, name: str) -> None:
+        self.stop_experiment_action.setEnabled(bool(name))
+        if name:
+            self.show_segments()
+        self._refresh_segments()
+
+    def show_segments(self) -> None:
+        """Show the segment table at a height that leaves the plots most of the window."""
+        if not self.segments_dock.isVisible():
+            self.segments_dock.show()
+            height = max(220, self.height() // 3)
+            self.resizeDocks([self.segments_dock], [height], Qt.Orientation.Vertical)
+
+    def _refresh_segments(self) -> None:
+        if self.segment_feed is not None:
+            self.segment_feed.refresh()
+
+    def _open_experiment(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Open experiment", str(Path.home()), "Experiments (*.toml);;All files (*)"
+        )
+        if path:
+            self.presenter.open_experiment(path)
 
     def _show_caption(self, text: str) -> None:
         self.caption.setText(text)
@@ -370,6 +449,17 @@ class MainWindow(QMainWindow):
         if path:
             self._export(lambda: export_report(self.engine, path))
 
+    def _export_segments(self, kind: str) -> None:
+        path, _ = QFileDialog.getSaveFileName(
+            self,
+            "Export the segment table",
+            f"batchscope-segments.{kind}",
+            "CSV table (*.csv)" if kind == "csv" else "JSON segments (*.json)",
+        )
+        if path:
+            table = self.segment_table
+            self._export(lambda: export_segments(table.segments, path, table.open_index))
+
     def _export(self, write: object) -> None:
         try:
             out: Path = write()
@@ -389,6 +479,7 @@ class MainWindow(QMainWindow):
             card.set_look(look)
         self.video.set_look(look)
         self.sessions.set_look(look)
+        self.segment_table.set_look(look)
         self.status_line.set_look(look)
         self.theme_actions[look.theme.name].setChecked(True)
 
@@ -419,6 +510,8 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.timer.stop()
+        if self.segment_feed is not None:
+            self.segment_feed.stop()
         if self.look.presentation:
             self.set_presentation(False)  # remember the normal window, not full screen
         if self.settings is not None:

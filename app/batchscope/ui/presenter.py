@@ -3,9 +3,11 @@
 Views stay dumb: they emit what the user asked for and show what the
 presenter says. The presenter validates every config change on the GUI
 thread (a ConfigError is shown, never applied), hands valid changes to the
-command thread, drives the demo scenarios, and collects engine events for
-the plots. It needs no window: it talks to the engine through ``LiveEngine``
-(what it uses of ``Engine``) and to the command thread through
+command thread, plays experiment files (an ``ExperimentPlayer`` thread whose
+callbacks reach the GUI thread through a queued signal), keeps the scope the
+live views read, and collects engine events for the plots. It needs no
+window: it talks to the engine through ``LiveEngine`` (what it uses of
+``Engine``) and to the command thread through
 ``EngineCommands``, so tests drive it with a fake engine and no screen.
 """
 
@@ -19,11 +21,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from PySide6.QtCore import QObject, Signal
 
-from batchscope.config import BACKEND_FIELDS, ConfigError, RunConfig
+from batchscope.config import BACKEND_FIELDS, ConfigError
 from batchscope.engine.metrics import Event
+from batchscope.engine.player import ExperimentPlayer, first_config
 from batchscope.engine.recorder import RecordingError
+from batchscope.engine.snapshot import SCOPES
+from batchscope.experiment import Experiment, ExperimentError, load_experiment
 from batchscope.ui.commands import ConfigurableEngine, EngineCommands
-from batchscope.ui.scenarios import Scenario, ScenarioRunner, Step
+from batchscope.ui.experiments import on_sources
 
 if TYPE_CHECKING:
     from batchscope.engine.roster import SourceSlot
@@ -51,7 +56,9 @@ class LiveEngine(ConfigurableEngine, Protocol):
 
     def stop(self, timeout: float = 2.0) -> None: ...
 
-    def snapshot(self) -> Snapshot: ...
+    def snapshot(self, scope: str = "segment") -> Snapshot: ...
+
+    def report(self, kind: str = "run") -> dict[str, Any]: ...
 
     def subscribe(self, listener: Callable[[Event], None]) -> None: ...
 
@@ -68,35 +75,61 @@ class LiveEngine(ConfigurableEngine, Protocol):
     def stop_recording(self) -> Path | None: ...
 
 
+class Player(Protocol):
+    """What the presenter uses of ``ExperimentPlayer``."""
+
+    experiment: Experiment
+
+    def start(self) -> None: ...
+
+    def stop(self, timeout: float = 2.0) -> None: ...
+
+
+PlayerFactory = Callable[..., Player]  # (engine, experiment, on_step=, on_end=)
+
+
 class Presenter(QObject):
     status = Signal(str, str)  # (message, level: info | busy | error | ok)
     config_shown = Signal(object)  # RunConfig the controls should show
     started = Signal(object)  # None, or the error that kept the engine from starting
-    caption = Signal(str)  # scenario banner text; "" hides it
+    caption = Signal(str)  # experiment banner text; "" hides it
+    experiment_changed = Signal(str)  # the experiment playing now ("" when none)
+    step_applied = Signal(int, object)  # (step index, error or None), on the GUI thread
+    # from the player's thread to the GUI thread (queued: the emitter is another thread)
+    _step_done = Signal(object, int, object)  # (player, step index, error)
+    _ended = Signal(object)  # (player)
 
     def __init__(
         self,
         engine: LiveEngine,
         parent: QObject | None = None,
         commands: EngineCommands | None = None,
+        make_player: PlayerFactory = ExperimentPlayer,
     ) -> None:
         super().__init__(parent)
         self.engine = engine
         self.commands = commands if commands is not None else EngineCommands(engine)
         self.commands.finished.connect(self._on_finished)
-        self.scenarios = ScenarioRunner(self)
-        self.scenarios.step_due.connect(self._on_step)
-        self.scenarios.caption_changed.connect(self.caption)
+        self._make_player = make_player
+        self.player: Player | None = None
+        self._step_done.connect(self._on_step_done)
+        self._ended.connect(self._on_ended)
+        self.scope = "segment"
         self._events: deque[Event] = deque(maxlen=1000)
         engine.subscribe(self._events.append)  # any thread; deque.append is atomic
-        self._pending_scenario: Scenario | None = None
+        self._pending_experiment: Experiment | None = None
         self._closed = False
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    def start_engine(self, scenario: Scenario | None = None) -> None:
-        """Open the sources and start the threads on the command thread; then ``started``."""
-        self._pending_scenario = scenario
+    def start_engine(self, experiment: Experiment | None = None) -> None:
+        """Open the sources and start the threads on the command thread; then ``started``.
+
+        With ``experiment``, the engine should be on its first config already
+        (``first_config``): the player starts once the engine runs.
+        """
+        if experiment is not None:
+            self._pending_experiment = experiment
         self.status.emit(
             f"Opening {len(self.engine.config.sources) or 'the'} source(s) and "
             f"{self.engine.config.device_label}…",
@@ -117,19 +150,29 @@ class Presenter(QObject):
         return self.engine.running
 
     def shutdown(self) -> None:
-        """Stop the scenario, the command thread and every engine thread (once)."""
+        """Stop the experiment, the command thread and every engine thread (once)."""
         if self._closed:
             return
         self._closed = True
-        self.scenarios.cancel()
+        player, self.player = self.player, None
+        if player is not None:
+            player.stop(0.0)  # flag it; a step blocked in apply ends with the engine
         self.commands.terminate()  # no job starts after this
         self.engine.stop()  # ends what a running job waits for (a build, an open)
+        if player is not None:
+            player.stop()
         self.commands.stop()
 
     # -- reading ---------------------------------------------------------------------------
 
     def snapshot(self) -> Snapshot | None:
-        return self.engine.snapshot() if self.engine.running else None
+        return self.engine.snapshot(self.scope) if self.engine.running else None
+
+    def set_scope(self, scope: str) -> None:
+        """What the live views cover: "segment" (the default), "60s" or "run"."""
+        if scope not in SCOPES:
+            raise ValueError(f"scope {scope!r}: choose from {', '.join(SCOPES)}")
+        self.scope = scope
 
     def drain_events(self) -> list[Event]:
         out = []
@@ -142,7 +185,7 @@ class Presenter(QObject):
     def change(self, changes: dict[str, Any], by_user: bool = True) -> bool:
         """Validate and apply RunConfig changes; False (and an error status) if invalid."""
         if by_user:
-            self.scenarios.cancel()
+            self.stop_experiment()
         try:
             new = self.engine.config.with_changes(**changes)
         except ConfigError as exc:
@@ -217,11 +260,77 @@ class Presenter(QObject):
         self.status.emit(f"Recording to {folder}", "info")
         return folder
 
-    def start_scenario(self, scenario: Scenario) -> None:
+    # -- experiments -----------------------------------------------------------------------
+
+    def open_experiment(self, name_or_path: str) -> Experiment | None:
+        """Load an experiment file (or a built-in by name) and play it.
+
+        A bad file is one line in the status bar (the file, the step, the field);
+        nothing else stops: the run and any experiment playing go on.
+        """
+        try:
+            experiment = load_experiment(name_or_path)
+        except ExperimentError as exc:
+            self.status.emit(str(exc), "error")
+            return None
+        self.play_experiment(experiment)
+        return experiment
+
+    def play_experiment(self, experiment: Experiment) -> None:
+        """Stop the experiment playing (if any) and play ``experiment`` from its 0 s.
+
+        Its first config is applied as a step (a new segment, with its caption)
+        on the command thread, and the player then applies the later steps at
+        their times.
+        """
+        self.stop_experiment()
         if not self.engine.running:
-            self._pending_scenario = scenario
+            self._pending_experiment = experiment
             return
-        self.scenarios.start(scenario)
+        experiment = on_sources(experiment, self.engine.config.sources)
+        first = first_config(experiment)
+        caption = self._first_caption(experiment)
+        self.caption.emit(caption)
+        self.experiment_changed.emit(experiment.name)
+        self.status.emit(f"Experiment {experiment.name}: setting up…", "busy")
+        player = self._new_player(experiment)
+        self.player = player
+
+        def job() -> str | None:
+            error = self.engine.apply(first, caption=caption, step=True)
+            if error is None and self.player is player and not self.commands.terminating:
+                player.start()
+            return error
+
+        self.commands.submit("experiment", job)
+
+    def stop_experiment(self) -> None:
+        """Stop the experiment playing; the run goes on with the setting it reached."""
+        player, self.player = self.player, None
+        if player is None:
+            return
+        player.stop(0.0)  # never wait on the GUI thread: a step in progress finishes alone
+        self.caption.emit("")
+        self.experiment_changed.emit("")
+        self.status.emit(f"Experiment {player.experiment.name} stopped", "info")
+
+    def _new_player(self, experiment: Experiment) -> Player:
+        holder: list[Player] = []
+        player = self._make_player(
+            self.engine,
+            experiment,
+            on_step=lambda index, error: self._step_done.emit(holder[0], index, error),
+            on_end=lambda: self._ended.emit(holder[0]),
+        )
+        holder.append(player)
+        return player
+
+    @staticmethod
+    def _first_caption(experiment: Experiment) -> str:
+        steps = experiment.steps
+        if steps and steps[0].at == 0 and steps[0].caption:
+            return steps[0].caption
+        return experiment.caption or experiment.name
 
     # -- results from the command thread (GUI thread) --------------------------------------
 
@@ -234,9 +343,21 @@ class Presenter(QObject):
             self.config_shown.emit(self.engine.config)
             self.status.emit(f"Running on {self.engine.backend.label}", "ok")
             self.started.emit(None)
-            if self._pending_scenario is not None:
-                self.scenarios.start(self._pending_scenario)
-                self._pending_scenario = None
+            experiment, self._pending_experiment = self._pending_experiment, None
+            if experiment is not None:
+                experiment = on_sources(experiment, self.engine.config.sources)
+                if self.engine.config == first_config(experiment):
+                    self._start_player(experiment)
+                else:
+                    self.play_experiment(experiment)
+            return
+        if label == "experiment":
+            self.config_shown.emit(self.engine.config)
+            if error and self.player is not None:
+                name, self.player = self.player.experiment.name, None
+                self.caption.emit("")
+                self.experiment_changed.emit("")
+                self.status.emit(f"Experiment {name} not started: {error}", "error")
             return
         if error:
             self.status.emit(f"Not applied: {error}" if label == "apply" else error, "error")
@@ -249,18 +370,37 @@ class Presenter(QObject):
         elif label.startswith(("add ", "remove ")) and not self.commands.busy:
             self.status.emit(f"Sources: {', '.join(s.spec for s in self.engine.sources)}", "ok")
 
-    def _on_step(self, step: Step, index: int) -> None:
-        changes = step.as_dict()
-        self.change(changes, by_user=False)
-        self.config_shown.emit(_preview(self.engine.config, changes))
-        if index == 0:
-            # a clean start for the plots once the first step has been applied
-            self.commands.submit("reset", lambda: self.engine.reset_stats(announce=False))
+    def _start_player(self, experiment: Experiment) -> None:
+        """Play ``experiment`` on an engine that started on its first config."""
+        self.stop_experiment()
+        self.caption.emit(self._first_caption(experiment))
+        self.experiment_changed.emit(experiment.name)
+        self.player = self._new_player(experiment)
+        self.player.start()
 
+    def _on_step_done(self, player: Player, index: int, error: str | None) -> None:
+        if player is not self.player:
+            return  # a step of an experiment stopped meanwhile
+        experiment = player.experiment
+        step = experiment.steps[index]
+        if step.caption and index > 0:
+            self.caption.emit(step.caption)
+        self.config_shown.emit(self.engine.config)
+        where = f"{experiment.name}, step {index + 1} of {len(experiment.steps)} at {step.at:g} s"
+        if error:
+            self.status.emit(f"{where}: not applied: {error}", "error")
+        else:
+            what = ", ".join(f"{k} {v}" for k, v in step.changes.items()) or "no change"
+            self.status.emit(f"{where}: {what}", "ok")
+        self.step_applied.emit(index, error)
 
-def _preview(config: RunConfig, changes: dict[str, Any]) -> RunConfig:
-    """What the config will be once ``changes`` are applied (for the controls)."""
-    try:
-        return config.with_changes(**changes)
-    except ConfigError:
-        return config
+    def _on_ended(self, player: Player) -> None:
+        if player is not self.player:
+            return
+        self.player = None
+        self.experiment_changed.emit("")
+        self.status.emit(
+            f"Experiment {player.experiment.name} finished ({player.experiment.duration:g} s); "
+            "the run goes on",
+            "ok",
+        )

@@ -121,7 +121,7 @@ class SessionsPanel(QWidget):
                 s.source,
                 state,
                 f"{s.fps:.1f}",
-                f"{s.latency_ms.get('p50', 0.0):.0f}",
+                f"{s.latency_ms['p50']:.0f}" if s.latency_ms.get("max", 0.0) > 0 else "–",
                 str(s.overwritten),
             )
             key = (*cells, t.name)

@@ -1,0 +1,241 @@
+"""The segment table: one row per segment, and the plots of the rows selected.
+
+A dumb view: :class:`~batchscope.ui.segment_feed.SegmentFeed` hands it the
+report's segments once a second, the main window hands it the segment-scope
+snapshots it takes anyway. The report carries percentiles, not histograms,
+so the table keeps, per segment, the newest segment-scope snapshot taken in
+it (its latencies and stage means, the timeline dropped): selecting a row
+draws that segment's histogram and stage bars from it, selecting two shows
+both side by side with the figures' ratios.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPushButton,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from batchscope.config import RunConfig
+from batchscope.engine.snapshot import Snapshot
+from batchscope.ui.dist_plots import LatencyHistogram, StageBars
+from batchscope.ui.segment_feed import SegmentUpdate
+from batchscope.ui.segment_rows import COLUMNS, compare, describe_changes, segment_row
+from batchscope.ui.theme import Look
+
+LEFT_ALIGNED = ("changed", "policy")
+RIGHT = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
+
+
+class SegmentPlots(QWidget):
+    """One segment's latency histogram and stage bars, under a line saying which."""
+
+    def __init__(self, look: Look) -> None:
+        super().__init__()
+        self.heading = QLabel()
+        self.heading.setObjectName("cardTitle")
+        self.heading.setWordWrap(True)
+        self.latency = LatencyHistogram(look)
+        self.latency.which.hide()  # all sessions: the row is the whole segment
+        self.stages = StageBars(look)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.heading)
+        lay.addWidget(self.latency, 3)
+        lay.addWidget(self.stages, 2)
+
+    def show_segment(self, segment: Mapping[str, Any], snap: Snapshot | None) -> None:
+        label = f"segment {segment['index']}"
+        span = segment_row(segment)["span"]
+        self.heading.setText(f"{label} · {span} s · {describe_changes(segment)}")
+        if snap is None:
+            snap = _empty(segment)
+        self.latency.update_from(snap, "")  # the heading says which segment
+        self.stages.update_from(snap, "")
+
+
+class SegmentTable(QWidget):
+    export_requested = Signal(str)  # "csv" | "json"
+
+    def __init__(self, look: Look, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.segments: list[dict[str, Any]] = []
+        self.open_index: int | None = None
+        self.kept: dict[int, Snapshot] = {}  # per segment: its newest segment-scope snapshot
+        self._cells: list[dict[str, str]] = []
+        self._look = look
+
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels([c.header for c in COLUMNS])
+        for i, c in enumerate(COLUMNS):
+            self.table.horizontalHeaderItem(i).setToolTip(c.tip)
+        self.table.verticalHeader().hide()
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(
+            [c.key for c in COLUMNS].index("changed"), QHeaderView.ResizeMode.Stretch
+        )
+        self.table.itemSelectionChanged.connect(self._show_selection)
+        self.table.setMinimumHeight(5 * self.table.fontMetrics().height() + 30)  # ≥ 3 rows
+
+        self.hint = QLabel("Select a row for its plots, two rows to compare them.")
+        self.hint.setObjectName("kpiName")
+        csv_button = QPushButton("Export CSV…")
+        json_button = QPushButton("Export JSON…")
+        csv_button.clicked.connect(lambda: self.export_requested.emit("csv"))
+        json_button.clicked.connect(lambda: self.export_requested.emit("json"))
+        bar = QHBoxLayout()
+        bar.addWidget(self.hint, 1)
+        bar.addWidget(csv_button)
+        bar.addWidget(json_button)
+
+        self.plots = (SegmentPlots(look), SegmentPlots(look))
+        # figures as columns and A, B, B ÷ A as rows: three rows fit under the table
+        self.comparison = QTableWidget(3, 0)
+        self.comparison.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.comparison.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.comparison.horizontalHeader().setSectionResizeMode(
+            QHeaderView.ResizeMode.ResizeToContents
+        )
+        self.comparison.hide()
+        self.detail = QSplitter(Qt.Orientation.Horizontal)
+        for w in self.plots:
+            self.detail.addWidget(w)
+            w.hide()
+
+        left = QWidget()
+        llay = QVBoxLayout(left)
+        llay.setContentsMargins(0, 0, 0, 0)
+        llay.addLayout(bar)
+        llay.addWidget(self.table, 1)
+        llay.addWidget(self.comparison)
+        split = QSplitter(Qt.Orientation.Horizontal)
+        split.addWidget(left)
+        split.addWidget(self.detail)
+        split.setSizes([900, 700])
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.addWidget(split)
+
+    # -- data ------------------------------------------------------------------------------
+
+    def keep(self, snap: Snapshot) -> None:
+        """Keep ``snap`` as its segment's newest measured snapshot (segment scope only)."""
+        if snap.scope == "segment" and snap.segment is not None and not snap.settling:
+            self.kept[snap.segment.index] = replace(snap, timeline=[])
+
+    def update_from(self, update: SegmentUpdate) -> None:
+        if update.snapshot is not None:
+            self.keep(update.snapshot)
+        self.segments = update.segments
+        self.open_index = update.open_index
+        follow = not self.table.selectedItems()
+        cells = [segment_row(s, s["index"] == update.open_index) for s in update.segments]
+        if self.table.rowCount() != len(cells):
+            self.table.setRowCount(len(cells))
+            self._cells.extend([{}] * (len(cells) - len(self._cells)))
+            del self._cells[len(cells) :]
+        for row, (seg, texts) in enumerate(zip(update.segments, cells, strict=True)):
+            if texts == self._cells[row]:
+                continue
+            self._fill(row, seg, texts)
+            self._cells[row] = texts
+        if follow and cells:
+            self.table.scrollToBottom()
+        self._show_selection()
+
+    def _fill(self, row: int, segment: Mapping[str, Any], texts: dict[str, str]) -> None:
+        tip = "\n".join(filter(None, (segment.get("caption"), segment.get("error"))))
+        error = QColor(self._look.theme.error) if segment.get("error") else None
+        for col, column in enumerate(COLUMNS):
+            item = self.table.item(row, col)
+            if item is None:
+                item = QTableWidgetItem()
+                self.table.setItem(row, col, item)
+            item.setText(texts[column.key])
+            item.setToolTip(tip)
+            if column.key not in LEFT_ALIGNED:
+                item.setTextAlignment(RIGHT)
+            if error is not None and column.key == "changed":
+                item.setForeground(error)
+
+    def selected(self) -> list[dict[str, Any]]:
+        rows = sorted({i.row() for i in self.table.selectedItems()})
+        return [self.segments[r] for r in rows if r < len(self.segments)]
+
+    def select(self, *indices: int) -> None:
+        """Select the rows of these segments (what a click does)."""
+        self.table.clearSelection()
+        mode = self.table.selectionMode()
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.MultiSelection)
+        for index in indices:
+            self.table.selectRow(index)
+        self.table.setSelectionMode(mode)
+
+    def _show_selection(self) -> None:
+        chosen = self.selected()[-2:]
+        for plots, seg in zip(self.plots, chosen, strict=False):
+            plots.show_segment(seg, self.kept.get(seg["index"]))
+        for i, plots in enumerate(self.plots):
+            plots.setVisible(i < len(chosen))
+        self.comparison.setVisible(len(chosen) == 2)
+        if len(chosen) == 2:
+            figures = compare(*chosen)
+            self.comparison.setColumnCount(len(figures))
+            self.comparison.setHorizontalHeaderLabels([f[0] for f in figures])
+            a, b = (seg["index"] for seg in chosen)
+            self.comparison.setVerticalHeaderLabels([f"A: seg {a}", f"B: seg {b}", "B ÷ A"])
+            for c, figure in enumerate(figures):
+                for r, text in enumerate(figure[1:]):
+                    item = QTableWidgetItem(text)
+                    item.setTextAlignment(RIGHT)
+                    self.comparison.setItem(r, c, item)
+            view = self.comparison
+            view.resizeRowsToContents()
+            rows = sum(view.rowHeight(r) for r in range(view.rowCount()))
+            head = view.horizontalHeader().sizeHint().height()
+            view.setMaximumHeight(head + rows + 2 * view.frameWidth() + 4)
+
+    def set_look(self, look: Look) -> None:
+        """Recolour the rows (the window restyles every plot card, these included)."""
+        self._look = look
+        self._cells = [{}] * len(self._cells)
+
+
+def _empty(segment: Mapping[str, Any]) -> Snapshot:
+    """A snapshot with no windows, for a segment the table kept nothing of."""
+    return Snapshot(
+        t=0.0,
+        config=RunConfig(),
+        running=False,
+        paused=False,
+        device="",
+        weights="",
+        draws_detections=False,
+        policy="",
+        oom_cap=None,
+        sessions=[],
+        recent_latency_ms={},
+        batch_sizes={},
+        throughput_wps=0.0,
+        busy=0.0,
+        memory={},
+        timeline=[],
+    )
