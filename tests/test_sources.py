@@ -119,3 +119,27 @@ def test_no_video_stream_and_unknown_codec_are_named(monkeypatch, tmp_path):
     monkeypatch.setattr(sources.cv2, "VideoCapture", lambda path: Capture(0.0, ""))
     with pytest.raises(SourceError, match="no video stream"):
         VideoFileSource(clip, (128, 72))
+
+
+def test_a_file_paced_at_another_rate_than_its_own_says_so(tmp_path):
+    from batchscope.config import RunConfig
+    from batchscope.engine.engine import Engine
+
+    clip = tmp_path / "sixty.mp4"
+    writer = cv2.VideoWriter(str(clip), cv2.VideoWriter_fourcc(*"mp4v"), 60, (320, 180))
+    for i in range(30):
+        writer.write(np.full((180, 320, 3), i, np.uint8))
+    writer.release()
+    for fps, note in (
+        (30.0, "paced at 30 fps; its own rate is 60 fps (plays 0.50× as fast)"),
+        (None, None),
+    ):
+        e = Engine(RunConfig(sources=(str(clip),), sessions=1, resolution=(256, 144), fps=fps))
+        e.open()
+        e.start()
+        try:
+            session = e.report()["sessions"][0]
+        finally:
+            e.stop()
+        assert (session["source_fps"], session.get("pacing")) == (60.0, note)
+        assert session["paced_fps"] == (fps or 60.0)

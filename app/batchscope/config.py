@@ -15,6 +15,8 @@ from typing import Any
 POLICIES = ("oldest", "round-robin", "all", "dynamic", "fixed", "adaptive")
 PRECISIONS = ("fp32", "fp16", "bf16")
 BACKENDS = ("torch", "emulated")
+#: What runs the real model (torch backend): torch itself, or its ONNX export in ONNX Runtime.
+RUNTIMES = ("torch", "onnxruntime")
 
 #: Which policy flags each policy reads; the others are ignored (the UI greys them out).
 POLICY_PARAMS: dict[str, tuple[str, ...]] = {
@@ -42,9 +44,24 @@ BACKEND_FIELDS = (
     "lean",
     "compile",
     "cuda_graphs",
+    "runtime",
 )
 
 DEFAULT_RESOLUTION = (512, 288)
+
+
+def default_runtime(device: str) -> str:
+    """The runtime the real model uses on ``device`` when none is asked for.
+
+    On the CPU, ONNX Runtime when it is installed: measured 1.4–2.7× the windows/s of
+    torch eager at 128×72 and 256×144, batch 1–4 (docs/BENCHMARKS.md, "Runtimes").
+    On a GPU, torch (ONNX Runtime's CUDA provider is not measured yet).
+    """
+    from importlib.util import find_spec
+
+    if device == "cpu" and find_spec("onnxruntime") is not None:
+        return "onnxruntime"
+    return "torch"
 
 
 class ConfigError(ValueError):
@@ -77,6 +94,7 @@ class Knob:
     optional: bool = False  # None is valid (e.g. max_batch: no cap)
     slider: tuple[float, float] | None = None
     help: str = ""
+    none_word: str = "none"  # what None is called on the command line ("source" for fps)
 
     @property
     def flag(self) -> str:
@@ -99,8 +117,8 @@ class Knob:
         return self.kind(value)
 
     def parse(self, text: str) -> Any:
-        """``check`` of a command-line string (``none`` means no value where allowed)."""
-        if self.optional and text.strip().lower() in ("none", "unlimited"):
+        """``check`` of a command-line string (``none_word`` means None where allowed)."""
+        if self.optional and text.strip().lower() in (self.none_word, "none", "unlimited"):
             return None
         try:
             value = int(text) if self.kind is int else float(text)
@@ -133,6 +151,7 @@ KNOBS: dict[str, Knob] = {
             optional=True,
             slider=(1, 120),
             help="frames per second each session sends",
+            none_word="source",
         ),
         Knob(
             "max_batch",
@@ -257,6 +276,7 @@ class RunConfig:
     lean: bool = False
     compile: bool = False  # torch.compile the model (torch backend; slow first build)
     cuda_graphs: bool = False  # replay each batch size as a captured CUDA graph (CUDA only)
+    runtime: str = "torch"  # torch or onnxruntime (the exported model); torch backend only
     neighbours: int = KNOBS["neighbours"].default  # busy jobs sharing the GPU (time-slicing)
     neighbour_duty: float = KNOBS["neighbour_duty"].default
     duration_s: float = KNOBS["duration_s"].default
@@ -291,6 +311,18 @@ class RunConfig:
             raise ConfigError(
                 "cuda_graphs", True, "use CUDA graphs or torch.compile, not both in one run"
             )
+        if self.runtime not in RUNTIMES:
+            raise ConfigError("runtime", self.runtime, f"choose from {_or(RUNTIMES)}")
+        if self.runtime != "torch":
+            for name in ("compile", "cuda_graphs", "channels_last"):
+                if getattr(self, name):
+                    raise ConfigError(name, True, f"is a torch option; runtime is {self.runtime}")
+            if self.backend != "torch":
+                raise ConfigError(
+                    "runtime", self.runtime, "runs the real model: needs the torch backend"
+                )
+        if (self.checkpoint or "").endswith(".onnx") and self.runtime != "onnxruntime":
+            raise ConfigError("checkpoint", self.checkpoint, "an ONNX file needs --runtime onnxruntime")
         if self.backend == "torch" and not re.fullmatch(r"cpu|cuda(:\d+)?", self.device):
             raise ConfigError("device", self.device, "expected cpu or cuda:N")
 
@@ -367,6 +399,7 @@ class RunConfig:
             "lean": self.lean,
             "compile": self.compile,
             "cuda_graphs": self.cuda_graphs,
+            "runtime": self.runtime,
             "neighbours": self.neighbours,
             "neighbour_duty": self.neighbour_duty,
             "sources": list(self.sources),

@@ -80,7 +80,11 @@ def add_run_command(sub: Any) -> None:
         help="default: fp16 on emulated/CUDA, fp32 on CPU",
     )
     run.add_argument("--resolution", type=resolution, default=DEFAULT_RESOLUTION, metavar="WxH")
-    add_knob(run, "fps", help="frames/s per session (default %(default)g)")
+    add_knob(
+        run,
+        "fps",
+        help="frames/s per session, or 'source' for each file's own rate (default %(default)g)",
+    )
     add_knob(
         run, "duration_s", metavar="S", help="measured seconds (after warm-up; default %(default)g)"
     )

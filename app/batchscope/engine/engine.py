@@ -534,7 +534,10 @@ class Engine:
         # would drop the windows waiting at the reset and under-count by latency/duration
         items = items[items["result"] >= self._stats_t0]
         batches = batches[batches["end"] >= self._stats_t0]
-        infos = [SessionInfo(s.id, s.source.spec, s.state, s.error) for s in self.roster.sessions()]
+        infos = [
+            SessionInfo(s.id, s.source.spec, s.state, s.error, s.source.own_fps)
+            for s in self.roster.sessions()
+        ]
         backend = self._worker.backend if self._worker else None
         return build_report(
             kind,

@@ -25,6 +25,7 @@ class SessionInfo:
     source: str
     state: str = "running"
     error: str | None = None
+    source_fps: float | None = None  # the source's own frame rate, where it has one
 
 
 def build_report(
@@ -58,6 +59,15 @@ def build_report(
             "latency_ms": latency_summary(latencies_ms(mine)),
             "stages_ms": stage_means(mine),
         }
+        if s.source_fps is not None:
+            paced = config.fps or s.source_fps
+            entry["source_fps"] = round(s.source_fps, 3)
+            entry["paced_fps"] = round(paced, 3)
+            if abs(paced - s.source_fps) > 0.01:
+                entry["pacing"] = (
+                    f"paced at {paced:g} fps; its own rate is {s.source_fps:g} fps "
+                    f"(plays {paced / s.source_fps:.2f}× as fast)"
+                )
         if s.state != "running":
             entry["state"] = s.state
         if s.error:
@@ -151,5 +161,6 @@ def format_sessions(report: Mapping[str, Any]) -> str:
             f"{lat['p50']:>8.1f}{lat['p99']:>8.1f}{st['wait']:>7.1f}{st['prep']:>7.1f}"
             f"{st['compute']:>7.1f}{st['post']:>7.1f}"
             + (f"  ERROR: {s['error']}" if s.get("error") else "")
+            + (f"  ({s['pacing']})" if s.get("pacing") else "")
         )
     return "\n".join(lines)

@@ -61,7 +61,8 @@ class FrameSource(ABC):
 
     spec: str
     name: str
-    fps: float  # the source's own frame rate
+    fps: float  # the rate it plays at when paced at its own rate (30 when it has none)
+    own_fps: float | None = None  # the rate the file or camera declares, if it does
     source_size: tuple[int, int]  # (width, height) of the original frames
     resolution: tuple[int, int]  # (width, height) of the frames handed out
     live: bool = False
@@ -137,8 +138,11 @@ class VideoFileSource(CachedSource):
                     if kind
                     else "not a video OpenCV can open",
                 )
-            fps = cap.get(cv2.CAP_PROP_FPS)
-            fps = fps if fps and math.isfinite(fps) and 0 < fps <= 1000 else 30.0
+            declared = cap.get(cv2.CAP_PROP_FPS)
+            own = (
+                declared if declared and math.isfinite(declared) and 0 < declared <= 1000 else None
+            )
+            fps = own or 30.0
             w, h = resolution
             limit = max(1, budget_bytes // (w * h * 3))
             expected = max(0, int(cap.get(cv2.CAP_PROP_FRAME_COUNT) or 0))
@@ -164,6 +168,7 @@ class VideoFileSource(CachedSource):
         if n < len(frames):  # fewer than the file announced: give the rest back
             frames = frames[:n].copy()
         super().__init__(spec, path.name, frames, fps, size)
+        self.own_fps = own
         self.path = path
         self._truth = _read_truth_csv(path.with_suffix(".csv"))
         if longer:
@@ -234,7 +239,8 @@ class CameraSource(FrameSource):
             cap.release()
             raise SourceError(self.spec, "camera opened but gave no frame")
         fps = cap.get(cv2.CAP_PROP_FPS)
-        self.fps = fps if fps and math.isfinite(fps) and fps > 0 else 30.0
+        self.own_fps = fps if fps and math.isfinite(fps) and fps > 0 else None
+        self.fps = self.own_fps or 30.0
         self.source_size = (bgr.shape[1], bgr.shape[0])
         self._cap = cap
         self._latest = _to_model(bgr, resolution)
