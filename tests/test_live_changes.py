@@ -371,3 +371,20 @@ def test_report_and_headline_agree_when_a_source_is_bad(engines, tmp_path):
     served = [s.fps for s in snap.sessions if s.state == "running"]
     assert shown["min_fps"] == f"{min(served):.1f}"
     assert float(shown["jain"]) > 0.95
+
+
+def test_a_closed_segment_keeps_its_own_latencies(engines):
+    e = running(sessions=2, policy="oldest")
+    engines.append(e)
+    assert wait_for(lambda: e.report()["segments"][0]["measured_s"] > 0.5)
+    assert e.apply(e.config.with_changes(sessions=6, policy="all")) is None
+    assert wait_for(lambda: not e.snapshot().settling and e.snapshot().recent_latency_ms[5].size)
+    first = e.snapshot("segment", segment=0)
+    assert first.segment.index == 0 and sorted(first.recent_latency_ms) == list(range(6))
+    assert first.recent_latency_ms[0].size > 10
+    assert first.recent_latency_ms[5].size == 0  # session 5 did not exist in segment 0
+    report = e.report()["segments"][0]
+    served = first.recent_latency_ms[0].size + first.recent_latency_ms[1].size
+    assert served == sum(s["delivered"] for s in report["sessions"])
+    with pytest.raises(ValueError, match="segment 9"):
+        e.snapshot("segment", segment=9)

@@ -477,12 +477,21 @@ class Engine:
             self._stats_t0,
         )
 
-    def snapshot(self, scope: str = "segment") -> Snapshot:
-        """What the UI draws; latencies and batch sizes cover ``scope`` (see SCOPES)."""
+    def snapshot(self, scope: str = "segment", segment: int | None = None) -> Snapshot:
+        """What the UI draws; latencies and batch sizes cover ``scope`` (see SCOPES).
+
+        ``segment``: with the segment scope, that segment's measured interval
+        (a closed one: from its settling second's end to its end) instead of the
+        current one.
+        """
         worker = self._worker
         backend = worker.backend
         now = self._clock()
-        seg = self.segments.current()
+        segments = self.segments.all()
+        if segment is not None and not 0 <= segment < len(segments):
+            raise ValueError(f"segment {segment}: the run has {len(segments)} segments")
+        seg = segments[segment] if segment is not None else (segments[-1] if segments else None)
+        until = seg.end if segment is not None and seg is not None else None
         view = None
         if seg is not None:
             view = SegmentView(
@@ -515,6 +524,7 @@ class Engine:
             since,
             scope,
             view,
+            until,
         )
 
     def report(self, kind: str = "run") -> dict[str, Any]:

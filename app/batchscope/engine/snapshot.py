@@ -112,22 +112,29 @@ def take_snapshot(
     since: float,
     scope: str = "segment",
     segment: SegmentView | None = None,
+    until: float | None = None,
 ) -> Snapshot:
     """The snapshot at ``now`` (s on the engine's clock) of a run that started at ``t0``.
 
     The latencies, stages and batch sizes cover what was delivered from ``since``
-    on (the scope's start); the fps, counts and timeline are the run's.
+    on (the scope's start) up to ``until`` (a closed segment's end; None: now); the
+    fps, counts and timeline are the run's.
     """
     with store.lock:
-        items = store.items.tail(MAX_ITEMS)
+        if until is None:
+            items = store.items.tail(MAX_ITEMS)
+            batches = store.batches.tail(MAX_BATCHES)
+        else:  # a closed segment: whatever the rings still hold of it, reset or not
+            items = store.items.retained()
+            batches = store.batches.retained()
         result_times = {sid: list(times) for sid, times in store.result_times.items()}
         delivered = dict(store.delivered)
         latest = dict(store.latest)
-        batches = store.batches.tail(MAX_BATCHES)
         timeline = list(store.timeline)
-    truncated = len(items) == MAX_ITEMS and items["result"][0] > since
-    items = items[items["result"] >= since]
-    in_scope = batches["size"][batches["end"] >= since]
+    end = np.inf if until is None else until
+    truncated = len(items) > 0 and items["result"][0] > since and len(items) >= MAX_ITEMS
+    items = items[(items["result"] >= since) & (items["result"] <= end)]
+    in_scope = batches["size"][(batches["end"] >= since) & (batches["end"] <= end)]
     sizes, counts = np.unique(in_scope, return_counts=True)
     views, recent = [], {}
     for s in sessions:
