@@ -31,6 +31,7 @@ from batchscope.config import (
 )
 from batchscope.device.load import NeighbourLoad
 from batchscope.engine.backends import Backend, BackendError, BuildCancelled, make_backend
+from batchscope.engine.faults import fault_actions
 from batchscope.engine.feeder import Feeder
 from batchscope.engine.metrics import Event, MetricsStore, TimelineSample
 from batchscope.engine.monitor import Monitor, sample_timeline
@@ -418,7 +419,14 @@ class Engine:
             return "the engine is not running"
         if fault.session is not None and self.roster.session(fault.session) is None:
             return f"{fault.kind}: no session {fault.session} (the run has {self.config.sessions})"
-        start, end = self._fault_actions(fault)
+        start, end = fault_actions(
+            fault,
+            self._feeder,
+            self._worker,
+            self.roster,
+            lambda message: self.event("error", message),
+            lambda: self.config.fps,
+        )
         try:
             start()
         except Exception as exc:
@@ -435,31 +443,6 @@ class Engine:
 
         self._feeder.at(self._clock() + fault.for_s, ended)
         return None
-
-    def _fault_actions(self, fault: Fault) -> tuple[Callable[[], None], Callable[[], None]]:
-        """What starts and what ends ``fault`` (the end runs on the feeder thread)."""
-        sid = fault.session
-        if fault.kind in ("stall", "burst"):
-            factor = 0.0 if fault.kind == "stall" else float(fault.factor)
-            return (lambda: self._feeder.scale(sid, factor), lambda: self._feeder.scale(sid, 1.0))
-        if fault.kind == "slow_device":
-
-            def slow(factor: float) -> None:
-                self._worker.between_batches(lambda: setattr(self._worker, "slowdown", factor))
-
-            return (
-                lambda: slow(float(fault.factor)),
-                lambda: self._worker.call(lambda: setattr(self._worker, "slowdown", 1.0)),
-            )
-        if fault.kind == "source_error":
-
-            def fail() -> None:
-                session = self.roster.session(sid)
-                session.fail("source error (injected fault)")
-                self.event("error", f"session {sid}: source error (injected fault)")
-
-            return (fail, lambda: self.roster.recover(sid, self.config.fps))
-        raise ValueError(f"unknown fault {fault.kind!r}")
 
     @property
     def backend(self) -> Backend:
