@@ -6,13 +6,23 @@ import time
 from collections.abc import Callable
 
 REPORT_KEYS = {"kind", "config", "sessions", "overall", "memory"}
-SESSION_KEYS = {"id", "source", "fps", "delivered", "overwritten", "latency_ms", "stages_ms"}
+SESSION_KEYS = {
+    "id",
+    "source",
+    "fps",
+    "delivered",
+    "overwritten",
+    "expired",
+    "latency_ms",
+    "stages_ms",
+}
 OVERALL_KEYS = {
     "throughput_wps",
     "mean_fps",
     "min_fps",
     "jain",
     "overwritten",
+    "expired",
     "latency_ms",
     "batch_sizes",
     "busy",

@@ -28,6 +28,9 @@ POLICY_PARAMS: dict[str, tuple[str, ...]] = {
     "adaptive": ("max_batch", "slo_ms"),
 }
 
+#: Fields the worker takes live between two batches (for every policy).
+WORKER_FIELDS = ("drop_after_ms",)
+
 #: Fields the device changes live, without a new backend (the load others put on it).
 DEVICE_LOAD_FIELDS = ("neighbours", "neighbour_duty")
 
@@ -59,7 +62,7 @@ def default_runtime(device: str) -> str:
     """
     from importlib.util import find_spec
 
-    if device == "cpu" and find_spec("onnxruntime") is not None:
+    if device == "cpu" and all(find_spec(m) is not None for m in ("onnxruntime", "onnxscript")):
         return "onnxruntime"
     return "torch"
 
@@ -197,6 +200,17 @@ KNOBS: dict[str, Knob] = {
             help="measured seconds",
         ),
         Knob(
+            "drop_after_ms",
+            float,
+            "ms",
+            0,
+            100_000,
+            None,
+            lo_open=True,
+            optional=True,
+            help="discard a window that has waited longer (every policy; counted as expired)",
+        ),
+        Knob(
             "neighbours",
             int,
             "jobs",
@@ -277,6 +291,7 @@ class RunConfig:
     compile: bool = False  # torch.compile the model (torch backend; slow first build)
     cuda_graphs: bool = False  # replay each batch size as a captured CUDA graph (CUDA only)
     runtime: str = "torch"  # torch or onnxruntime (the exported model); torch backend only
+    drop_after_ms: float | None = KNOBS["drop_after_ms"].default  # None: never drop
     neighbours: int = KNOBS["neighbours"].default  # busy jobs sharing the GPU (time-slicing)
     neighbour_duty: float = KNOBS["neighbour_duty"].default
     duration_s: float = KNOBS["duration_s"].default
@@ -322,7 +337,9 @@ class RunConfig:
                     "runtime", self.runtime, "runs the real model: needs the torch backend"
                 )
         if (self.checkpoint or "").endswith(".onnx") and self.runtime != "onnxruntime":
-            raise ConfigError("checkpoint", self.checkpoint, "an ONNX file needs --runtime onnxruntime")
+            raise ConfigError(
+                "checkpoint", self.checkpoint, "an ONNX file needs --runtime onnxruntime"
+            )
         if self.backend == "torch" and not re.fullmatch(r"cpu|cuda(:\d+)?", self.device):
             raise ConfigError("device", self.device, "expected cpu or cuda:N")
 
@@ -400,6 +417,7 @@ class RunConfig:
             "compile": self.compile,
             "cuda_graphs": self.cuda_graphs,
             "runtime": self.runtime,
+            "drop_after_ms": self.drop_after_ms,
             "neighbours": self.neighbours,
             "neighbour_duty": self.neighbour_duty,
             "sources": list(self.sources),

@@ -127,6 +127,27 @@ def add_policy_flags(p: argparse.ArgumentParser) -> None:
     )
     add_knob(g, "batch", help="batch size of the fixed policy (default %(default)g)")
     add_knob(g, "slo_ms", help="latency objective in ms (adaptive; default %(default)g)")
+    add_knob(
+        g,
+        "drop_after_ms",
+        help="discard a window that has waited longer than this many ms, counted as "
+        "expired (any policy; default: never)",
+    )
+
+
+def add_neighbour_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("a shared device")
+    add_knob(
+        g,
+        "neighbours",
+        help="other busy jobs on the device: modelled time-slicing on the emulated device, "
+        "real load processes on cpu/cuda (default %(default)g)",
+    )
+    add_knob(
+        g,
+        "neighbour_duty",
+        help="share of the time each neighbour keeps the device busy, 0-1 (default %(default)g)",
+    )
 
 
 def given_options(parser: argparse.ArgumentParser, argv: Sequence[str]) -> dict[str, str]:

@@ -15,6 +15,7 @@ from typing import Any
 from batchscope.cli.args import (
     CliError,
     add_knob,
+    add_neighbour_flags,
     add_policy_flags,
     configure_threads,
     number,
@@ -22,15 +23,17 @@ from batchscope.cli.args import (
     resolution,
     write_json,
 )
-from batchscope.cli.experiments import experiment_block, print_experiment_report, write_report
+from batchscope.cli.experiments import print_experiment_report, write_report
 from batchscope.cli.tables import write_csv
 from batchscope.config import (
     BACKENDS,
     DEFAULT_RESOLUTION,
     POLICIES,
     PRECISIONS,
+    RUNTIMES,
     ConfigError,
     RunConfig,
+    default_runtime,
 )
 from batchscope.engine.engine import Engine
 from batchscope.engine.player import ExperimentPlayer, first_config
@@ -38,6 +41,7 @@ from batchscope.engine.report import format_sessions, format_table
 from batchscope.experiment import load_experiment
 from batchscope.sim.prediction import add_predictions
 from batchscope.sim.simulator import DEFAULT_WARMUP_S
+from batchscope.ui.html_report import experiment_block
 
 #: The flags ``run --experiment`` accepts; the others set the config, which the file sets.
 EXPERIMENT_FLAGS = ("experiment", "json", "csv", "report", "record", "quiet")
@@ -60,6 +64,7 @@ def add_run_command(sub: Any) -> None:
     add_knob(run, "sessions")
     run.add_argument("--policy", choices=POLICIES, default="all")
     add_policy_flags(run)
+    add_neighbour_flags(run)
     run.add_argument(
         "--backend",
         choices=BACKENDS,
@@ -95,7 +100,18 @@ def add_run_command(sub: Any) -> None:
         metavar="S",
         help="seconds run before measuring (default %(default)g)",
     )
-    run.add_argument("--checkpoint", help="BlurBall checkpoint to load (torch backend)")
+    run.add_argument(
+        "--runtime",
+        choices=RUNTIMES,
+        default=None,
+        help="what runs the real model: torch, or its ONNX export in onnxruntime; default: "
+        "onnxruntime on cpu when installed (measured faster there), torch on cuda and with "
+        "--compile, --cuda-graphs or --channels-last",
+    )
+    run.add_argument(
+        "--checkpoint",
+        help="BlurBall checkpoint to load (torch backend), or an .onnx file (onnxruntime)",
+    )
     run.add_argument("--channels-last", action="store_true")
     run.add_argument("--no-cudnn-benchmark", action="store_true")
     run.add_argument(
@@ -153,6 +169,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         raise ConfigError("warmup", args.warmup, "must be 0 or more seconds")
     if args.checkpoint and backend != "torch":
         raise ConfigError("checkpoint", args.checkpoint, "needs the torch backend (--device)")
+    runtime = args.runtime or _runtime_for(args, backend, device)
     return RunConfig(
         sources=tuple(args.sources),
         sessions=args.sessions,
@@ -162,6 +179,9 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         max_delay_ms=args.max_delay_ms,
         batch=args.batch,
         slo_ms=args.slo_ms,
+        drop_after_ms=args.drop_after_ms,
+        neighbours=args.neighbours,
+        neighbour_duty=args.neighbour_duty,
         backend=backend,
         device=device,
         profile=args.profile if backend == "emulated" else None,
@@ -173,11 +193,22 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         lean=args.lean,
         compile=args.compile,
         cuda_graphs=args.cuda_graphs,
+        runtime=runtime,
         duration_s=args.duration,
         seed=args.seed,
         skip_bad_sources=args.skip_bad_sources,
         extra={"warmup_s": args.warmup},
     )
+
+
+def _runtime_for(args: argparse.Namespace, backend: str, device: str) -> str:
+    """The runtime when ``--runtime`` is not given: what the other flags imply, else the
+    device's default (``config.default_runtime``)."""
+    if backend != "torch" or args.compile or args.cuda_graphs or args.channels_last:
+        return "torch"
+    if (args.checkpoint or "").endswith(".onnx"):
+        return "onnxruntime"
+    return default_runtime(device)
 
 
 def status_line(report: dict[str, Any], t: float, total: float) -> str:

@@ -26,6 +26,7 @@ from batchscope.config import (
     BACKEND_FIELDS,
     DEVICE_LOAD_FIELDS,
     POLICY_PARAMS,
+    WORKER_FIELDS,
     ConfigError,
     RunConfig,
 )
@@ -105,6 +106,7 @@ class Engine:
             self._worker = Worker(
                 self.mailboxes, self.store, make_policy(config), self.event, self._clock
             )
+            self._set_worker_knobs(config)
         try:
             slots = self._open_slots(config.sources or default_sources(), config.resolution)
         except BaseException:
@@ -352,6 +354,8 @@ class Engine:
             self._worker.set_policy(policy)
         elif set(POLICY_PARAMS[new.policy]) & changes.keys():
             self._worker.retune(lambda p: p.retune(new))
+        if set(WORKER_FIELDS) & changes.keys():
+            self._worker.between_batches(lambda: self._set_worker_knobs(new))
         if (
             set(DEVICE_LOAD_FIELDS) & changes.keys()
             and backend is None
@@ -366,6 +370,11 @@ class Engine:
         self.config = new
         if set(SESSION_FIELDS) & changes.keys():
             self._sync_sessions()
+
+    def _set_worker_knobs(self, config: RunConfig) -> None:
+        """Worker thread: the knobs it applies to every policy."""
+        ms = config.drop_after_ms
+        self._worker.drop_after_s = None if ms is None else ms / 1000.0
 
     def _sync_load(self, config: RunConfig) -> None:
         """Real neighbour processes on a real device, as many as ``config`` asks for."""
@@ -508,6 +517,7 @@ class Engine:
             scope,
             view,
             until,
+            self.mailboxes.expired(),
         )
 
     def report(self, kind: str = "run") -> dict[str, Any]:
@@ -522,6 +532,7 @@ class Engine:
                 self.store.batches.retained(),
                 self.store.overwrites.retained(),
             )
+            expiries = self.store.expiries.retained()
         # what was delivered in the interval (the rings were cleared when it began; the
         # filter keeps that true however they were read): counting by arrival instead
         # would drop the windows waiting at the reset and under-count by latency/duration
@@ -546,10 +557,11 @@ class Engine:
                 "weights": backend.weights if backend else "",
                 "events": events,
                 "segments": [
-                    segment_report(seg, infos, *history, now, self._t0, kind)
+                    segment_report(seg, infos, *history, now, self._t0, kind, expiries)
                     for seg in self.segments.all()
                 ],
             },
+            expired=self.mailboxes.expired(),
         )
 
 

@@ -114,6 +114,7 @@ class MetricsStore:
     items: Ring = field(default_factory=lambda: Ring(ITEM_DTYPE, ITEM_CAPACITY))
     batches: Ring = field(default_factory=lambda: Ring(BATCH_DTYPE, BATCH_CAPACITY))
     overwrites: Ring = field(default_factory=lambda: Ring(OVERWRITE_DTYPE, BATCH_CAPACITY))
+    expiries: Ring = field(default_factory=lambda: Ring(OVERWRITE_DTYPE, BATCH_CAPACITY))
     result_times: dict[int, deque] = field(default_factory=dict)
     delivered: dict[int, int] = field(default_factory=dict)
     latest: dict[int, Latest] = field(default_factory=dict)
@@ -145,6 +146,12 @@ class MetricsStore:
         with self.lock:
             self.overwrites.append((session, t))
 
+    def record_expired(self, drops: list[tuple[int, float]]) -> None:
+        """Windows discarded for waiting past ``drop_after_ms``: (session, t) each."""
+        with self.lock:
+            for drop in drops:
+                self.expiries.append(drop)
+
     def add_event(self, t: float, kind: str, message: str) -> Event:
         ev = Event(round(t, 3), kind, message)
         with self.lock:
@@ -162,4 +169,5 @@ class MetricsStore:
             self.items.clear()
             self.batches.clear()
             self.overwrites.clear()
+            self.expiries.clear()
             self.delivered.clear()

@@ -38,12 +38,15 @@ def build_report(
     duration_s: float,
     memory: Mapping[str, Any] | None = None,
     extra: Mapping[str, Any] | None = None,
+    expired: Mapping[int, int] | None = None,
 ) -> dict[str, Any]:
     """A report in the schema of ARCHITECTURE.md from item and batch records.
 
     ``items`` and ``batches`` are arrays of :data:`ITEM_DTYPE` / :data:`BATCH_DTYPE`
-    covering the measured interval of ``duration_s`` seconds.
+    covering the measured interval of ``duration_s`` seconds; ``expired``: windows
+    discarded per session for waiting past ``drop_after_ms`` (none when not given).
     """
+    expired = expired or {}
     per_session = []
     states_and_fps = []
     for s in sessions:
@@ -56,6 +59,7 @@ def build_report(
             "fps": round(fps, 3),
             "delivered": len(mine),
             "overwritten": int(overwritten.get(s.id, 0)),
+            "expired": int(expired.get(s.id, 0)),
             "latency_ms": latency_summary(latencies_ms(mine)),
             "stages_ms": stage_means(mine),
         }
@@ -78,6 +82,7 @@ def build_report(
         "throughput_wps": round(len(items) / duration_s, 3) if duration_s > 0 else 0.0,
         **fps_figures(states_and_fps),
         "overwritten": int(sum(overwritten.get(s.id, 0) for s in sessions)),
+        "expired": int(sum(expired.get(s.id, 0) for s in sessions)),
         "latency_ms": latency_summary(latencies_ms(items)),
         "batch_sizes": {str(k): sizes[k] for k in sorted(sizes)},
         "busy": round(busy_fraction(float(batches["compute_s"].sum()), duration_s), 4),
@@ -148,17 +153,20 @@ def format_table(reports: Sequence[Mapping[str, Any]]) -> str:
 
 
 def format_sessions(report: Mapping[str, Any]) -> str:
-    """Per-session table of one report."""
+    """Per-session table of one report (an expired column when windows expired)."""
+    expiring = any(s.get("expired") for s in report["sessions"])
     lines = [
         f"{'id':>3}  {'source':<24}{'fps':>7}{'delivered':>10}{'overwr':>8}"
-        f"{'p50 ms':>8}{'p99 ms':>8}{'wait':>7}{'prep':>7}{'comp':>7}{'post':>7}"
+        + (f"{'expired':>8}" if expiring else "")
+        + f"{'p50 ms':>8}{'p99 ms':>8}{'wait':>7}{'prep':>7}{'comp':>7}{'post':>7}"
     ]
     for s in report["sessions"]:
         lat, st = s["latency_ms"], s["stages_ms"]
         src = s["source"] if len(s["source"]) <= 23 else "…" + s["source"][-22:]
         lines.append(
             f"{s['id']:>3}  {src:<24}{s['fps']:>7.1f}{s['delivered']:>10}{s['overwritten']:>8}"
-            f"{lat['p50']:>8.1f}{lat['p99']:>8.1f}{st['wait']:>7.1f}{st['prep']:>7.1f}"
+            + (f"{s.get('expired', 0):>8}" if expiring else "")
+            + f"{lat['p50']:>8.1f}{lat['p99']:>8.1f}{st['wait']:>7.1f}{st['prep']:>7.1f}"
             f"{st['compute']:>7.1f}{st['post']:>7.1f}"
             + (f"  ERROR: {s['error']}" if s.get("error") else "")
             + (f"  ({s['pacing']})" if s.get("pacing") else "")

@@ -136,23 +136,25 @@ def segment_report(
     now: float,
     t0: float,
     kind: str = "run",
+    expiries: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """The segment's entry of a report: the same figures as the report's ``overall``.
 
-    ``items``/``batches``/``overwrites`` are the run's records (ITEM_DTYPE,
-    BATCH_DTYPE, OVERWRITE_DTYPE); only those
-    delivered (or overwritten) in the measured interval count.
+    ``items``/``batches``/``overwrites``/``expiries`` are the run's records
+    (ITEM_DTYPE, BATCH_DTYPE, OVERWRITE_DTYPE twice); only those delivered (or
+    overwritten, or expired) in the measured interval count.
     """
     end = segment.end if segment.end is not None else now
     lo = min(segment.measure_start, end)
     mine = items[(items["result"] >= lo) & (items["result"] <= end)]
     my_batches = batches[(batches["end"] >= lo) & (batches["end"] <= end)]
-    over = overwrites[(overwrites["t"] >= lo) & (overwrites["t"] <= end)]
-    counts = np.bincount(over["session"], minlength=1) if len(over) else np.zeros(1, int)
-    overwritten = {int(s): int(c) for s, c in enumerate(counts) if c}
-    ids = {int(s) for s in np.unique(mine["session"])} | set(overwritten)
+    overwritten = _counts(overwrites, lo, end)
+    expired = _counts(expiries, lo, end)
+    ids = {int(s) for s in np.unique(mine["session"])} | set(overwritten) | set(expired)
     infos = [s for s in sessions if s.id < segment.config.sessions or s.id in ids]
-    body = build_report(kind, segment.config, infos, mine, my_batches, overwritten, end - lo)
+    body = build_report(
+        kind, segment.config, infos, mine, my_batches, overwritten, end - lo, expired=expired
+    )
     entry: dict[str, Any] = {
         "index": segment.index,
         "start_s": round(segment.start - t0, 3),
@@ -169,6 +171,15 @@ def segment_report(
     if segment.error:
         entry["error"] = segment.error
     return entry
+
+
+def _counts(records: np.ndarray | None, lo: float, hi: float) -> dict[int, int]:
+    """Per session, the (session, t) records with t in [lo, hi]."""
+    if records is None or len(records) == 0:
+        return {}
+    inside = records[(records["t"] >= lo) & (records["t"] <= hi)]
+    counts = np.bincount(inside["session"]) if len(inside) else np.zeros(0, int)
+    return {int(s): int(c) for s, c in enumerate(counts) if c}
 
 
 def _json(value: Any) -> Any:

@@ -96,6 +96,7 @@ class Mailboxes:
         # decision); ``since`` is when the mailbox became non-empty.
         self._waiting: dict[int, Waiting] = {}
         self._overwritten: dict[int, int] = {}
+        self._expired: dict[int, int] = {}
 
     def publish(self, window: Window) -> bool:
         """Put ``window`` in its session's mailbox; True if it replaced an untaken one."""
@@ -150,7 +151,28 @@ class Mailboxes:
         with self._lock:
             return dict(self._overwritten)
 
+    def expire(self, now: float, max_wait_s: float) -> list[tuple[int, float]]:
+        """Drop every window that has waited longer than ``max_wait_s`` (``--drop-after-ms``).
+
+        Clockwork's and Clipper's rule: work that can no longer meet its deadline is
+        discarded rather than run late. A window's wait counts from its own arrival
+        (an overwrite brings a fresh window). Returns (session, now) per drop; each is
+        counted as *expired*, apart from overwritten.
+        """
+        with self._lock:
+            late = [sid for sid, w in self._pending.items() if now - w.arrival > max_wait_s]
+            for sid in late:
+                del self._pending[sid]
+                del self._waiting[sid]
+                self._expired[sid] = self._expired.get(sid, 0) + 1
+        return [(sid, now) for sid in late]
+
+    def expired(self) -> dict[int, int]:
+        with self._lock:
+            return dict(self._expired)
+
     def reset_counts(self) -> None:
         """Start counting overwrites afresh (the end of a warm-up, a statistics reset)."""
         with self._lock:
             self._overwritten.clear()
+            self._expired.clear()

@@ -38,6 +38,7 @@ class SessionView:
     latency_ms: dict[str, float]
     stages_ms: dict[str, float]
     latest: Latest | None
+    expired: int = 0  # windows discarded for waiting past drop_after_ms
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,7 @@ def take_snapshot(
     scope: str = "segment",
     segment: SegmentView | None = None,
     until: float | None = None,
+    expired: dict[int, int] | None = None,
 ) -> Snapshot:
     """The snapshot at ``now`` (s on the engine's clock) of a run that started at ``t0``.
 
@@ -153,6 +155,7 @@ def take_snapshot(
                 latency_ms=latency_summary(lat),
                 stages_ms=stage_means(mine),
                 latest=latest.get(s.id),
+                expired=(expired or {}).get(s.id, 0),
             )
         )
     last = timeline[-1] if timeline else None

@@ -67,6 +67,7 @@ class Worker:
         self.paused = False
         self.oom_cap: int | None = None  # set after an out-of-memory, cleared by a new backend
         self.slowdown = 1.0  # every batch's compute takes this × longer (a slow-device fault)
+        self.drop_after_s: float | None = None  # discard windows older than this (expired)
         self._thread = threading.Thread(target=self._run, name="batchscope-worker", daemon=True)
         self._thread.start()
 
@@ -183,8 +184,12 @@ class Worker:
                 future.set_exception(WorkerStopped())
 
     def _step(self) -> None:
-        waiting = self._mailboxes.waiting()
         now = self._clock()
+        if self.drop_after_s is not None:
+            drops = self._mailboxes.expire(now, self.drop_after_s)
+            if drops:
+                self._store.record_expired(drops)
+        waiting = self._mailboxes.waiting()
         decision = self.policy.select(waiting, now)
         if not decision.take:
             timeout = (
