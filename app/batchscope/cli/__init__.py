@@ -17,6 +17,7 @@ from batchscope.cli.args import EXIT_BAD_INPUT, Parser, user_errors
 from batchscope.cli.compare import add_compare_command
 from batchscope.cli.experiments import add_experiments_command
 from batchscope.cli.gui import add_gui_command
+from batchscope.cli.plan import add_plan_command
 from batchscope.cli.run import add_run_command
 from batchscope.cli.simulate import add_simulate_command
 from batchscope.cli.sweep import add_profile_commands
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_gui_command(sub)
     add_run_command(sub)
     add_simulate_command(sub)
+    add_plan_command(sub)
     add_profile_commands(sub)
     add_experiments_command(sub)
     add_compare_command(sub)

@@ -14,9 +14,10 @@ others ignore it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from bisect import bisect_right
+from collections.abc import Collection, Sequence
+from operator import itemgetter
+from typing import Any, NamedTuple
 
 from batchscope.config import (
     DYNAMIC_DEFAULT_MAX_BATCH,
@@ -26,29 +27,42 @@ from batchscope.config import (
     RunConfig,
 )
 
+#: Positions in a :class:`Waiting` (policies read waiting windows by index).
+ARRIVAL, SESSION, SINCE = 0, 1, 2
 
-@dataclass(frozen=True)
-class Waiting:
-    """One window waiting in a session's mailbox.
+
+class Waiting(tuple):
+    """One window waiting in a session's mailbox: ``(arrival, session, since)``.
 
     ``arrival`` is when this (newest) window was published; ``since`` is when the
-    session's mailbox became non-empty, kept across overwrites. Deadlines
-    (``dynamic``, ``fixed``) count from ``since``: counted from ``arrival``, every
-    overwrite would push the deadline back and a delay longer than the frame
-    interval would never fire.
+    session's mailbox became non-empty, kept across overwrites (``since``
+    omitted: the arrival). Deadlines (``dynamic``, ``fixed``) count from ``since``:
+    counted from ``arrival``, every overwrite would push the deadline back and a
+    delay longer than the frame interval would never fire.
+
+    Why a tuple read by index: a decision is on the worker's hot path and the
+    simulator makes thousands a run. Ordered as a tuple, waiting windows sort by
+    arrival then session (oldest first) in C, and ``itemgetter(SINCE, SESSION)``
+    orders them by waiting time without a Python key function. The simulator
+    passes plain lists in the same layout, updated in place as frames arrive
+    (one object per pending window, not per frame), so a policy reads them by
+    index, never keeps one past ``select``, and never changes one.
     """
 
-    session: int
-    arrival: float  # s, on the caller's clock
-    since: float | None = None  # s; None means the same as arrival
+    __slots__ = ()
 
-    @property
-    def waiting_since(self) -> float:
-        return self.arrival if self.since is None else self.since
+    def __new__(cls, session: int, arrival: float, since: float | None = None) -> Waiting:
+        return tuple.__new__(cls, (arrival, session, arrival if since is None else since))
+
+    session = property(itemgetter(SESSION), doc="the session's id")
+    arrival = property(itemgetter(ARRIVAL), doc="s, on the caller's clock")
+    since = property(itemgetter(SINCE), doc="s, when the mailbox became non-empty")
+
+    def __repr__(self) -> str:
+        return f"Waiting(session={self[SESSION]}, arrival={self[ARRIVAL]}, since={self[SINCE]})"
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(NamedTuple):
     """Take these sessions' windows now, or look again at ``wait_until`` (s).
 
     ``take`` empty and ``wait_until`` None: nothing to do until a new window arrives.
@@ -71,6 +85,8 @@ class BatchPolicy(ABC):
     """
 
     name: str = ""
+    #: Whether ``observe`` changes anything (the simulator skips the call otherwise).
+    learns: bool = False
 
     @property
     def knobs(self) -> tuple[str, ...]:
@@ -83,7 +99,7 @@ class BatchPolicy(ABC):
             setattr(self, k, v)
 
     @abstractmethod
-    def select(self, waiting: Sequence[Waiting], now: float) -> Decision: ...
+    def select(self, waiting: Collection[Waiting], now: float) -> Decision: ...
 
     def observe(self, batch_size: int, latency_ms: float) -> None:
         """Feedback after a batch: its size and its worst end-to-end latency (ms)."""
@@ -97,18 +113,18 @@ class BatchPolicy(ABC):
         return self.name
 
 
-def _by_arrival(waiting: Sequence[Waiting]) -> list[Waiting]:
-    return sorted(waiting, key=lambda w: (w.arrival, w.session))
+_session = itemgetter(SESSION)
+_since_then_session = itemgetter(SINCE, SESSION)
 
 
-def _longest_waiting(waiting: Sequence[Waiting]) -> list[Waiting]:
+def _longest_waiting(waiting: Collection[Sequence[Any]]) -> list[Sequence[Any]]:
     """Sessions ordered by how long they have waited, overwrites included.
 
     What a capped batch takes first. Ordering by the newest window's arrival
     instead would starve a session whose window keeps being overwritten — the
     very flaw of ``oldest`` — as soon as the cap is below the session count.
     """
-    return sorted(waiting, key=lambda w: (w.waiting_since, w.session))
+    return sorted(waiting, key=_since_then_session)
 
 
 class Knob:
@@ -147,10 +163,10 @@ class OldestFirst(BatchPolicy):
 
     name = "oldest"
 
-    def select(self, waiting: Sequence[Waiting], now: float) -> Decision:
+    def select(self, waiting: Collection[Waiting], now: float) -> Decision:
         if not waiting:
             return IDLE
-        return Decision(take=(_by_arrival(waiting)[0].session,))
+        return Decision((min(waiting)[SESSION],))  # tuple order: arrival, then session
 
     @property
     def cap(self) -> int:
@@ -165,17 +181,14 @@ class RoundRobin(BatchPolicy):
     def __init__(self) -> None:
         self._last: int | None = None
 
-    def select(self, waiting: Sequence[Waiting], now: float) -> Decision:
+    def select(self, waiting: Collection[Waiting], now: float) -> Decision:
         if not waiting:
             return IDLE
-        ids = sorted(w.session for w in waiting)
-        if self._last is not None:
-            after = [s for s in ids if s > self._last]
-            nxt = after[0] if after else ids[0]
-        else:
-            nxt = ids[0]
+        ids = sorted(map(_session, waiting))
+        after = 0 if self._last is None else bisect_right(ids, self._last)
+        nxt = ids[after] if after < len(ids) else ids[0]  # past the last id: start again
         self._last = nxt
-        return Decision(take=(nxt,))
+        return Decision((nxt,))
 
     @property
     def cap(self) -> int:
@@ -192,11 +205,11 @@ class BatchAll(BatchPolicy):
     def __init__(self, max_batch: int | None = None) -> None:
         self.max_batch = max_batch
 
-    def select(self, waiting: Sequence[Waiting], now: float) -> Decision:
+    def select(self, waiting: Collection[Waiting], now: float) -> Decision:
         if not waiting:
             return IDLE
-        chosen = _longest_waiting(waiting)[: self.max_batch]
-        return Decision(take=tuple(w.session for w in chosen))
+        chosen = _longest_waiting(waiting)[: self._max_batch]
+        return Decision(tuple(map(_session, chosen)))
 
     @property
     def cap(self) -> int | None:
@@ -218,14 +231,15 @@ class Dynamic(BatchPolicy):
         self.max_batch = max_batch
         self.max_delay_ms = max_delay_ms
 
-    def select(self, waiting: Sequence[Waiting], now: float) -> Decision:
+    def select(self, waiting: Collection[Waiting], now: float) -> Decision:
         if not waiting:
             return IDLE
         ordered = _longest_waiting(waiting)
-        deadline = ordered[0].waiting_since + self.max_delay_ms / 1000.0
-        if len(ordered) >= self.max_batch or now >= deadline:
-            return Decision(take=tuple(w.session for w in ordered[: self.max_batch]))
-        return Decision(wait_until=deadline)
+        deadline = ordered[0][SINCE] + self._max_delay_ms / 1000.0
+        cap = self._max_batch
+        if len(ordered) >= cap or now >= deadline:
+            return Decision(tuple(map(_session, ordered[:cap])))
+        return Decision((), deadline)
 
     @property
     def cap(self) -> int:
@@ -265,6 +279,7 @@ class AdaptiveAIMD(BatchPolicy):
     """
 
     name = "adaptive"
+    learns = True
 
     slo_ms = Knob("slo_ms")
     max_batch = Knob("max_batch", required=False, after_set="_clip")
@@ -282,19 +297,20 @@ class AdaptiveAIMD(BatchPolicy):
     def cap(self) -> int:
         return max(1, int(self._cap))
 
-    def select(self, waiting: Sequence[Waiting], now: float) -> Decision:
+    def select(self, waiting: Collection[Waiting], now: float) -> Decision:
         if not waiting:
             return IDLE
-        chosen = _longest_waiting(waiting)[: self.cap]
-        return Decision(take=tuple(w.session for w in chosen))
+        chosen = _longest_waiting(waiting)[: max(1, int(self._cap))]  # self.cap, inlined
+        return Decision(tuple(map(_session, chosen)))
 
     def observe(self, batch_size: int, latency_ms: float) -> None:
-        if latency_ms > self.slo_ms:
+        # the knobs' stores read directly: this runs after every batch
+        if latency_ms > self._slo_ms:
             self._cap = max(1.0, self._cap * 0.9)
-        elif batch_size >= self.cap:
-            self._cap = float(self.cap + 1)
-            if self.max_batch is not None:
-                self._cap = min(self._cap, float(self.max_batch))
+        elif batch_size >= max(1, int(self._cap)):
+            self._cap = float(max(1, int(self._cap)) + 1)
+            if self._max_batch is not None:
+                self._cap = min(self._cap, float(self._max_batch))
 
     def describe(self) -> str:
         return f"adaptive (cap {self.cap}, objective {self.slo_ms:g} ms)"

@@ -1,0 +1,296 @@
+"""`batchscope plan`: how many sessions fit a latency budget, with which policy and knobs.
+
+The search is :func:`batchscope.sim.planner.plan` (its module doc has the grid, the
+session-count search and the recommendation rule). This command prints the table
+(one row per policy), a progress bar on stderr (one line per policy when stderr is
+not a terminal), and on request the JSON (``--json``), a plot (``--plot``), the
+recommended setting for deployment (``--export DIR``: policy.json and Triton's
+config.pbtxt) and a 10 s check of it on the live emulated worker (``--verify``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from batchscope.cli.args import (
+    CliError,
+    add_knob,
+    choice_list,
+    knob_type,
+    number,
+    resolution,
+    write_json,
+)
+from batchscope.config import DEFAULT_RESOLUTION, KNOBS, POLICIES, PRECISIONS, format_resolution
+from batchscope.profiles.profile import load_profile
+from batchscope.setting import save_setting, triton_config
+from batchscope.sim.planner import (
+    DEFAULT_DURATION_S,
+    DEFAULT_MIN_FPS_RATIO,
+    DEFAULT_SEEDS,
+    Budget,
+    Plan,
+    plan,
+)
+
+MAX_SEEDS = 64
+VERIFY_S = 10.0
+
+
+def add_plan_command(sub: Any) -> None:
+    p = sub.add_parser(
+        "plan",
+        help="how many sessions fit a latency budget, with which policy (simulated)",
+        description="Search every policy's knobs and the session count in the simulator "
+        "for the most sessions at which every session gets at least min-fps-ratio × fps "
+        "and the overall p99 stays within --p99-ms, for every phase seed; recommend one "
+        "setting (most sessions, then lower p99, then the simpler policy).",
+    )
+    p.add_argument(
+        "--profile",
+        default="laptop-8gb",
+        help="profile name or JSON path (default laptop-8gb; see `batchscope profiles`)",
+    )
+    p.add_argument("--precision", choices=PRECISIONS, default="fp16")
+    p.add_argument("--resolution", type=resolution, default=DEFAULT_RESOLUTION, metavar="WxH")
+    add_knob(p, "fps", help="frames/s each session sends (default %(default)g)")
+    p.add_argument(
+        "--p99-ms", type=_positive_ms, required=True, metavar="MS", help="p99 latency budget"
+    )
+    p.add_argument(
+        "--min-fps-ratio",
+        type=_ratio,
+        default=DEFAULT_MIN_FPS_RATIO,
+        metavar="R",
+        help="share of --fps every session must get, in (0, 1] (default %(default)g)",
+    )
+    p.add_argument(
+        "--policies",
+        type=choice_list(POLICIES, "policy"),
+        default=list(POLICIES),
+        metavar="P[,P…]",
+        help=f"policies to search (default all: {', '.join(POLICIES)})",
+    )
+    sessions = KNOBS["sessions"]
+    p.add_argument(
+        "--max-sessions",
+        type=knob_type("sessions"),
+        default=int(sessions.hi),
+        metavar="N",
+        help=f"largest session count considered ({sessions.range_text()}; default %(default)s)",
+    )
+    add_knob(
+        p,
+        "duration_s",
+        default=DEFAULT_DURATION_S,
+        metavar="S",
+        help="simulated seconds per run (default %(default)g)",
+    )
+    p.add_argument(
+        "--seeds",
+        type=_seeds,
+        default=DEFAULT_SEEDS,
+        metavar="N",
+        help=f"phase draws each candidate must pass (default %(default)s, at most {MAX_SEEDS})",
+    )
+    p.add_argument("--json", metavar="PATH|-", help="write the plan as JSON ('-': stdout)")
+    p.add_argument("--plot", metavar="PNG", help="draw slowest fps and p99 vs sessions")
+    p.add_argument(
+        "--export", metavar="DIR", help="write the recommendation as policy.json and config.pbtxt"
+    )
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help=f"run the recommendation on the live emulated worker for {VERIFY_S:g} s",
+    )
+    p.set_defaults(handler=cmd_plan, parser=p)
+
+
+def _positive_ms(text: str) -> float:
+    value = number(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0 ms (got {text!r})")
+    return value
+
+
+def _ratio(text: str) -> float:
+    value = number(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1] (got {text!r})")
+    return value
+
+
+def _seeds(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number (got {text!r})") from None
+    if not 1 <= value <= MAX_SEEDS:
+        raise argparse.ArgumentTypeError(f"must be 1 to {MAX_SEEDS} (got {text!r})")
+    return value
+
+
+def _writable_dir(path: str) -> Path:
+    """``path`` as a folder that exists and can be written, or CliError naming it."""
+    folder = Path(path)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CliError(f"--export {path}: cannot make the folder ({exc.strerror})") from None
+    if not folder.is_dir():
+        raise CliError(f"--export {path}: not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise CliError(f"--export {path}: the folder cannot be written")
+    return folder
+
+
+class ProgressBar:
+    """Progress on stderr: a bar redrawn in place on a terminal, else one line per policy."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.started = time.perf_counter()
+
+    def __call__(self, done: int, total: int, policy: str) -> None:
+        elapsed = time.perf_counter() - self.started
+        if self.tty:
+            width = 24
+            filled = round(width * done / total)
+            bar = "█" * filled + "·" * (width - filled)
+            end = "\n" if done == total else ""
+            self.stream.write(
+                f"\rplanning [{bar}] {done}/{total} policies ({policy} done, {elapsed:.1f} s)" + end
+            )
+        else:
+            self.stream.write(f"planned {policy} ({done}/{total}, {elapsed:.1f} s)\n")
+        self.stream.flush()
+
+
+def format_plan(result: Plan) -> str:
+    """The plan as a table, one row per policy, and the recommendation."""
+    b = result.budget
+    head = (
+        f"{'policy':<12}{'knobs':<22}{'sessions':>9}{'slowest fps':>13}{'(median)':>9}"
+        f"{'p99 ms':>8}{'mean fps':>9}{'thru w/s':>9}{'bound':>6}{'runs':>6}"
+    )
+    lines = [
+        f"plan: {result.profile} · {result.precision} {format_resolution(result.resolution)} · "
+        f"budget: every session ≥ {b.min_fps:g} fps ({b.min_fps_ratio:g} × {b.fps:g}), "
+        f"p99 ≤ {b.p99_ms:g} ms · {result.seeds} phase seeds × {result.duration_s:g} s",
+        head,
+        "-" * len(head),
+    ]
+    for p in result.policies:
+        a = p.at_max
+        sessions = str(p.max_sessions) if p.max_sessions else "0 (closest: 1)"
+        lines.append(
+            f"{p.policy:<12}{_knobs_text(p.params):<22}{sessions:>9}"
+            f"{a.min_fps_worst:>13.1f}{a.min_fps_median:>9.1f}{a.p99_worst:>8.1f}"
+            f"{a.mean_fps:>9.1f}{a.overall.get('throughput_wps', 0.0):>9.1f}{p.bound:>6}"
+            f"{p.simulations:>6}"
+        )
+    rec = result.recommended
+    if rec.max_sessions:
+        lines.append(
+            f"recommended: {rec.policy} ({_knobs_text(rec.params)}) for {rec.max_sessions} "
+            "sessions (rule: most sessions, then lower p99, then the simpler policy)"
+        )
+    else:
+        lines.append(
+            "no policy meets this budget at any session count; closest: "
+            f"{rec.policy} ({_knobs_text(rec.params)}) at 1 session "
+            f"(slowest {rec.at_max.min_fps_worst:.1f} fps, p99 {rec.at_max.p99_worst:.1f} ms)"
+        )
+    lines.append(
+        "slowest fps: the slowest session's fps on the worst seed (median over seeds); "
+        "p99: the worst seed's; bound: no count above it can fit"
+    )
+    return "\n".join(lines)
+
+
+def _knobs_text(params: dict[str, Any]) -> str:
+    names = {"max_batch": "max", "max_delay_ms": "delay", "batch": "batch", "slo_ms": "slo"}
+    parts = []
+    for k, v in params.items():
+        if v is None:
+            parts.append(f"{names[k]} none")
+        else:
+            unit = " ms" if k.endswith("_ms") else ""
+            parts.append(f"{names[k]} {v:g}{unit}")
+    return ", ".join(parts) or "-"
+
+
+def format_verify(check: dict[str, Any]) -> str:
+    """Planned (simulated) vs live figures of the recommended setting, with ratios."""
+    planned, live = check["planned"]["overall"], check["live"]["overall"]
+    rows = [
+        ("mean fps", planned["mean_fps"], live["mean_fps"]),
+        ("slowest fps", planned["min_fps"], live["min_fps"]),
+        ("p50 ms", planned["latency_ms"]["p50"], live["latency_ms"]["p50"]),
+        ("p99 ms", planned["latency_ms"]["p99"], live["latency_ms"]["p99"]),
+        ("throughput w/s", planned["throughput_wps"], live["throughput_wps"]),
+    ]
+    config = check["config"]
+    lines = [
+        f"verify: {config.policy_label()} × {config.sessions} sessions on the live emulated "
+        f"worker ({config.profile}), {config.duration_s:g} s after a warm-up, seed {config.seed}",
+        f"{'':<16}{'planned':>9}{'live':>9}{'live/planned':>14}",
+    ]
+    for name, a, b in rows:
+        ratio = f"{b / a:.3f}" if a else "-"
+        lines.append(f"{name:<16}{a:>9.1f}{b:>9.1f}{ratio:>14}")
+    return "\n".join(lines)
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    budget = Budget(fps=args.fps, p99_ms=args.p99_ms, min_fps_ratio=args.min_fps_ratio)
+    profile = load_profile(args.profile)
+    profile.curve(args.precision, args.resolution)  # ProfileError names what the profile has
+    export = _writable_dir(args.export) if args.export else None
+    out = sys.stderr if args.json == "-" else sys.stdout
+    result = plan(
+        profile,
+        args.precision,
+        args.resolution,
+        budget,
+        policies=args.policies,
+        max_sessions=args.max_sessions,
+        duration_s=args.duration,
+        seeds=args.seeds,
+        progress=ProgressBar(sys.stderr),
+    )
+    print(format_plan(result), file=out)
+    data = result.to_json()
+    if args.plot:
+        from batchscope.sim.planner import series
+        from batchscope.ui.plan_plot import save_plan_plot  # Qt, only when asked
+
+        try:
+            save_plan_plot(result, series(result, profile), args.plot)
+        except OSError as exc:
+            raise CliError(f"--plot {exc}") from None
+        print(f"plot: {args.plot}", file=out)
+    if export is not None:
+        config = result.config()
+        rec = result.recommended
+        planned = {"max_sessions": rec.max_sessions, "at_max": rec.at_max.to_json()}
+        try:
+            save_setting(config, export / "policy.json", planned)
+            (export / "config.pbtxt").write_text(triton_config(config, rec.at_max.settled_cap))
+        except OSError as exc:
+            raise CliError(f"--export {args.export}: cannot write ({exc.strerror})") from None
+        print(f"exported: {export / 'policy.json'}, {export / 'config.pbtxt'}", file=out)
+    if args.verify:
+        from batchscope.sim.planner import verify
+
+        check = verify(result, VERIFY_S)
+        print(format_verify(check), file=out)
+        data["verify"] = {"planned": check["planned"]["overall"], "live": check["live"]["overall"]}
+    write_json(data, args.json)
+    return 0

@@ -1,0 +1,260 @@
+"""A chosen setting for deployment: ``policy.json`` (BatchScope's) and ``config.pbtxt`` (Triton's).
+
+``policy.json`` is a subset of :class:`~batchscope.config.RunConfig`, the fields
+that say *how to serve* (not what to measure)::
+
+    {
+      "kind": "batchscope-setting",
+      "version": 1,
+      "policy": "dynamic", "max_batch": 4, "max_delay_ms": 5.0,
+      "batch": 4, "slo_ms": 50.0,                      # every knob, used or not
+      "sessions": 5, "fps": 30.0,
+      "precision": "fp16", "resolution": "512x288", "profile": "server-24gb",
+      "planned": {...}                                 # optional: what the planner measured
+    }
+
+:func:`load_setting` reads it back as a RunConfig (the other fields keep their
+defaults); ``batchscope run --config policy.json`` and the app's File → Open
+settings… use it. Unknown keys are refused (a typo must not run the defaults
+silently); ``planned`` is kept for reading, never applied. Every error is one
+line naming the file and the field (:class:`SettingError`).
+
+:func:`triton_config` writes the same setting as a Triton Inference Server model
+configuration for BlurBall's ONNX export (``batchscope export-onnx``, see
+``models/onnx_export.py``: input ``frames`` uint8 ``[batch, 9, H, W]``, output
+``heatmaps`` ``[batch, 3, H, W]`` in the export's precision). How each policy
+maps is in :data:`TRITON_MAPPING` and in the file's comments.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from batchscope.config import (
+    KNOBS,
+    POLICIES,
+    POLICY_PARAMS,
+    PRECISIONS,
+    ConfigError,
+    RunConfig,
+    format_resolution,
+    parse_resolution,
+)
+
+KIND = "batchscope-setting"
+VERSION = 1
+#: The RunConfig fields a setting carries, in the file's order.
+FIELDS = (
+    "policy",
+    "max_batch",
+    "max_delay_ms",
+    "batch",
+    "slo_ms",
+    "sessions",
+    "fps",
+    "precision",
+    "resolution",
+    "profile",
+)
+#: The tensor names of the ONNX export (models/onnx_export.py INPUT and OUTPUT; a test
+#: checks they agree: this module sits below models and cannot import them).
+TRITON_INPUT, TRITON_OUTPUT = "frames", "heatmaps"
+TRITON_DTYPES = {"fp32": "TYPE_FP32", "fp16": "TYPE_FP16", "bf16": "TYPE_BF16"}
+
+#: How each policy becomes Triton's dynamic batcher (written into config.pbtxt too).
+TRITON_MAPPING = {
+    "all": "batch all waiting -> dynamic batching without delay "
+    "(max_queue_delay_microseconds 0), max_batch_size = the cap (or the session count)",
+    "dynamic": "dynamic -> max_batch_size and preferred_batch_size = max_batch, "
+    "max_queue_delay_microseconds = max_delay_ms x 1000",
+    "fixed": "fixed -> preferred_batch_size = batch (also max_batch_size), "
+    "max_queue_delay_microseconds = max_delay_ms x 1000",
+    "adaptive": "adaptive (AIMD) -> Triton has no AIMD cap: max_batch_size = the cap it "
+    "settled at in the simulation, dynamic batching without delay",
+    "oldest": "oldest first -> no Triton equivalent: one request at a time "
+    "(max_batch_size 1), served in arrival order (FIFO), which is oldest first only if "
+    "clients drop stale frames themselves",
+    "round-robin": "round robin -> no Triton equivalent (Triton does not cycle over clients): "
+    "one request at a time (max_batch_size 1), FIFO",
+}
+
+LATEST_ONLY_CAVEAT = (
+    "Triton queues every request; BatchScope keeps only the latest window per session. "
+    "A client must do that itself: at most one request in flight per session, and when a "
+    "new frame arrives while one is in flight, replace the pending (unsent) window "
+    "instead of queueing it (drop stale frames). Otherwise, under overload, requests age "
+    "in Triton's queue and latency grows without bound."
+)
+
+
+class SettingError(ValueError):
+    """A setting file that cannot be used; ``str()`` is one line: file, field, reason."""
+
+
+def setting_json(config: RunConfig, planned: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``config``'s setting in the policy.json format (see the module doc)."""
+    out: dict[str, Any] = {"kind": KIND, "version": VERSION}
+    for name in FIELDS:
+        value = getattr(config, name)
+        out[name] = format_resolution(value) if name == "resolution" else value
+    if planned is not None:
+        out["planned"] = planned
+    return out
+
+
+def save_setting(
+    config: RunConfig, path: str | Path, planned: dict[str, Any] | None = None
+) -> Path:
+    path = Path(path)
+    path.write_text(json.dumps(setting_json(config, planned), indent=2) + "\n")
+    return path
+
+
+def load_setting(path: str | Path, base: RunConfig | None = None) -> RunConfig:
+    """The RunConfig of a policy.json: ``base`` (default: RunConfig()) with its fields.
+
+    Raises SettingError (one line naming the file and the field) on anything wrong.
+    """
+    where = str(path)
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise SettingError(f"{where}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise SettingError(f"{where}: not a text file") from None
+    except json.JSONDecodeError as exc:
+        raise SettingError(f"{where}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    if not isinstance(data, dict):
+        raise SettingError(f"{where}: expected a JSON object")
+    if data.get("kind") != KIND:
+        raise SettingError(f"{where}: kind: expected {KIND!r}, got {data.get('kind')!r}")
+    if data.get("version") != VERSION:
+        raise SettingError(
+            f"{where}: version: expected {VERSION}, got {data.get('version')!r} "
+            "(made by another BatchScope?)"
+        )
+    unknown = sorted(set(data) - {"kind", "version", "planned", *FIELDS})
+    if unknown:
+        raise SettingError(f"{where}: {unknown[0]}: unknown field (known: {', '.join(FIELDS)})")
+    changes = {}
+    for name in FIELDS:
+        if name in data:
+            changes[name] = _field(where, name, data[name])
+    try:
+        return (base or RunConfig()).with_changes(**changes)
+    except ConfigError as exc:
+        raise SettingError(f"{where}: {exc.field}: {exc.reason} (got {exc.value!r})") from None
+
+
+def _field(where: str, name: str, value: Any) -> Any:
+    """One field, checked as RunConfig checks it, the error naming the file."""
+    try:
+        if name == "policy":
+            if value not in POLICIES:
+                raise ConfigError(name, value, f"unknown policy; choose from {', '.join(POLICIES)}")
+            return value
+        if name == "precision":
+            if value not in PRECISIONS:
+                raise ConfigError(name, value, f"choose from {', '.join(PRECISIONS)}")
+            return value
+        if name == "resolution":
+            if not isinstance(value, str | list):
+                raise ConfigError(name, value, "expected WIDTHxHEIGHT, e.g. 512x288")
+            return parse_resolution(value if isinstance(value, str) else tuple(value))
+        if name == "profile":
+            if value is not None and not (isinstance(value, str) and value):
+                raise ConfigError(name, value, "expected a profile name or path")
+            return value
+        return KNOBS[name].check(value)
+    except ConfigError as exc:
+        raise SettingError(f"{where}: {name}: {exc.reason} (got {value!r})") from None
+
+
+def triton_config(
+    config: RunConfig, settled_cap: int | None = None, model_name: str = "blurball"
+) -> str:
+    """``config`` as a Triton model configuration (config.pbtxt text), the mapping in comments.
+
+    ``settled_cap`` is the adaptive policy's cap at the end of its simulation (its
+    batches' most frequent size); other policies ignore it.
+    """
+    policy = config.policy
+    if policy == "all":
+        max_batch, preferred, delay_us = config.max_batch or config.sessions, None, 0
+    elif policy == "dynamic":
+        max_batch = config.max_batch
+        preferred, delay_us = max_batch, round(config.max_delay_ms * 1000)
+    elif policy == "fixed":
+        max_batch = preferred = config.batch
+        delay_us = round(config.max_delay_ms * 1000)
+    elif policy == "adaptive":
+        max_batch = settled_cap or config.max_batch or config.sessions
+        preferred, delay_us = None, 0
+    else:
+        max_batch, preferred, delay_us = 1, None, 0
+    w, h = config.resolution
+    knobs = ", ".join(f"{k}={getattr(config, k)}" for k in POLICY_PARAMS[policy]) or "no knobs"
+    lines = [
+        "# Triton model configuration for BlurBall, made by `batchscope plan --export`",
+        f"# from the setting: policy {policy} ({knobs}), {config.sessions} sessions at "
+        f"{config.fps:g} fps, {config.precision} {format_resolution(config.resolution)}, "
+        f"profile {config.profile}.",
+        "#",
+        "# Policy mapping (BatchScope -> Triton's dynamic batcher):",
+        *_comment(TRITON_MAPPING[policy]),
+        "#",
+        "# One model instance on one GPU: one job on the device at a time (Clockwork's rule;",
+        "# what BatchScope's worker does and what its batch curves measured).",
+        "#",
+        "# Latest-only mailboxes:",
+        *_comment(LATEST_ONLY_CAVEAT),
+        "#",
+        f"# Tensors: the ONNX export (`batchscope export-onnx --precision {config.precision} "
+        f"--resolution {format_resolution(config.resolution)}`): uint8 frames in (the",
+        "# normalisation is inside the graph), logits out in the export's precision.",
+        f'name: "{model_name}"',
+        'platform: "onnxruntime_onnx"',
+        f"max_batch_size: {max_batch}",
+        "input [",
+        "  {",
+        f'    name: "{TRITON_INPUT}"',
+        "    data_type: TYPE_UINT8",
+        f"    dims: [ 9, {h}, {w} ]",
+        "  }",
+        "]",
+        "output [",
+        "  {",
+        f'    name: "{TRITON_OUTPUT}"',
+        f"    data_type: {TRITON_DTYPES[config.precision]}",
+        f"    dims: [ 3, {h}, {w} ]",
+        "  }",
+        "]",
+        "dynamic_batching {",
+        *([f"  preferred_batch_size: [ {preferred} ]"] if preferred else []),
+        f"  max_queue_delay_microseconds: {delay_us}",
+        "}",
+        "instance_group [",
+        "  {",
+        "    count: 1",
+        "    kind: KIND_GPU",
+        "    gpus: [ 0 ]",
+        "  }",
+        "]",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _comment(text: str, width: int = 86) -> list[str]:
+    """``text`` wrapped into ``# `` comment lines."""
+    out, line = [], ""
+    for word in text.split():
+        if line and len(line) + 1 + len(word) > width:
+            out.append(f"#   {line}")
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    if line:
+        out.append(f"#   {line}")
+    return out
