@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from batchscope.models.postprocess import Detection, best_detections, blobs
+from batchscope.models.postprocess import THRESHOLD, Detection, best_detections, blobs
 
 HEIGHT, WIDTH = 72, 128
 
@@ -32,9 +32,9 @@ def _gaussian(
 
 
 def _elongated(cx: float, cy: float, half_length: float, angle_deg: float) -> np.ndarray:
-    """A blur streak whose above-0.5 part reaches ``half_length`` px from its centre."""
+    """A blur streak whose above-threshold part reaches ``half_length`` px from its centre."""
     peak = 0.95
-    sigma_along = half_length / math.sqrt(2 * math.log(peak / 0.5))
+    sigma_along = half_length / math.sqrt(2 * math.log(peak / THRESHOLD))
     return _gaussian(cx, cy, sigma_along, 1.5, angle_deg, peak)
 
 
@@ -42,14 +42,19 @@ def _logits(*heatmaps: np.ndarray) -> torch.Tensor:
     return torch.logit(torch.from_numpy(np.stack(heatmaps)).float())
 
 
+def _as_seen(logits: torch.Tensor) -> np.ndarray:
+    """The probabilities best_detections thresholds (float32 sigmoid of the logits)."""
+    return logits.float().sigmoid().numpy()
+
+
 def _assert_same(a: Detection, b: Detection) -> None:
-    for field in ("x", "y", "score", "blur_length", "blur_angle"):
+    for field in ("x", "y", "score", "blur_length", "blur_length_heatmap", "blur_angle"):
         assert getattr(a, field) == pytest.approx(getattr(b, field), rel=1e-5, abs=1e-5), field
 
 
 @pytest.mark.parametrize(("cx", "cy"), [(60.0, 30.0), (60.3, 30.7), (41.25, 20.8)])
 def test_round_blob_centroid(cx: float, cy: float) -> None:
-    (blob,) = blobs(_gaussian(cx, cy, 2.0))
+    (blob,) = blobs(_gaussian(cx, cy, 3.0))
     assert blob.x == pytest.approx(cx, abs=0.1)
     assert blob.y == pytest.approx(cy, abs=0.1)
 
@@ -58,15 +63,16 @@ def test_elongated_blob_position_angle_and_length() -> None:
     (blob,) = blobs(_elongated(60.0, 30.0, half_length=10.0, angle_deg=30.0))
     assert blob.x == pytest.approx(60.0, abs=0.1)
     assert blob.y == pytest.approx(30.0, abs=0.1)
-    assert math.degrees(blob.blur_angle) == pytest.approx(30.0, abs=2.0)
+    assert blob.blur_angle == pytest.approx(30.0, abs=2.0)  # degrees
     assert blob.blur_length == pytest.approx(10.0, rel=0.15)
+    assert blob.blur_length_heatmap == blob.blur_length  # scale 1: the same pixels
 
 
 def test_angle_range_is_half_open() -> None:
     vertical = blobs(_elongated(60.0, 30.0, half_length=10.0, angle_deg=90.0))[0]
     steep = blobs(_elongated(60.0, 30.0, half_length=10.0, angle_deg=-60.0))[0]
-    assert vertical.blur_angle == pytest.approx(math.pi / 2, abs=1e-9)
-    assert math.degrees(steep.blur_angle) == pytest.approx(-60.0, abs=2.0)
+    assert vertical.blur_angle == pytest.approx(90.0, abs=1e-9)
+    assert steep.blur_angle == pytest.approx(-60.0, abs=2.0)
 
 
 def test_blobs_sorted_by_score() -> None:
@@ -87,7 +93,7 @@ def test_nothing_above_threshold() -> None:
 
 def test_threshold_out_of_range() -> None:
     with pytest.raises(ValueError, match="threshold"):
-        blobs(np.zeros((HEIGHT, WIDTH)), threshold=0.0)
+        blobs(np.zeros((HEIGHT, WIDTH)), threshold=1.0)  # strict >: nothing could pass
 
 
 def test_scale_maps_to_source_pixels() -> None:
@@ -97,6 +103,7 @@ def test_scale_maps_to_source_pixels() -> None:
     assert source.x == pytest.approx((60.0 + 0.5) * 5 - 0.5, abs=0.5)
     assert source.y == pytest.approx((30.0 + 0.5) * 5 - 0.5, abs=0.5)
     assert source.blur_length == pytest.approx(base.blur_length * 5)
+    assert source.blur_length_heatmap == pytest.approx(base.blur_length)  # heatmap pixels
     assert source.blur_angle == pytest.approx(base.blur_angle)
     assert source.score == pytest.approx(base.score)
 
@@ -105,8 +112,9 @@ def test_anisotropic_scale_turns_the_axis() -> None:
     heatmap = _elongated(60.0, 30.0, half_length=10.0, angle_deg=45.0)
     base = blobs(heatmap)[0]
     stretched = blobs(heatmap, scale=(2.0, 1.0))[0]
-    axis = (2.0 * math.cos(base.blur_angle), math.sin(base.blur_angle))
-    assert stretched.blur_angle == pytest.approx(math.atan2(axis[1], axis[0]))
+    theta = math.radians(base.blur_angle)
+    axis = (2.0 * math.cos(theta), math.sin(theta))
+    assert stretched.blur_angle == pytest.approx(math.degrees(math.atan2(axis[1], axis[0])))
     assert stretched.blur_length == pytest.approx(base.blur_length * math.hypot(*axis))
 
 
@@ -116,25 +124,27 @@ def test_best_detection_equals_best_blob(scale: tuple[float, float]) -> None:
         _elongated(70.0, 35.0, half_length=9.0, angle_deg=30.0),
         _gaussian(15.0, 15.0, 1.2, peak=0.8),
     )
-    (best,) = best_detections(_logits(heatmap), scale=scale)
+    logits = _logits(heatmap)
+    (best,) = best_detections(logits, scale=scale)
     assert best is not None
-    _assert_same(best, blobs(heatmap, scale=scale)[0])
+    _assert_same(best, blobs(_as_seen(logits)[0], scale=scale)[0])
 
 
 def test_best_detection_near_the_border() -> None:
-    heatmap = _gaussian(2.0, 1.0, 2.0)
-    (best,) = best_detections(_logits(heatmap), crop=8)
+    logits = _logits(_gaussian(2.0, 1.0, 2.0))
+    (best,) = best_detections(logits)
     assert best is not None
-    _assert_same(best, blobs(heatmap)[0])
+    _assert_same(best, blobs(_as_seen(logits)[0])[0])
 
 
 def test_batch_with_an_empty_item() -> None:
     ball = _elongated(40.0, 50.0, half_length=7.0, angle_deg=-20.0)
     empty = np.full((HEIGHT, WIDTH), 0.01)
-    found = best_detections(_logits(empty, ball))
+    logits = _logits(empty, ball)
+    found = best_detections(logits)
     assert found[0] is None
     assert found[1] is not None
-    _assert_same(found[1], blobs(ball)[0])
+    _assert_same(found[1], blobs(_as_seen(logits)[1])[0])
 
 
 def test_best_detections_accepts_low_precision_logits() -> None:
@@ -143,3 +153,53 @@ def test_best_detections_accepts_low_precision_logits() -> None:
     assert best is not None
     assert best.x == pytest.approx(60.0, abs=0.1)
     assert best.y == pytest.approx(30.0, abs=0.1)
+
+
+# -- the reference's rules, with the expected values written out ----------------------------
+
+
+def _box(heatmap: np.ndarray, rows: slice, cols: slice, value: float) -> np.ndarray:
+    heatmap[rows, cols] = value
+    return heatmap
+
+
+def test_the_ball_is_the_blob_with_the_largest_score_not_the_highest_peak() -> None:
+    heatmap = np.zeros((HEIGHT, WIDTH))
+    _box(heatmap, slice(10, 12), slice(10, 12), 0.99)  # peak 0.99, score 4 x 0.99 = 3.96
+    _box(heatmap, slice(40, 44), slice(80, 86), 0.80)  # peak 0.80, score 24 x 0.8 = 19.2
+    (best,) = best_detections(_logits(heatmap))
+    assert (best.x, best.y) == pytest.approx((82.5, 41.5))
+    assert best.score == pytest.approx(19.2)
+    assert [round(b.score, 2) for b in blobs(heatmap)] == [19.2, 3.96]
+
+
+def test_a_pixel_exactly_at_the_threshold_is_not_part_of_a_blob() -> None:
+    heatmap = np.zeros((HEIGHT, WIDTH))
+    _box(heatmap, slice(30, 33), slice(60, 63), THRESHOLD)
+    assert blobs(heatmap) == []
+    heatmap[31, 61] = THRESHOLD + 0.01  # one pixel above: a blob of one pixel
+    (only,) = blobs(heatmap)
+    assert (only.x, only.y, only.score, only.blur_length) == pytest.approx((61, 31, 0.71, 0.0))
+    assert THRESHOLD == 0.7
+
+
+def test_a_blob_at_exactly_45_degrees_keeps_its_angle() -> None:
+    heatmap = np.zeros((HEIGHT, WIDTH))
+    for i in range(-5, 6):  # a diagonal line: mu20 == mu02, the reference's 0-degree case
+        heatmap[30 + i, 60 + i] = 0.9
+    (blob,) = blobs(heatmap)
+    assert blob.blur_angle == pytest.approx(45.0)
+    assert blob.blur_length_heatmap == pytest.approx(5 * math.sqrt(2))
+    heatmap = np.fliplr(heatmap).copy()
+    assert blobs(heatmap)[0].blur_angle == pytest.approx(-45.0)
+
+
+def test_length_in_heatmap_and_source_pixels() -> None:
+    heatmap = np.zeros((HEIGHT, WIDTH))
+    _box(heatmap, slice(30, 31), slice(50, 71), 0.9)  # a horizontal streak 21 px long
+    (blob,) = blobs(heatmap, scale=(3.75, 3.75))  # 512x288 heatmap of a 1920x1080 source
+    assert blob.blur_length_heatmap == pytest.approx(10.0)  # half of 20 px between the ends
+    assert blob.blur_length == pytest.approx(37.5)
+    assert blob.blur_angle == pytest.approx(0.0)
+    # position: pixel centres, (60 + 0.5) * 3.75 - 0.5 (the reference would say 60 * 3.75)
+    assert (blob.x, blob.y) == pytest.approx((226.375, 113.875))

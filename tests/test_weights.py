@@ -140,3 +140,42 @@ def test_wrong_shape(tmp_path: Path, trained: BlurBall) -> None:
     message = _error(BlurBall(), path)
     assert "1 shape mismatches" in message
     assert "final_layers.0.weight expected (3, 16, 1, 1) got (1, 16, 1, 1)" in message
+
+
+def test_numpy_scalars_in_the_metadata_load_with_weights_only(
+    tmp_path: Path, trained: BlurBall
+) -> None:
+    import numpy as np
+
+    path = tmp_path / "trainer.pt"
+    torch.save(
+        {
+            "model_state_dict": trained.state_dict(),
+            "epoch": np.int64(30),
+            "val_loss": np.float32(0.0123),
+            "f1": np.float64(0.91),
+        },
+        path,
+    )
+    model = BlurBall()
+    load_checkpoint(model, path)
+    for key, value in trained.state_dict().items():
+        assert torch.equal(model.state_dict()[key], value)
+
+
+def test_other_numpy_objects_stay_refused(tmp_path: Path, trained: BlurBall) -> None:
+    import numpy as np
+
+    path = tmp_path / "array.pt"
+    torch.save({"model_state_dict": trained.state_dict(), "hist": np.arange(3)}, path)
+    with pytest.raises(CheckpointError, match="refused by weights_only loading"):
+        load_checkpoint(BlurBall(), path)
+
+
+def test_the_error_type_imports_without_torch() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, batchscope.models.weights; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.strip() == "False"

@@ -1,16 +1,29 @@
 """From BlurBall heatmaps to ball detections: position, score and motion blur.
 
-Conventions shared by both entry points:
+The rules follow the authors' reference post-processing (the public ``blurball`` code),
+checked against it:
 
-- Heatmap pixel (row r, column c) has its centre at (x=c, y=r).
-- ``scale = (sx, sy)`` is source-frame pixels per heatmap pixel. Positions map with the
-  pixel-centre convention ``x_src = (x + 0.5) * sx - 0.5`` (same for y with sy), so the
-  centre of the heatmap's first pixel lands on the centre of the source block it covers.
-- The blur axis is a direction; it is scaled by (sx, sy) before its angle and length are
-  taken, so both are correct in the source frame even when sx != sy.
+- a blob is an 8-connected component of the pixels with probability strictly above the
+  threshold, 0.7 by default (the reference's recommendation for one-step inference);
+- the ball is the blob with the largest *score* (the sum of its probabilities), as the
+  reference's tracker keeps it — not the blob holding the highest peak;
+- the blur angle is in degrees, in (-90, 90], from +x towards +y (clockwise on screen,
+  since y points down); a blob at exactly ±45° (μ20 = μ02) gets its true angle (the
+  reference returns 0° there);
+- the blur length is half the blob's extent along its axis, given both in heatmap
+  pixels (what the reference reports, and what a label file's ``l`` holds at the
+  heatmap's size) and in source-frame pixels.
 
-:func:`blobs` is the host reference (all blobs of one heatmap); :func:`best_detections` is
-the cheap path for the live worker (one blob per batch item, one small device→host copy).
+Where BatchScope differs on purpose: positions map to the source with the pixel-centre
+convention ``x_src = (x + 0.5) * sx - 0.5`` (same for y), so the centre of the heatmap's
+first pixel lands on the centre of the source block it covers; the reference uses
+``x * sx`` (0.5·(sx − 1) px to the left: 1.4 px at 1080p from 512×288). ``scale = (sx,
+sy)`` is source pixels per heatmap pixel, per axis: a source of another aspect is
+stretched, and the blur axis is scaled by (sx, sy) before its source angle and length are
+taken, so both are right in the source frame even when sx != sy.
+
+:func:`blobs` gives every blob of one heatmap; :func:`best_detections` is the live
+worker's path (one ball per batch item; only items with a blob leave the device).
 """
 
 from __future__ import annotations
@@ -22,10 +35,13 @@ import cv2
 import numpy as np
 import torch
 
+#: Probability a pixel must exceed (strictly) to belong to a blob; the reference's value.
+THRESHOLD = 0.7
+
 
 @dataclass(frozen=True)
 class Detection:
-    """One ball blob, in source-frame coordinates."""
+    """One ball blob."""
 
     x: float
     """Blob centre (probability-weighted centroid), source-frame pixels, column axis."""
@@ -35,23 +51,25 @@ class Detection:
     """Sum of the probabilities over the blob (unitless; grows with blob size and strength)."""
     blur_length: float
     """Half the blob's extent along its principal axis, source-frame pixels."""
+    blur_length_heatmap: float
+    """The same half extent in heatmap pixels (the reference's unit, and a label's ``l``)."""
     blur_angle: float
-    """Principal axis angle, radians in (-pi/2, pi/2], from +x towards +y (clockwise on
-    screen, since y points down)."""
+    """Principal axis angle in the source frame, degrees in (-90, 90], from +x towards +y
+    (clockwise on screen, since y points down)."""
 
 
 def blobs(
-    prob: np.ndarray, threshold: float = 0.5, scale: tuple[float, float] = (1.0, 1.0)
+    prob: np.ndarray, threshold: float = THRESHOLD, scale: tuple[float, float] = (1.0, 1.0)
 ) -> list[Detection]:
     """Every blob of ``prob`` (an HxW array of probabilities), best score first.
 
-    A blob is an 8-connected component of the pixels with ``prob >= threshold``.
+    A blob is an 8-connected component of the pixels with ``prob > threshold``.
     """
     _check_threshold(threshold)
     prob = np.asarray(prob)
     if prob.ndim != 2:
         raise ValueError(f"prob must be a 2-D heatmap, got shape {prob.shape}")
-    mask = (prob >= threshold).astype(np.uint8)
+    mask = (prob > threshold).astype(np.uint8)
     count, labels, stats, _ = cv2.connectedComponentsWithStats(mask, connectivity=8)
     detections = []
     for label in range(1, count):  # label 0 is the background
@@ -65,53 +83,26 @@ def blobs(
 
 def best_detections(
     logits_last: torch.Tensor,
-    threshold: float = 0.5,
+    threshold: float = THRESHOLD,
     scale: tuple[float, float] = (1.0, 1.0),
-    crop: int = 32,
 ) -> list[Detection | None]:
-    """The blob holding each item's highest probability, or None when it is below threshold.
+    """Each item's ball: its blob with the largest score, or None when no pixel is above.
 
     ``logits_last`` is [B, H, W] logits of each window's newest frame, on any device and
-    in any dtype. Sigmoid, peak search and a (2*crop+1)² crop around each peak (shifted
-    inward at the borders) happen on the device; the peaks and the crops then come back
-    in one copy per batch, so the full heatmaps never leave the device. Crops of items
-    below threshold travel with that copy but are not examined.
-
-    The blob is measured inside the crop: a blob that fits in it gives exactly what
-    :func:`blobs` gives for it. "Best" means highest peak, which is usually, but not
-    necessarily, the blob with the highest score.
+    in any dtype. The sigmoid and each item's peak are computed on the device; only the
+    items whose peak is above the threshold come back to the host (in one copy), where
+    their blobs are measured exactly as :func:`blobs` measures them.
     """
     _check_threshold(threshold)
     if logits_last.ndim != 3:
         raise ValueError(f"logits_last must be [B, H, W], got shape {tuple(logits_last.shape)}")
-    batch, height, width = logits_last.shape
-    crop_h, crop_w = min(2 * crop + 1, height), min(2 * crop + 1, width)
     with torch.no_grad():
         prob = logits_last.float().sigmoid()
-        peak, flat_index = prob.flatten(1).max(dim=1)
-        peak_row, peak_col = flat_index // width, flat_index % width
-        top = (peak_row - crop).clamp(0, height - crop_h)
-        left = (peak_col - crop).clamp(0, width - crop_w)
-        device = prob.device
-        rows = top[:, None] + torch.arange(crop_h, device=device)
-        cols = left[:, None] + torch.arange(crop_w, device=device)
-        items = torch.arange(batch, device=device)
-        crops = prob[items[:, None, None], rows[:, :, None], cols[:, None, :]]
-        # Indices are exact in float32 (below 2**24), so one float tensor carries everything.
-        header = torch.stack([peak, peak_row, peak_col, top, left], dim=1).float()
-        packed = torch.cat([header, crops.flatten(1)], dim=1).cpu().numpy()
-
-    detections: list[Detection | None] = []
-    for item in packed:
-        if item[0] < threshold:
-            detections.append(None)
-            continue
-        row, col, top_i, left_i = (int(v) for v in item[1:5])
-        window = item[5:].reshape(crop_h, crop_w)
-        _, labels = cv2.connectedComponents((window >= threshold).astype(np.uint8), connectivity=8)
-        inside = labels == labels[row - top_i, col - left_i]
-        rows, cols = np.nonzero(inside)
-        detections.append(_describe(rows + top_i, cols + left_i, window[inside], scale))
+        found = (prob.flatten(1).amax(dim=1) > threshold).nonzero().flatten()
+        maps = prob[found].cpu().numpy() if len(found) else None
+    detections: list[Detection | None] = [None] * logits_last.shape[0]
+    for item, heatmap in zip(found.tolist(), maps if maps is not None else [], strict=True):
+        detections[item] = blobs(heatmap, threshold, scale)[0]
     return detections
 
 
@@ -140,11 +131,12 @@ def _describe(
         y=(cy + 0.5) * sy - 0.5,
         score=score,
         blur_length=half_extent * math.hypot(axis_x, axis_y),
-        blur_angle=angle,
+        blur_length_heatmap=half_extent,
+        blur_angle=math.degrees(angle),
     )
 
 
 def _check_threshold(threshold: float) -> None:
-    # A threshold of 0 would admit zero-weight pixels and empty centroids.
-    if not 0.0 < threshold <= 1.0:
-        raise ValueError(f"threshold must be in (0, 1], got {threshold}")
+    # strict >: at 0 every pixel with any weight joins a blob; at 1 none can
+    if not 0.0 <= threshold < 1.0:
+        raise ValueError(f"threshold must be in [0, 1), got {threshold}")

@@ -1,17 +1,24 @@
 """Load a BlurBall checkpoint safely, or say in one line why it cannot be loaded.
 
 Checkpoints are read with ``weights_only=True``: a file that would need arbitrary
-unpickling is refused rather than executed. Every failure surfaces as
-:class:`CheckpointError`, so callers (CLI, UI) need to handle one exception type only.
+unpickling is refused rather than executed. The one exception is what training
+scripts commonly store beside the weights: numpy scalars in the metadata (an
+epoch as ``np.int64``, a loss as ``np.float32``); exactly numpy's scalar
+constructor and its numeric dtypes are allowed, nothing else. Every failure
+surfaces as :class:`CheckpointError`, so callers (CLI, UI) need to handle one
+exception type only. torch is imported when a file is read, not with this
+module, so the error type costs nothing to import (``batchscope simulate``
+never loads torch).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import torch
-from torch import Tensor, nn
+if TYPE_CHECKING:
+    from torch import Tensor, nn
 
 _WRAPPER_KEYS = ("model_state_dict", "state_dict")
 """Keys under which training scripts nest the model's state dict."""
@@ -71,8 +78,11 @@ def _read(path: Path) -> object:
         raise CheckpointError(path, "not a file")
     if path.stat().st_size == 0:
         raise CheckpointError(path, "file is empty")
+    import torch
+
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        with torch.serialization.safe_globals(_numpy_metadata_globals()):
+            return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # torch raises many types; all mean an unreadable file
         message = str(error)
         detail = _first_sentence(message.split(_REFUSED_MARKER, 1)[-1])
@@ -86,8 +96,35 @@ def _read(path: Path) -> object:
         raise CheckpointError(path, reason) from error
 
 
+def _numpy_metadata_globals() -> list[Any]:
+    """numpy's scalar constructor and its numeric dtypes: what np.int64(3) unpickles from."""
+    import numpy as np
+
+    try:
+        from numpy._core.multiarray import scalar
+    except ImportError:  # numpy < 2
+        from numpy.core.multiarray import scalar
+    kinds = (
+        np.bool_,
+        np.int8,
+        np.int16,
+        np.int32,
+        np.int64,
+        np.uint8,
+        np.uint16,
+        np.uint32,
+        np.uint64,
+        np.float16,
+        np.float32,
+        np.float64,
+    )
+    return [scalar, np.dtype, *(type(np.dtype(k)) for k in kinds)]
+
+
 def _state_dict(path: Path, loaded: object) -> dict[str, Tensor]:
     """Unwrap the nesting and ``module.`` prefix, and check it is a dict of tensors."""
+    from torch import Tensor
+
     if isinstance(loaded, Mapping):
         for key in _WRAPPER_KEYS:
             if key in loaded:

@@ -186,8 +186,8 @@ class VideoWall(QWidget):
         kx = tile.to_frame[0] * target.width() / tile.frame_size[0]
         ky = tile.to_frame[1] * target.height() / tile.frame_size[1]
         centre = QPointF(target.left() + det.x * kx, target.top() + det.y * ky)
-        dx = math.cos(det.blur_angle) * det.blur_length * kx
-        dy = math.sin(det.blur_angle) * det.blur_length * ky
+        dx = math.cos(math.radians(det.blur_angle)) * det.blur_length * kx
+        dy = math.sin(math.radians(det.blur_angle)) * det.blur_length * ky
         width = 4 if self._look.presentation else 3
         p.setPen(QPen(QColor("#FFFFFF"), width, Qt.PenStyle.SolidLine, Qt.PenCapStyle.RoundCap))
         p.drawLine(centre - QPointF(dx, dy), centre + QPointF(dx, dy))
@@ -198,7 +198,7 @@ class VideoWall(QWidget):
         p.setPen(QColor("#FFFFFF"))
         p.drawText(
             centre + QPointF(r + 4, -r),
-            f"{det.blur_length:.0f} px · {math.degrees(det.blur_angle):.0f}°",
+            f"{det.blur_length:.0f} px · {det.blur_angle:.0f}°",
         )
 
 
