@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from batchscope.cli import main
-from batchscope.cli.html_report import build_html
 from batchscope.experiment import load_experiment
 from batchscope.sim.experiment import simulate_experiment
+from batchscope.ui.html_report import build_html
 
 SCRIPT = "<script>alert(1)</script>"
 IMG = "<img src=x onerror=alert(1)>"

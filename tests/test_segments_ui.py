@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from batchscope.engine.segment_rows import segments_csv
 from batchscope.ui.export import ExportError, export_segments
 from batchscope.ui.segment_feed import Predictions, SegmentFeed
-from batchscope.ui.segment_rows import COLUMNS, compare, segment_row, segments_csv
+from batchscope.ui.segment_rows import COLUMNS, compare, segment_row
 
 
 def segment(index=1, mean_fps=25.0, p50=37.0, predicted=None, **extra) -> dict:
@@ -47,11 +48,12 @@ def test_a_row_has_every_figure_and_the_prediction():
     row = segment_row(segment(predicted=PREDICTED | {"throughput_wps": 153.0}))
     assert set(row) == {c.key for c in COLUMNS}
     assert row | {} == {
-        "index": "1", "span": "10–20", "changed": "sessions 6", "sessions": "6",
+        "index": "1", "span": "10.0–20.0", "changed": "sessions 6", "sessions": "6",
         "policy": "oldest", "mean_fps": "25.0", "min_fps": "20.0", "jain": "0.98",
-        "p50": "37", "p99": "80", "overwritten": "5", "throughput": "150", "mean_batch": "1.5",
-        "busy": "90", "stable": "yes", "pred_fps": "25.5", "ratio_fps": "0.98",
-        "pred_p50": "37", "ratio_p50": "1.00", "pred_p99": "70", "ratio_p99": "1.14",
+        "p50": "37.0", "p99": "80.0", "overwritten": "5.0", "throughput": "150.0",
+        "mean_batch": "1.50", "busy": "90", "stable": "yes", "pred_fps": "25.5",
+        "ratio_fps": "0.98", "pred_p50": "37.0", "ratio_p50": "1.00", "pred_p99": "70.0",
+        "ratio_p99": "1.14",
     }  # fmt: skip
 
 
@@ -59,7 +61,7 @@ def test_a_running_segment_without_figures_says_settling_and_a_failed_step_says_
     fresh = segment(measured_s=0.0)
     fresh["overall"] |= {"throughput_wps": 0.0, "mean_fps": 0.0}
     running = segment_row(fresh, running=True)
-    assert running["span"] == "10–…" and running["mean_fps"] == running["p99"] == "settling…"
+    assert running["span"] == "10.0–…" and running["mean_fps"] == running["p99"] == "settling…"
     assert segment_row(fresh)["mean_fps"] == "–" and segment_row(fresh)["pred_fps"] == "–"
     failed = segment_row(segment(error="profile laptop-8gb has no curve for bf16"))
     assert failed["changed"] == "sessions 6 FAILED"
@@ -70,8 +72,10 @@ def test_two_segments_compare_with_ratios():
     assert rows[0] == ("mean fps", "25.5", "17.0", "0.67")
     assert rows[3] == ("p50 ms", "37.0", "39.3", "1.06")
     assert [r[0] for r in rows] == [
-        "mean fps", "min fps", "Jain", "p50 ms", "p99 ms", "throughput w/s", "mean batch", "busy %",
+        "mean fps", "min fps", "Jain", "p50 ms", "p95 ms", "p99 ms", "throughput w/s",
+        "overwritten %", "mean batch", "busy %",
     ]  # fmt: skip
+    assert rows[2] == ("Jain", "0.980", "0.980", "1.00")
 
 
 def test_export_csv_and_json(tmp_path: Path):
@@ -79,7 +83,8 @@ def test_export_csv_and_json(tmp_path: Path):
     out = export_segments(segments, tmp_path / "table")
     assert out.suffix == ".csv"
     rows = list(csv.reader(io.StringIO(out.read_text())))
-    assert rows[0][:3] == ["#", "s", "changed"] and rows[0][-2:] == ["caption", "error"]
+    assert rows[0][:3] == ["segment", "start–end s", "what changed"]
+    assert rows[0][-2:] == ["caption", "error"]
     assert [r[5] for r in rows[1:]] == ["25.0", "25.0"] and len(rows) == 3
     assert out.read_text() == segments_csv(segments)
     js = export_segments(segments, tmp_path / "table.json")
@@ -126,7 +131,7 @@ def test_the_table_fills_and_a_row_shows_its_histogram_two_rows_side_by_side(das
     table.select(0)
     first = table.plots[0]
     assert first.isVisibleTo(table) and not table.plots[1].isVisibleTo(table)
-    assert first.heading.text().startswith("segment 0 · 0–")
+    assert first.heading.text().startswith("segment 0 · 0.0–")
     assert first.latency.curve.yData.sum() > 0  # segment 0's windows
     assert first.latency._title_text.startswith("Latency — p50 ")
     kept = table.kept[0]
@@ -134,11 +139,11 @@ def test_the_table_fills_and_a_row_shows_its_histogram_two_rows_side_by_side(das
 
     table.select(0, 1)
     assert table.plots[1].isVisibleTo(table) and table.comparison.isVisibleTo(table)
-    assert table.comparison.columnCount() == 8
+    assert table.comparison.columnCount() == 10
     assert table.comparison.horizontalHeaderItem(0).text() == "mean fps"
     assert table.comparison.verticalHeaderItem(1).text() == "B: seg 1"
     fps_a, fps_b = (s["overall"]["mean_fps"] for s in table.segments[:2])
-    assert table.comparison.item(0, 0).text() == (f"{fps_a:.2f}" if fps_a < 10 else f"{fps_a:.1f}")
+    assert table.comparison.item(0, 0).text() == f"{fps_a:.1f}"
     assert table.comparison.item(2, 0).text() == f"{fps_b / fps_a:.2f}"
 
 

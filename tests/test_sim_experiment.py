@@ -10,13 +10,14 @@ import numpy as np
 import pytest
 
 from batchscope.config import RunConfig
+from batchscope.engine.segment_rows import live_vs_predicted
 from batchscope.engine.segments import SETTLE_S
 from batchscope.engine.session import WINDOW
 from batchscope.experiment import Experiment, load_experiment, parse_experiment
 from batchscope.profiles.profile import load_profile
 from batchscope.sim.agreement import live_experiment
 from batchscope.sim.experiment import simulate_experiment
-from batchscope.sim.prediction import add_predictions, live_vs_predicted, predict_segment
+from batchscope.sim.prediction import add_predictions, predict_segment
 from batchscope.sim.simulator import ProfileCurves, one_step, play, simulate
 
 LAPTOP = load_profile("laptop-8gb")

@@ -47,3 +47,62 @@ def test_record_toggle_writes_a_recording_and_close_finishes_it(dashboard, qtbot
     report = json.loads((folder / "report.json").read_text())
     assert report["kind"] == "run" and report["sessions"]
     assert dashboard.engine.threads_alive() == []
+
+
+HOSTILE = """
+name = "<img src=x onerror=alert(1)>"
+caption = "<script>alert(1)</script>"
+duration = 30
+[base]
+backend = "emulated"
+profile = "laptop-8gb"
+precision = "fp16"
+resolution = "256x144"
+[[step]]
+at = 0
+sessions = 2
+policy = "oldest"
+caption = "two sessions <script>alert(2)</script>"
+[[step]]
+at = 1.5
+sessions = 3
+caption = "three & <b onmouseover=x>more</b>"
+"""
+
+
+def test_export_report_writes_the_html_off_the_gui_thread(dashboard, qtbot, tmp_path: Path):
+    from batchscope.experiment import parse_experiment
+
+    dashboard.play_experiment(parse_experiment(HOSTILE, "hostile.toml"))
+    engine = dashboard.engine
+    qtbot.waitUntil(
+        lambda: (
+            len(engine.report()["segments"]) >= 3
+            and engine.report()["segments"][-1]["measured_s"] > 1.2  # predicted from 1 s on
+        ),
+        timeout=15_000,
+    )
+    status = dashboard.status_line.message
+    dashboard.export_html(tmp_path / "talk")  # .html added
+    assert status.text() == "Writing the report…"  # the GUI thread did not wait for it
+    target = tmp_path / "talk.html"
+    qtbot.waitUntil(lambda: status.text().startswith("Report saved"), timeout=30_000)
+    assert status.text() == f"Report saved to {target}"
+    text = target.read_text(encoding="utf-8")
+    assert '<table class="segments">' in text and "<th>what changed</th>" not in text
+    assert '<th class="text">what changed</th>' in text and "predicted mean fps" in text
+    assert "sessions 2, policy oldest" in text and "sessions 3" in text  # the rows
+    assert "two sessions &lt;script&gt;alert(2)&lt;/script&gt;" in text
+    assert "three &amp; &lt;b onmouseover=x&gt;more&lt;/b&gt;" in text
+    assert "BatchScope report: &lt;img src=x onerror=alert(1)&gt;" in text
+    assert "<script" not in text.lower() and "<img src=x" not in text and "<b " not in text
+    assert "[[step]]" in text  # the experiment file itself
+
+
+def test_export_report_to_a_missing_folder_is_one_line(dashboard, qtbot, tmp_path: Path):
+    status = dashboard.status_line.message
+    target = tmp_path / "no" / "such" / "r.html"
+    dashboard.export_html(target)
+    qtbot.waitUntil(lambda: "cannot write the report" in status.text(), timeout=30_000)
+    assert status.text() == f"{target}: cannot write the report (No such file or directory)"
+    assert dashboard.engine.running

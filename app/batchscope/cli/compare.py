@@ -10,27 +10,13 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from batchscope.cli.args import CliError
-from batchscope.cli.tables import describe_changes, mean_batch
-from batchscope.engine.report import overwritten_pct
+from batchscope.engine.segment_rows import FIGURES, describe_changes
 
-#: (label, figure of an ``overall``-shaped mapping, digits)
-FIGURES: tuple[tuple[str, Callable[[Mapping[str, Any]], float], int], ...] = (
-    ("mean fps", lambda r: r["overall"]["mean_fps"], 1),
-    ("min fps", lambda r: r["overall"]["min_fps"], 1),
-    ("Jain", lambda r: r["overall"]["jain"], 3),
-    ("p50 ms", lambda r: r["overall"]["latency_ms"]["p50"], 1),
-    ("p95 ms", lambda r: r["overall"]["latency_ms"]["p95"], 1),
-    ("p99 ms", lambda r: r["overall"]["latency_ms"]["p99"], 1),
-    ("throughput w/s", lambda r: r["overall"]["throughput_wps"], 1),
-    ("overwritten %", overwritten_pct, 1),
-    ("mean batch", lambda r: mean_batch(r["overall"]), 2),
-    ("busy %", lambda r: 100 * r["overall"]["busy"], 1),
-)
 #: Config keys not worth a line of difference (they say how, not what, was run).
 QUIET_KEYS = ("duration_s", "seed", "weights")
 
@@ -120,7 +106,7 @@ def describe(report: Mapping[str, Any], path: str, segment: Mapping[str, Any] | 
         what += f" of {report['experiment'].get('name', '?')}"
     where = (
         f"segment {segment['index']} ({segment['start_s']:.1f}–{segment['end_s']:.1f} s, "
-        f"{describe_changes(segment['changes'])})"
+        f"{describe_changes(segment)})"
         if segment is not None
         else "whole run"
     )

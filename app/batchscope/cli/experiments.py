@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from batchscope.cli.args import CliError
 from batchscope.cli.tables import format_segments
 from batchscope.engine.report import format_table
 from batchscope.experiment import Experiment, experiments_dirs, list_experiments
@@ -38,17 +39,6 @@ def cmd_experiments(args: argparse.Namespace) -> int:
     return 0
 
 
-def experiment_block(experiment: Experiment) -> dict[str, Any]:
-    """The report's ``experiment`` object: what was played, with the file itself."""
-    return {
-        "name": experiment.name,
-        "caption": experiment.caption,
-        "duration": experiment.duration,
-        "source": experiment.source,
-        "text": experiment.text,
-    }
-
-
 def print_experiment_report(report: dict[str, Any], out: Any) -> None:
     """Header, the whole-run table, then the segment table (``run`` and ``simulate``)."""
     exp = report["experiment"]
@@ -67,7 +57,10 @@ def write_report(report: dict[str, Any], target: str | None, out: Any) -> None:
     """The HTML report to ``target`` (Qt draws its plots offscreen: imported only here)."""
     if not target:
         return
-    from batchscope.cli.html_report import write_html_report
+    from batchscope.ui.html_report import ReportError, write_html_report
 
-    path = write_html_report(report, target)
+    try:
+        path = write_html_report(report, target)
+    except ReportError as exc:
+        raise CliError(str(exc)) from None
     print(f"report written to {path}", file=out)

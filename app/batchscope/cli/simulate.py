@@ -28,7 +28,7 @@ from batchscope.cli.args import (
     resolution,
     write_json,
 )
-from batchscope.cli.experiments import experiment_block, print_experiment_report, write_report
+from batchscope.cli.experiments import print_experiment_report, write_report
 from batchscope.cli.tables import write_csv
 from batchscope.config import (
     DEFAULT_RESOLUTION,
@@ -44,6 +44,7 @@ from batchscope.experiment import load_experiment
 from batchscope.profiles.profile import load_profile
 from batchscope.sim.experiment import simulate_experiment
 from batchscope.sim.simulator import DEFAULT_WARMUP_S, simulate
+from batchscope.ui.html_report import experiment_block
 
 #: Simulated seconds measured by default: longer than a live run's (the duration
 #: knob's default), because a simulated second costs microseconds, not a second.

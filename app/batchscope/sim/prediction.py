@@ -1,10 +1,11 @@
-"""What the simulator predicts for a live segment, and how the live run compares.
+"""What the simulator predicts for a live segment.
 
 A live report's segments (``Engine.report()["segments"]``) carry the
 simulator's figures for the same config over the same measured duration, so a
 reader sees at once whether the live worker does what its batch curve says it
-should: a ratio far from 1 points at the pipeline (prep, wake-ups, a second
-process on the GPU), not at the policy.
+should: a ratio live ÷ predicted (:func:`batchscope.engine.segment_rows.live_vs_predicted`)
+far from 1 points at the pipeline (prep, wake-ups, a second process on the
+GPU), not at the policy.
 
 A prediction is a plain :func:`~batchscope.sim.simulator.simulate` of the
 segment's config, warmed up for the settling second a live segment leaves
@@ -109,20 +110,3 @@ def _predict(segment: Mapping[str, Any], profile: DeviceProfile | None) -> dict[
     except (ConfigError, TypeError, KeyError):
         return None
     return predict_segment(config, segment["measured_s"], profile, config.seed)
-
-
-def live_vs_predicted(segment: Mapping[str, Any]) -> dict[str, float | None] | None:
-    """live ÷ predicted for mean fps, p50 and p99 latency; None without a prediction.
-
-    A figure whose prediction is 0 has no ratio (None).
-    """
-    predicted = segment.get("predicted")
-    if not predicted:
-        return None
-    live = segment["overall"]
-    pairs = {
-        "mean_fps": (live["mean_fps"], predicted["mean_fps"]),
-        "p50": (live["latency_ms"]["p50"], predicted["latency_ms"]["p50"]),
-        "p99": (live["latency_ms"]["p99"], predicted["latency_ms"]["p99"]),
-    }
-    return {k: round(a / b, 3) if b else None for k, (a, b) in pairs.items()}

@@ -7,6 +7,8 @@ from collections import deque
 
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QComboBox
 
 from batchscope.engine.snapshot import Snapshot
@@ -32,12 +34,48 @@ def _after(scope: str) -> str:
     return f" · {scope}" if scope else ""
 
 
+class ScopedCard(PlotCard):
+    """A card whose title is figures, then what they cover: the figures always show.
+
+    On a narrow card (a third of a projector's width, presentation fonts) the
+    scope is elided ("· current segm…") or left out, never the numbers; the
+    tooltip and ``_title_text`` keep the whole title.
+    """
+
+    _scoped: tuple[str, str] = ("", "")
+
+    def set_scoped_title(self, figures: str, scope: str) -> None:
+        self._scoped = (figures, scope)
+        self.set_title(figures + _after(scope))
+        self._fit_title()
+
+    def _fit_title(self) -> None:
+        figures, scope = self._scoped
+        if not figures:
+            return
+        metrics = self.title.fontMetrics()
+        room = self.title.contentsRect().width() - metrics.horizontalAdvance(f"{figures} · ")
+        tail = metrics.elidedText(scope, Qt.TextElideMode.ElideRight, room) if scope else ""
+        if len(tail.rstrip("…")) < 4:  # "· c…" says nothing: the tooltip has it
+            tail = ""
+        text = f"{figures} · {tail}" if tail else figures
+        if self.title.text() != text:
+            self.title.setText(text)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._fit_title()
+
+    def restyle(self) -> None:
+        self._fit_title()  # the title's font may have changed with the look
+
+
 def session_ticks(ids: list[int]) -> list[list[tuple[float, str]]]:
     step = max(1, math.ceil(len(ids) / 10))
     return [[(float(i), f"S{i}") for i in ids[::step]]]
 
 
-class LatencyHistogram(PlotCard):
+class LatencyHistogram(ScopedCard):
     """End-to-end latency of the recent windows, with p50/p95/p99 and the objective."""
 
     def __init__(self, look: Look) -> None:
@@ -59,6 +97,7 @@ class LatencyHistogram(PlotCard):
         self.restyle()
 
     def restyle(self) -> None:
+        super().restyle()
         t, lw = self.look.theme, self.look.line_width
         colour = pg.mkColor(t.accent)
         self.curve.setPen(pen(t.accent, lw * 0.8))
@@ -104,7 +143,7 @@ class LatencyHistogram(PlotCard):
             for line in self.markers.values():
                 line.setVisible(False)
             state = SETTLING if snap.settling else "no results yet"
-            self.set_title(f"Latency — {state}{_after(scope)}")
+            self.set_scoped_title(f"Latency — {state}", scope)
             return
         p = latency_summary(ms)
         top = nice_ceiling(max(p["p99"] * 1.25, snap.config.slo_ms * 1.15 if adaptive else 0))
@@ -117,8 +156,7 @@ class LatencyHistogram(PlotCard):
                 if isinstance(child, pg.InfLineLabel):
                     child.setFormat(f"{name} {p[name]:.0f}")
         self.plot.setXRange(0, top, padding=0)
-        # the figures first: a narrow card cuts the scope, not the numbers
-        self.set_title(f"Latency — p50 {p['p50']:.0f} · p99 {p['p99']:.0f} ms{_after(scope)}")
+        self.set_scoped_title(f"Latency — p50 {p['p50']:.0f} · p99 {p['p99']:.0f} ms", scope)
         newest = " (the newest only)" if snap.truncated else ""
         self.title.setToolTip(
             f"End-to-end latency of {ms.size} windows{newest} of {who}{_after(scope)}"
@@ -165,7 +203,7 @@ class OverwrittenBars(PlotCard):
         self.set_title(f"Overwritten — total {total:,} · {self.rate(snap.t, total):.1f}/s")
 
 
-class BatchSizeBars(PlotCard):
+class BatchSizeBars(ScopedCard):
     """Share of batches of each size over the recent batches."""
 
     def __init__(self, look: Look) -> None:
@@ -175,6 +213,7 @@ class BatchSizeBars(PlotCard):
         self._right = 0
 
     def restyle(self) -> None:
+        super().restyle()
         self.bars.setOpts(brush=pg.mkBrush(self.look.theme.accent), pen=pg.mkPen(None))
 
     def update_from(self, snap: Snapshot) -> None:
@@ -183,7 +222,7 @@ class BatchSizeBars(PlotCard):
         if not total:
             self.bars.setOpts(x=[], height=[], width=0.7)
             state = SETTLING if snap.settling else "no batches yet"
-            self.set_title(f"Batch size — {state} · {snap.scope_label}")
+            self.set_scoped_title(f"Batch size — {state}", snap.scope_label)
             return
         x = np.array(list(sizes), float)
         share = np.array(list(sizes.values()), float) * 100.0 / total
@@ -196,7 +235,7 @@ class BatchSizeBars(PlotCard):
             step = max(1, right // 12)
             self.plot.getAxis("bottom").setTicks([[(i, str(i)) for i in range(1, right + 1, step)]])
         cap = f" · capped at {snap.oom_cap} after OOM" if snap.oom_cap else ""
-        self.set_title(f"Batch size — mean {mean:.1f}{cap} · {snap.scope_label}")
+        self.set_scoped_title(f"Batch size — mean {mean:.1f}{cap}", snap.scope_label)
         self.title.setToolTip(f"Share of the {total:,} batches of each size, {snap.scope_label}")
 
 
@@ -204,7 +243,8 @@ class StageBars(PlotCard):
     """Mean latency per session split into wait, prep, compute and post (stacked).
 
     The title is the legend: a coloured chip and the mean of each stage, so no legend box
-    ever covers a bar.
+    ever covers a bar. It wraps (between stages, never inside one) on a narrow card, such
+    as a segment's plots side by side, so no stage is cut off.
     """
 
     def __init__(self, look: Look) -> None:
@@ -212,6 +252,7 @@ class StageBars(PlotCard):
         self._means: dict[str, int] | None = None
         self._scope = ""
         super().__init__("Latency by stage", look, "session", "mean latency (ms)")
+        self.title.setWordWrap(True)
         for item in self.bars.values():
             self.plot.addItem(item)
         self._ids: list[int] = []
@@ -225,7 +266,7 @@ class StageBars(PlotCard):
     def _show_legend(self) -> None:
         means = self._means or {}
         chips = " &nbsp;".join(
-            f'<span style="color:{STAGE_COLOURS[st]}">■</span>&nbsp;{st} {means.get(st, "–")}'
+            f'<span style="color:{STAGE_COLOURS[st]}">■</span>&nbsp;{st}&nbsp;{means.get(st, "–")}'
             for st in STAGES
         )
         state = "" if self._means is not None else f" {SETTLING}"

@@ -1,4 +1,5 @@
-"""Export: the numbers as a JSON report, the segment table, the plots as a PNG (no dialogs)."""
+"""Export: the numbers as a JSON report, the HTML report, the segment table, the plots as a
+PNG (no dialogs)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ from typing import Any
 from PySide6.QtWidgets import QWidget
 
 from batchscope.engine.engine import Engine
-from batchscope.ui.segment_rows import segments_csv, segments_json
+from batchscope.engine.segment_rows import segments_csv, segments_json
+from batchscope.experiment import Experiment
+from batchscope.sim.prediction import add_predictions
+from batchscope.ui.html_report import ReportError, experiment_block, write_html_report
 
 
 class ExportError(OSError):
@@ -28,6 +32,32 @@ def export_report(engine: Engine, path: str | Path) -> Path:
     return path
 
 
+def html_path(path: str | Path) -> Path:
+    """``path`` as the HTML report is written to it (.html added unless .html/.htm)."""
+    path = Path(path)
+    return path if path.suffix.lower() in (".html", ".htm") else path.with_suffix(".html")
+
+
+def export_html_report(
+    engine: Engine, path: str | Path, experiment: Experiment | None = None
+) -> Path:
+    """Write the HTML report of ``engine.report()`` to ``path`` (.html added).
+
+    Each segment gets the simulator's prediction, and the report the
+    experiment playing (``experiment``), as ``run --experiment --report`` has
+    them. Takes a second or more (the predictions, the plots): call it off
+    the GUI thread.
+    """
+    path = html_path(path)
+    report = add_predictions(engine.report())
+    if experiment is not None:
+        report["experiment"] = experiment_block(experiment)
+    try:
+        return write_html_report(report, path)
+    except ReportError as exc:
+        raise ExportError(str(exc)) from None
+
+
 def export_png(widget: QWidget, path: str | Path) -> Path:
     """Save a grab of ``widget`` as PNG."""
     path = Path(path)
@@ -38,17 +68,16 @@ def export_png(widget: QWidget, path: str | Path) -> Path:
     return path
 
 
-def export_segments(
-    segments: Sequence[Mapping[str, Any]], path: str | Path, open_index: int | None = None
-) -> Path:
+def export_segments(segments: Sequence[Mapping[str, Any]], path: str | Path) -> Path:
     """Write the segment table to ``path``: JSON (the report's ``segments``) for a .json
-    name, CSV (the cells as the table shows them) for anything else (.csv added)."""
+    name, CSV (the table's cells, as ``run --csv`` writes them) for anything else (.csv
+    added)."""
     path = Path(path)
     if path.suffix.lower() == ".json":
         text = segments_json(segments)
     else:
         path = path if path.suffix.lower() == ".csv" else path.with_suffix(".csv")
-        text = segments_csv(segments, open_index)
+        text = segments_csv(segments)
     try:
         path.write_text(text, encoding="utf-8")
     except OSError as exc:

@@ -43,7 +43,14 @@ from batchscope.ui.controls import ControlsPanel
 from batchscope.ui.device_options import DeviceChoice, device_choices
 from batchscope.ui.dist_plots import BatchSizeBars, LatencyHistogram, OverwrittenBars, StageBars
 from batchscope.ui.experiments import menu_entries
-from batchscope.ui.export import ExportError, export_png, export_report, export_segments
+from batchscope.ui.export import (
+    ExportError,
+    export_html_report,
+    export_png,
+    export_report,
+    export_segments,
+    html_path,
+)
 from batchscope.ui.headline import HeadlineStrip, StatusLine
 from batchscope.ui.plots import FpsPlot, MemoryPlot, PlotCard, ThroughputPlot, time_window
 from batchscope.ui.presenter import Presenter
@@ -55,6 +62,7 @@ from batchscope.ui.theme import Look, apply_look
 from batchscope.ui.video_tiles import VideoWall
 
 TICK_HZ = 15
+REPORT_JOB = "report"  # the command-thread label of an HTML report export (then its path)
 
 
 @dataclass
@@ -97,6 +105,7 @@ class MainWindow(QMainWindow):
         self.presenter = Presenter(engine, self)
         self.tick_stats = TickStats()
         self._start_note: str | None = None
+        self._experiment: Experiment | None = None  # the last one played (for the report)
         self.setAcceptDrops(True)
 
         self.controls = ControlsPanel(devices if devices is not None else device_choices())
@@ -135,6 +144,7 @@ class MainWindow(QMainWindow):
         p.started.connect(self._on_started)
         p.experiment_changed.connect(self._on_experiment)
         p.step_applied.connect(lambda *_: self._refresh_segments())
+        p.commands.finished.connect(self._on_command_done)
         self.headline.scope_changed.connect(self.set_scope)
         self.segment_table.export_requested.connect(self._export_segments)
 
@@ -197,6 +207,7 @@ class MainWindow(QMainWindow):
         self.segments_dock = QDockWidget("Segments", self)
         self.segments_dock.setObjectName("segments")
         self.segments_dock.setWidget(self.segment_table)
+        self.segments_dock.setFont(QApplication.font())  # its title bar, too, in the look's
         self.segments_dock.setAllowedAreas(
             Qt.DockWidgetArea.BottomDockWidgetArea | Qt.DockWidgetArea.TopDockWidgetArea
         )
@@ -216,6 +227,12 @@ class MainWindow(QMainWindow):
         export_plots.triggered.connect(self._export_plots)
         export_numbers = QAction("Export numbers (JSON)…", self)
         export_numbers.triggered.connect(self._export_numbers)
+        self.export_report_action = QAction("Export report…", self)
+        self.export_report_action.setToolTip(
+            "One self-contained HTML file: the segment table with the simulator's predictions, "
+            "plots, config, device, events and the experiment file"
+        )
+        self.export_report_action.triggered.connect(self._export_html_report)
         self.record_action = QAction("Record…", self, checkable=True)
         self.record_action.setToolTip(
             "Record config, events, per-window timings and the timeline to a new folder "
@@ -247,6 +264,7 @@ class MainWindow(QMainWindow):
         open_experiment.setShortcut(QKeySequence.StandardKey.Open)
         open_experiment.triggered.connect(self._open_experiment)
         file_menu.addSeparator()
+        file_menu.addAction(self.export_report_action)
         file_menu.addAction(export_plots)
         file_menu.addAction(export_numbers)
         file_menu.addSeparator()
@@ -297,10 +315,12 @@ class MainWindow(QMainWindow):
         """
         self._start_note = note
         if experiment is not None:
+            self._experiment = experiment
             self.show_segments()
         self.presenter.start_engine(experiment)
 
     def play_experiment(self, experiment: Experiment) -> None:
+        self._experiment = experiment
         self.presenter.play_experiment(experiment)
 
     def set_scope(self, scope: str) -> None:
@@ -381,8 +401,11 @@ class MainWindow(QMainWindow):
         """Show the segment table at a height that leaves the plots most of the window."""
         if not self.segments_dock.isVisible():
             self.segments_dock.show()
-            height = max(220, self.height() // 3)
-            self.resizeDocks([self.segments_dock], [height], Qt.Orientation.Vertical)
+            self._size_segments_dock()
+
+    def _size_segments_dock(self) -> None:
+        height = SegmentTable.dock_height(self.look, self.height())
+        self.resizeDocks([self.segments_dock], [height], Qt.Orientation.Vertical)
 
     def _refresh_segments(self) -> None:
         if self.segment_feed is not None:
@@ -393,7 +416,7 @@ class MainWindow(QMainWindow):
             self, "Open experiment", str(Path.home()), "Experiments (*.toml);;All files (*)"
         )
         if path:
-            self.presenter.open_experiment(path)
+            self._experiment = self.presenter.open_experiment(path) or self._experiment
 
     def _show_caption(self, text: str) -> None:
         self.caption.setText(text)
@@ -449,6 +472,38 @@ class MainWindow(QMainWindow):
         if path:
             self._export(lambda: export_report(self.engine, path))
 
+    def _export_html_report(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(
+            self, "Export report", "batchscope-report.html", "HTML report (*.html)"
+        )
+        if path:
+            self.export_html(path)
+
+    def export_html(self, path: str | Path) -> None:
+        """Write the HTML report on the command thread (predictions and plots take seconds).
+
+        The status line says where it went, or the one-line error, when the job is done.
+        """
+        player = self.presenter.player
+        experiment = player.experiment if player is not None else self._experiment
+        engine, target = self.engine, html_path(path)
+
+        def job() -> str | None:
+            try:
+                export_html_report(engine, target, experiment)
+            except ExportError as exc:
+                return str(exc)
+            return None
+
+        self.status_line.show_message("Writing the report…", "busy")
+        self.presenter.commands.submit(f"{REPORT_JOB} {target}", job)
+
+    def _on_command_done(self, label: str, error: str | None) -> None:
+        # an error is shown by the presenter, as every job's; the path only here
+        if label.startswith(f"{REPORT_JOB} ") and error is None:
+            path = label.removeprefix(f"{REPORT_JOB} ")
+            self.status_line.show_message(f"Report saved to {path}", "ok")
+
     def _export_segments(self, kind: str) -> None:
         path, _ = QFileDialog.getSaveFileName(
             self,
@@ -458,7 +513,7 @@ class MainWindow(QMainWindow):
         )
         if path:
             table = self.segment_table
-            self._export(lambda: export_segments(table.segments, path, table.open_index))
+            self._export(lambda: export_segments(table.segments, path))
 
     def _export(self, write: object) -> None:
         try:
@@ -479,6 +534,7 @@ class MainWindow(QMainWindow):
             card.set_look(look)
         self.video.set_look(look)
         self.sessions.set_look(look)
+        self.segments_dock.setFont(QApplication.font())
         self.segment_table.set_look(look)
         self.status_line.set_look(look)
         self.theme_actions[look.theme.name].setChecked(True)
@@ -494,6 +550,8 @@ class MainWindow(QMainWindow):
         else:
             self.split.setSizes(self._panel_sizes)
             self.showNormal()
+        if self.segments_dock.isVisible():
+            self._size_segments_dock()
         if self.presentation_action.isChecked() != on:
             self.presentation_action.setChecked(on)
 

@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QColor, QFont, QFontMetrics
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
@@ -31,13 +31,13 @@ from PySide6.QtWidgets import (
 )
 
 from batchscope.config import RunConfig
+from batchscope.engine.segment_rows import TEXT_KEYS, describe_changes
 from batchscope.engine.snapshot import Snapshot
 from batchscope.ui.dist_plots import LatencyHistogram, StageBars
 from batchscope.ui.segment_feed import SegmentUpdate
-from batchscope.ui.segment_rows import COLUMNS, compare, describe_changes, segment_row
+from batchscope.ui.segment_rows import COLUMNS, compare, segment_row
 from batchscope.ui.theme import Look
 
-LEFT_ALIGNED = ("changed", "policy")
 RIGHT = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
 
 
@@ -93,7 +93,6 @@ class SegmentTable(QWidget):
             [c.key for c in COLUMNS].index("changed"), QHeaderView.ResizeMode.Stretch
         )
         self.table.itemSelectionChanged.connect(self._show_selection)
-        self.table.setMinimumHeight(5 * self.table.fontMetrics().height() + 30)  # ≥ 3 rows
 
         self.hint = QLabel("Select a row for its plots, two rows to compare them.")
         self.hint.setObjectName("kpiName")
@@ -133,6 +132,7 @@ class SegmentTable(QWidget):
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
         lay.addWidget(split)
+        self._size_to(look)
 
     # -- data ------------------------------------------------------------------------------
 
@@ -171,7 +171,7 @@ class SegmentTable(QWidget):
                 self.table.setItem(row, col, item)
             item.setText(texts[column.key])
             item.setToolTip(tip)
-            if column.key not in LEFT_ALIGNED:
+            if column.key not in TEXT_KEYS:
                 item.setTextAlignment(RIGHT)
             if error is not None and column.key == "changed":
                 item.setForeground(error)
@@ -211,12 +211,40 @@ class SegmentTable(QWidget):
             view.resizeRowsToContents()
             rows = sum(view.rowHeight(r) for r in range(view.rowCount()))
             head = view.horizontalHeader().sizeHint().height()
-            view.setMaximumHeight(head + rows + 2 * view.frameWidth() + 4)
+            view.setFixedHeight(head + rows + 2 * view.frameWidth() + 4)  # all three rows
 
     def set_look(self, look: Look) -> None:
-        """Recolour the rows (the window restyles every plot card, these included)."""
+        """Recolour the rows and size them for the look's font (F11 makes them readable
+        from the back of a room); the window restyles every plot card, these included."""
         self._look = look
         self._cells = [{}] * len(self._cells)
+        self._size_to(look)
+        self._show_selection()
+
+    def _size_to(self, look: Look) -> None:
+        """The tables in the look's font (set, not inherited: a dock may keep an old
+        font), their rows as tall as it needs, room for at least three rows."""
+        for view in (self.table, self.comparison):
+            font = QFont(view.font())
+            font.setPointSize(look.font_pt)
+            view.setFont(font)
+            view.horizontalHeader().setFont(font)
+            view.verticalHeader().setFont(font)
+            row = QFontMetrics(font).height() + (10 if look.presentation else 6)
+            view.verticalHeader().setDefaultSectionSize(row)
+            view.verticalHeader().setMinimumSectionSize(row)
+        row = self.table.verticalHeader().defaultSectionSize()
+        self.table.setMinimumHeight(4 * row + self.table.horizontalScrollBar().sizeHint().height())
+        line = QFontMetrics(font).height()
+        for plots in self.plots:  # a histogram and stage bars one can read, not slivers
+            plots.latency.setMinimumHeight(7 * line)
+            plots.stages.setMinimumHeight(6 * line)
+
+    @staticmethod
+    def dock_height(look: Look, window_height: int) -> int:
+        """How tall the dock is shown: a third of the window; in presentation mode, with its
+        larger rows and a comparison under them, nearly half."""
+        return max(220, int(window_height * (0.45 if look.presentation else 1 / 3)))
 
 
 def _empty(segment: Mapping[str, Any]) -> Snapshot:

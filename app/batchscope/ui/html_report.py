@@ -1,11 +1,13 @@
 """The HTML report of a run or an experiment: one self-contained file.
 
-``run --report`` and ``simulate --experiment --report`` write it: the
-experiment's name and caption, the device, backend, profile, precision and
-resolution, the versions, the segment table with the simulator's predictions
-(the rows of :func:`batchscope.cli.tables.segment_rows`), plots as PNG data
-URIs (:mod:`batchscope.ui.report_plots`), the events, the config and the
-experiment file itself.
+``run --report``, ``simulate --experiment --report`` and the app's File →
+Export report… write it: the experiment's name and caption, the device,
+backend, profile, precision and resolution, the versions, the segment table
+with the simulator's predictions (the cells of
+:func:`batchscope.engine.segment_rows.segment_cells`), plots as PNG data URIs
+(:mod:`batchscope.ui.report_plots`), the events, the config and the
+experiment file itself. Qt is imported only to draw (and name its version),
+so the CLI can import this module for :func:`experiment_block` at no cost.
 
 Self-contained and safe: nothing is loaded from anywhere (no external CSS,
 script, font or image), there is no script at all, and every piece of text
@@ -28,19 +30,25 @@ from pathlib import Path
 from typing import Any
 
 from batchscope import __version__
-from batchscope.cli.args import CliError
-from batchscope.cli.compare import FIGURES
-from batchscope.cli.tables import (
-    LIVE_COLUMNS,
-    PREDICTED_COLUMNS,
-    Column,
+from batchscope.config import format_resolution
+from batchscope.engine.segment_rows import (
+    COLUMNS,
+    FIGURES,
+    LIVE_KEYS,
+    TEXT_KEYS,
+    VERSUS_KEYS,
     describe_changes,
     has_predictions,
-    segment_rows,
+    segment_cells,
 )
-from batchscope.config import format_resolution
+from batchscope.experiment import Experiment
 
 MAX_EVENTS = 300  # the newest shown; a long soak has thousands
+
+
+class ReportError(OSError):
+    """The report could not be written; ``str()`` names the file and says why."""
+
 
 CSS = """
 @page { size: A4 landscape; margin: 12mm; }
@@ -58,6 +66,7 @@ table { border-collapse: collapse; width: 100%; margin: 8px 0 12px; }
 th, td { border: 1px solid #555; padding: 4px 7px; text-align: right; vertical-align: top; }
 th { background: #e6e6e6; font-weight: bold; }
 td.text, th.text { text-align: left; }
+td:not(.text) { white-space: nowrap; }
 table.segments { font-size: 15px; }
 table.facts { width: auto; font-size: 17px; }
 table.facts th { text-align: left; }
@@ -140,22 +149,25 @@ def _facts(report: Mapping[str, Any]) -> list[tuple[str, str]]:
     return facts
 
 
-def _table(rows: Sequence[Mapping[str, str]], columns: Sequence[Column], css: str) -> str:
-    text_keys = ("changed", "policy")
-    head = "".join(
-        f'<th class="text">{esc(c.title)}</th>'
-        if c.key in text_keys
-        else f"<th>{esc(c.title)}</th>"
-        for c in columns
-    )
+def experiment_block(experiment: Experiment) -> dict[str, Any]:
+    """The report's ``experiment`` object: what was played, with the file itself."""
+    return {
+        "name": experiment.name,
+        "caption": experiment.caption,
+        "duration": experiment.duration,
+        "source": experiment.source,
+        "text": experiment.text,
+    }
+
+
+def _table(rows: Sequence[Mapping[str, str]], keys: Sequence[str], css: str) -> str:
+    def cls(key: str) -> str:
+        return ' class="text"' if key in TEXT_KEYS else ""
+
+    head = "".join(f"<th{cls(k)}>{esc(COLUMNS[k].title)}</th>" for k in keys)
     body = []
     for r in rows:
-        cells = "".join(
-            f'<td class="text">{esc(r[c.key])}</td>'
-            if c.key in text_keys
-            else f"<td>{esc(r[c.key])}</td>"
-            for c in columns
-        )
+        cells = "".join(f"<td{cls(k)}>{esc(r[k])}</td>" for k in keys)
         body.append(f'<tr class="failed">{cells}</tr>' if r["error"] else f"<tr>{cells}</tr>")
     return (
         f'<table class="{css}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
@@ -175,7 +187,7 @@ def _segment_sections(segments: Sequence[Mapping[str, Any]]) -> list[str]:
     for seg in segments:
         title = (
             f"Segment {seg['index']}: {seg['start_s']:.1f}–{seg['end_s']:.1f} s · "
-            f"{describe_changes(seg['changes'])}"
+            f"{describe_changes(seg)}"
         )
         parts = [f'<section class="segment"><h3>{esc(title)}</h3>']
         if seg.get("caption"):
@@ -204,7 +216,7 @@ def build_html(report: Mapping[str, Any]) -> str:
     exp = report.get("experiment") or {}
     name = exp.get("name") or ("simulation" if report.get("kind") == "simulate" else "live run")
     segments = report.get("segments") or []
-    rows = segment_rows(report)
+    rows = [segment_cells(seg) for seg in segments]
     out = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -227,10 +239,10 @@ def build_html(report: Mapping[str, Any]) -> str:
             '<p class="note">A segment runs from one applied change to the next; its figures '
             "leave out its first second, which settles.</p>"
         )
-        out.append(_table(rows, LIVE_COLUMNS, "segments"))
-        if has_predictions(report):
+        out.append(_table(rows, LIVE_KEYS, "segments"))
+        if has_predictions(segments):
             out.append("<h3>Live vs the simulator's prediction</h3>")
-            out.append(_table(rows, PREDICTED_COLUMNS, "segments"))
+            out.append(_table(rows, VERSUS_KEYS, "segments"))
         labels = [f"{r['index']}: {r['changed']}" for r in rows]
         out.append(_figure(segments_fps_chart(segments, labels), "fps by segment"))
         out.append(_figure(segments_latency_chart(segments, labels), "latency by segment"))
@@ -259,10 +271,11 @@ def build_html(report: Mapping[str, Any]) -> str:
 
 
 def write_html_report(report: Mapping[str, Any], target: str | Path) -> Path:
+    """Build the report and write it to ``target``; ReportError if it cannot be written."""
     path = Path(target)
     text = build_html(report)
     try:
         path.write_text(text, encoding="utf-8")
     except OSError as exc:
-        raise CliError(f"{path}: cannot write the report ({exc.strerror})") from None
+        raise ReportError(f"{path}: cannot write the report ({exc.strerror})") from None
     return path
