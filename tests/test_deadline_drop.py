@@ -54,3 +54,16 @@ def test_under_overload_expired_windows_are_counted_apart_and_p99_stays_bounded(
     # no delivered window waited past the limit: its latency is at most wait + one batch
     assert overall["latency_ms"]["max"] < 15.0 + 4.69 * 1.5 + 3.0
     assert seg["changes"] == {"drop_after_ms": 15.0}
+
+
+def test_the_simulator_drops_by_the_same_rule():
+    from batchscope.sim.simulator import simulate
+
+    config = RunConfig(resolution=(256, 144), sessions=8, fps=60.0, policy="oldest", duration_s=5.0)
+    plain = simulate(config)
+    dropped = simulate(config.with_changes(drop_after_ms=15.0))
+    assert plain["overall"]["expired"] == 0
+    assert dropped["overall"]["expired"] > 100
+    assert dropped["overall"]["latency_ms"]["max"] < 15.0 + 4.69 + 0.01
+    assert plain["overall"]["latency_ms"]["max"] > dropped["overall"]["latency_ms"]["max"]
+    assert sum(s["expired"] for s in dropped["sessions"]) == dropped["overall"]["expired"]

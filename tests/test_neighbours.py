@@ -154,3 +154,28 @@ def test_torch_engine_runs_and_stops_its_neighbour_processes():
         e.stop()
     assert e.threads_alive() == []
     assert _gone(pids)
+
+
+def test_the_simulator_stretches_batches_by_the_same_model():
+    from batchscope.sim.simulator import simulate
+
+    alone = simulate(RunConfig(sessions=1, policy="oldest", duration_s=10.0))
+    shared = simulate(RunConfig(sessions=1, policy="oldest", duration_s=10.0, neighbours=2))
+    compute = [r["sessions"][0]["stages_ms"]["compute"] for r in (alone, shared)]
+    # laptop-8gb fp16 512x288, batch 1: 9.82 ms alone; 5 slices, 4 rounds of 2 neighbours
+    assert compute[0] == pytest.approx(9.82, abs=0.01)
+    assert compute[1] == pytest.approx(
+        9.82 + SLICE_MS / 2 + 4 * 2 * (SLICE_MS + SWITCH_MS), rel=0.03
+    )
+    assert shared["config"]["neighbours"] == 2
+
+
+def test_the_noisy_neighbour_experiment_predicts_what_the_emulated_device_does():
+    from batchscope.experiment import load_experiment
+    from batchscope.sim.experiment import simulate_experiment
+
+    report = simulate_experiment(load_experiment("noisy-neighbour"))
+    p50 = [s["overall"]["latency_ms"]["p50"] for s in report["segments"]]
+    assert [s["changes"].get("neighbours") for s in report["segments"]][1:] == [2, 3]
+    assert p50[0] == pytest.approx(9.8, abs=0.5)  # the GPU to ourselves
+    assert p50[1] > 2.5 * p50[0] and p50[2] > p50[1]  # each neighbour takes its slices

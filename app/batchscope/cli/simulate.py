@@ -85,6 +85,20 @@ def add_simulate_command(sub: Any) -> None:
         help=f"policies to simulate ({', '.join(POLICIES)})",
     )
     add_policy_flags(p)
+    neighbours = KNOBS["neighbours"]
+    p.add_argument(
+        neighbours.flag,
+        type=csv(knob_type(neighbours.name)),
+        default=[neighbours.default],
+        metavar="N[,N…]",
+        help="busy neighbours time-slicing the GPU, one row each (default 0; see "
+        "engine/neighbours.py for the model)",
+    )
+    add_knob(
+        p,
+        "neighbour_duty",
+        help="share of the time each neighbour keeps the GPU busy, 0-1 (default %(default)g)",
+    )
     add_knob(p, "fps", help="frames/s per session (default %(default)g)")
     add_knob(
         p,
@@ -120,7 +134,7 @@ def add_simulate_command(sub: Any) -> None:
 
 
 def grid_configs(args: argparse.Namespace) -> list[RunConfig]:
-    """One validated config per (sessions, policy), sessions outermost; ConfigError if bad."""
+    """One validated config per (sessions, policy, neighbours), in that order (or ConfigError)."""
     if not args.sessions:
         raise ConfigError("sessions", "", "give at least one session count")
     if not args.policy:
@@ -137,6 +151,9 @@ def grid_configs(args: argparse.Namespace) -> list[RunConfig]:
             max_delay_ms=args.max_delay_ms,
             batch=args.batch,
             slo_ms=args.slo_ms,
+            drop_after_ms=args.drop_after_ms,
+            neighbours=k,
+            neighbour_duty=args.neighbour_duty,
             backend="emulated",
             profile=args.profile,
             precision=args.precision,
@@ -146,6 +163,7 @@ def grid_configs(args: argparse.Namespace) -> list[RunConfig]:
         )
         for n in args.sessions
         for policy in args.policy
+        for k in args.neighbours
     ]
 
 

@@ -134,19 +134,52 @@ def summary_row(report: Mapping[str, Any]) -> list[str]:
     ]
 
 
+#: Columns a table gains when one of its runs uses the setting.
+OPTIONAL_COLUMNS = (
+    ("neighbours", ("nbrs", 5), lambda r: str(r["config"].get("neighbours", 0))),
+    ("expired", ("expired %", 10), lambda r: f"{expired_pct(r):.1f}"),
+    ("neighbours", ("batch ms", 9), lambda r: f"{mean_batch_ms(r):.1f}"),
+)
+
+
+def expired_pct(report: Mapping[str, Any]) -> float:
+    """Expired windows as a share of all windows the sessions published."""
+    o = report["overall"]
+    expired = o.get("expired", 0)
+    total = o["overwritten"] + expired + sum(s["delivered"] for s in report["sessions"])
+    return 100.0 * expired / total if total else 0.0
+
+
+def mean_batch_ms(report: Mapping[str, Any]) -> float:
+    """Mean compute time of a batch (ms): busy time over the batches run."""
+    o = report["overall"]
+    batches = sum(o["batch_sizes"].values())
+    if not batches:
+        return 0.0
+    duration = report["config"].get("duration_s") or 0.0
+    return 1000.0 * o["busy"] * duration / batches
+
+
+def _uses(reports: Sequence[Mapping[str, Any]], key: str) -> bool:
+    if key == "neighbours":
+        return any(r["config"].get("neighbours") for r in reports)
+    return any(r["overall"].get(key) for r in reports)
+
+
 def format_table(reports: Sequence[Mapping[str, Any]]) -> str:
-    """One row per report: the figures the study compared."""
+    """One row per report: the figures the study compared (and a run's extras)."""
+    extra = [(col, cell) for key, col, cell in OPTIONAL_COLUMNS if _uses(reports, key)]
+    columns = (*TABLE_COLUMNS, *(col for col, _ in extra))
     head = "".join(
-        name.rjust(w) if i != 1 else "  " + name.ljust(w - 2)
-        for i, (name, w) in enumerate(TABLE_COLUMNS)
+        name.rjust(w) if i != 1 else "  " + name.ljust(w - 2) for i, (name, w) in enumerate(columns)
     )
     lines = [head, "-" * len(head)]
     for r in reports:
-        cells = summary_row(r)
+        cells = [*summary_row(r), *(cell(r) for _, cell in extra)]
         lines.append(
             "".join(
                 c.rjust(w) if i != 1 else "  " + c.ljust(w - 2)
-                for i, (c, (_, w)) in enumerate(zip(cells, TABLE_COLUMNS, strict=True))
+                for i, (c, (_, w)) in enumerate(zip(cells, columns, strict=True))
             )
         )
     return "\n".join(lines)

@@ -45,6 +45,7 @@ def simulate_experiment(
             trace.end,
             trace.start,
             "simulate",
+            trace.expiries,
         )
         for seg in trace.segments
     ]

@@ -53,13 +53,14 @@ import heapq
 import math
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
 import numpy as np
 
 from batchscope.config import POLICY_PARAMS, ConfigError, RunConfig
+from batchscope.engine.neighbours import Neighbours
 from batchscope.engine.policies import ARRIVAL, SESSION, BatchPolicy, make_policy
 from batchscope.engine.report import SessionInfo, build_report
 from batchscope.engine.segments import Segment, SegmentLog
@@ -94,6 +95,15 @@ class Trace:
     config: RunConfig  # the config at the end
     segments: tuple[Segment, ...]
     peak_mb: float | None  # the profile's peak memory of the largest batch that ran
+    expiries: np.ndarray = field(  # OVERWRITE_DTYPE: windows dropped by drop_after_ms
+        default_factory=lambda: np.zeros(0, OVERWRITE_DTYPE)
+    )
+
+    @property
+    def expired(self) -> dict[int, int]:
+        """session -> windows discarded for waiting past ``drop_after_ms``."""
+        counts = np.bincount(self.expiries["session"], minlength=self.sessions)
+        return {sid: int(counts[sid]) for sid in range(self.sessions)}
 
     @property
     def overwritten(self) -> dict[int, int]:
@@ -298,6 +308,8 @@ def play(experiment: Experiment, curve_for: CurveFor, warmup_s: float = DEFAULT_
     )
     curves = [curve]  # every curve used; in-flight batches name theirs by index
     batch_s: dict[int, float] = {}  # batch size -> s on the current curve, memoised
+    drop_s, neighbours = _worker_knobs(config)  # as the live worker and emulated device
+    expired: list[tuple[int, float]] = []  # (session, t) of each window dropped
     n_ids = max(c.sessions for c in (experiment.base, *experiment.configs))
     clock = _Clock(config, n_ids, t_end)
     due = sorted((t0 + s.at, s.index) for s in steps if s is not opening and t0 + s.at <= t_end)
@@ -343,6 +355,8 @@ def play(experiment: Experiment, curve_for: CurveFor, warmup_s: float = DEFAULT_
                 if curve is not curves[-1]:
                     curves.append(curve)
                     curve_k, batch_s = len(curves) - 1, {}
+                if (drop_s, neighbours.count, neighbours.duty) != _knob_key(config):
+                    drop_s, neighbours = _worker_knobs(config)
             select = policy.select
             frames.published = i
             frames = clock.schedule(at)
@@ -371,6 +385,11 @@ def play(experiment: Experiment, curve_for: CurveFor, warmup_s: float = DEFAULT_
                 delivered.extend(taken)
             if chooser.learns:
                 chooser.observe(n, (now - min(map(_arrival_of, taken))) * 1000.0)
+        if drop_s is not None and pending:  # Mailboxes.expire's rule
+            for s in [s for s, r in pending.items() if now - r[0] > drop_s]:
+                del pending[s]
+                if now >= t0:
+                    expired.append((s, now))
         if not pending:
             continue
         decision = select(waiting, now)
@@ -378,7 +397,9 @@ def play(experiment: Experiment, curve_for: CurveFor, warmup_s: float = DEFAULT_
         if taken:
             n = len(taken)
             duration = batch_s.get(n)
-            if duration is None:
+            if neighbours:  # each batch draws its own stretch from the time slices
+                duration = neighbours.stretch(curve.ms(n)) / 1000.0
+            elif duration is None:
                 duration = batch_s[n] = curve.ms(n) / 1000.0
             busy, start, chooser, batch_k = True, now, policy, curve_k
             free_at = now + duration
@@ -411,7 +432,19 @@ def play(experiment: Experiment, curve_for: CurveFor, warmup_s: float = DEFAULT_
         config=config,
         segments=tuple(segments.all()),
         peak_mb=max(peaks) if peaks else None,
+        expiries=np.array(expired, OVERWRITE_DTYPE),
     )
+
+
+def _worker_knobs(config: RunConfig) -> tuple[float | None, Neighbours]:
+    """The knobs the live worker and the emulated device apply to every policy."""
+    drop = None if config.drop_after_ms is None else config.drop_after_ms / 1000.0
+    return drop, Neighbours(config.neighbours, config.neighbour_duty, config.seed)
+
+
+def _knob_key(config: RunConfig) -> tuple[float | None, int, float]:
+    drop = None if config.drop_after_ms is None else config.drop_after_ms / 1000.0
+    return drop, config.neighbours, config.neighbour_duty
 
 
 def _records(
@@ -547,6 +580,7 @@ def simulated_report(
             "device_label": f"simulated: {profile.name} ({profile.device})",
             "weights": "simulated device: no model runs",
         },
+        expired=trace.expired,
     )
 
 
