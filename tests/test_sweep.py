@@ -84,6 +84,51 @@ def test_cpu_sweep_writes_a_profile_the_simulator_and_emulator_accept(
     assert "tiny-cpu" in capsys.readouterr().out
 
 
+def test_a_sweep_per_runtime_writes_a_curve_for_each(tmp_path: Path, capsys) -> None:
+    pytest.importorskip("onnxruntime")
+    out = tmp_path / "runtimes.json"
+    argv = ["sweep", *TINY, "--batch", "1,2", "--runtime", "torch,onnxruntime", "--out", str(out)]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert "| batch | FP32 torch ms | FP32 onnxruntime ms |" in captured.out
+    assert "onnxruntime fp32 128x72 batch 2:" in captured.err
+    profile = load_profile(out)
+    assert [(c.runtime, c.provider) for c in profile.curves] == [
+        ("torch", None),
+        ("onnxruntime", "CPUExecutionProvider"),
+    ]
+    assert profile.curve("fp32", (128, 72), "onnxruntime").measured[0].ms > 0
+    assert "onnxruntime: the ONNX export" in profile.source
+    assert main(["simulate", "--profile", str(out), "--precision", "fp32", "--resolution",
+                 "128x72", "--duration", "1"]) == 0  # fmt: skip
+
+
+def test_profiles_lists_each_curve_with_its_runtime(user_config: Path, capsys) -> None:
+    from batchscope.profiles.profile import BatchCurve, DeviceProfile
+
+    points = (CurvePoint(1, 9.0),)
+    DeviceProfile(
+        "two-runtimes",
+        "cpu",
+        (
+            BatchCurve("fp32", (128, 72), points),
+            BatchCurve("fp32", (128, 72), points, "onnxruntime", "CPUExecutionProvider"),
+        ),
+    ).save(user_config / "two-runtimes.json")
+    assert main(["profiles"]) == 0
+    out = capsys.readouterr().out
+    assert "    fp32 128x72 torch:  b1 9 ms" in out
+    assert "    fp32 128x72 onnxruntime (CPU):  b1 9 ms" in out
+
+
+def test_an_unknown_runtime_is_one_line_exit_2(tmp_path: Path, capsys) -> None:
+    with pytest.raises(SystemExit) as exited:  # argparse's one line
+        main(["sweep", *TINY, "--runtime", "tvm", "--out", str(tmp_path / "x.json")])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "unknown runtime 'tvm'" in err
+
+
 def test_missing_device_is_one_line_exit_2(tmp_path: Path, capsys) -> None:
     out = tmp_path / "never.json"
     assert main(["sweep", "--device", "cuda:0", "--out", str(out)]) == 2

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from batchscope.cli.args import EXIT_BAD_INPUT, Parser, user_errors
 from batchscope.cli.compare import add_compare_command
 from batchscope.cli.experiments import add_experiments_command
+from batchscope.cli.export_onnx import add_export_onnx_command
 from batchscope.cli.gui import add_gui_command
 from batchscope.cli.plan import add_plan_command
 from batchscope.cli.run import add_run_command
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_profile_commands(sub)
     add_experiments_command(sub)
     add_compare_command(sub)
+    add_export_onnx_command(sub)
     return parser
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from batchscope.cli.args import CliError, choice_list, configure_threads, csv, knob_type, resolution
-from batchscope.config import DEFAULT_RESOLUTION, PRECISIONS, format_resolution
+from batchscope.config import DEFAULT_RESOLUTION, PRECISIONS, RUNTIMES, format_resolution
 from batchscope.device.checks import check_device
 from batchscope.paths import user_profiles_dir
 from batchscope.profiles.machine import PeakMemory, default_name, device_facts
@@ -34,8 +34,7 @@ def describe(profile: DeviceProfile) -> list[str]:
         pts = "  ".join(f"b{p.batch} {p.ms:g} ms" for p in c.measured)
         failed = [p for p in c.points if p.ms is None]
         lines.append(
-            f"    {c.precision} {format_resolution(c.resolution):>9}:  {pts}"
-            + (f"  ({len(failed)} failed point(s))" if failed else "")
+            f"    {c.label}:  {pts}" + (f"  ({len(failed)} failed point(s))" if failed else "")
         )
     return lines
 
@@ -87,6 +86,14 @@ def add_sweep_command(sub: Any) -> None:
     p.add_argument("--warmup", type=int, default=10, help="untimed runs per point (default 10)")
     p.add_argument("--repeat", type=int, default=30, help="timed runs per round (default 30)")
     p.add_argument("--rounds", type=int, default=3, help="rounds per point (default 3)")
+    p.add_argument(
+        "--runtime",
+        type=choice_list(RUNTIMES, "runtime"),
+        default=["torch"],
+        metavar="R[,R…]",
+        help="what runs the model: torch, onnxruntime (its ONNX export), or both, each "
+        "with its own curves (default torch)",
+    )
     p.add_argument("--channels-last", action="store_true")
     p.add_argument(
         "--lean",
@@ -116,6 +123,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         rounds=args.rounds,
         channels_last=args.channels_last,
         lean=args.lean,
+        runtimes=tuple(args.runtime),
     )
     device = check_device(plan.device)  # BackendError, one line, before any work
     configure_threads()

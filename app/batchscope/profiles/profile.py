@@ -10,11 +10,15 @@ A profile is a JSON file:
   "memory_total_mb": 8192,
   "source": "how it was measured",
   "curves": [
-    {"precision": "fp16", "resolution": [512, 288],
+    {"precision": "fp16", "resolution": [512, 288], "runtime": "torch",
      "points": [{"batch": 1, "ms": 9.82}, {"batch": 2, "ms": 20.36}]}
   ]
 }
 ```
+
+A curve's ``runtime`` says what ran the model (``torch`` or ``onnxruntime``; a file
+without it means torch, as every file written before runtimes existed), and
+``provider`` which ONNX Runtime execution provider did (absent for torch).
 
 A point may also carry ``peak_mb`` (device memory at that batch) and
 ``error`` (the point failed to measure, e.g. out of memory; it then has no
@@ -31,7 +35,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from batchscope.config import PRECISIONS, format_resolution
+from batchscope.config import PRECISIONS, RUNTIMES, format_resolution
 from batchscope.paths import assets_dir, user_profiles_dir
 
 FORMAT = "batchscope-profile/1"
@@ -54,6 +58,16 @@ class BatchCurve:
     precision: str
     resolution: tuple[int, int]
     points: tuple[CurvePoint, ...]
+    runtime: str = "torch"
+    provider: str | None = None  # "CPUExecutionProvider", comma-separated if several
+
+    @property
+    def label(self) -> str:
+        """``fp32 256x144 onnxruntime (CPU)``: what `profiles` and the app list."""
+        names = (self.provider or "").split(",")
+        short = "+".join(p.removesuffix("ExecutionProvider") for p in names if p)
+        provider = f" ({short})" if short else ""
+        return f"{self.precision} {format_resolution(self.resolution)} {self.runtime}{provider}"
 
     @property
     def measured(self) -> list[CurvePoint]:
@@ -88,18 +102,22 @@ class DeviceProfile:
     path: Path | None = None
     meta: dict[str, Any] = field(default_factory=dict, compare=False)
 
-    def curve(self, precision: str, resolution: tuple[int, int]) -> BatchCurve:
+    def curve(
+        self, precision: str, resolution: tuple[int, int], runtime: str = "torch"
+    ) -> BatchCurve:
         for c in self.curves:
-            if c.precision == precision and c.resolution == tuple(resolution):
+            if (c.precision, c.resolution, c.runtime) == (precision, tuple(resolution), runtime):
                 return c
-        have = ", ".join(f"{c.precision} {format_resolution(c.resolution)}" for c in self.curves)
+        have = ", ".join(c.label for c in self.curves)
+        on = "" if runtime == "torch" else f" on {runtime}"
         raise ProfileError(
             f"profile {self.name}: no curve for {precision} at {format_resolution(resolution)}"
-            f" (it has: {have})"
+            f"{on} (it has: {have})"
         )
 
     def covers(self) -> list[tuple[str, tuple[int, int]]]:
-        return [(c.precision, c.resolution) for c in self.curves]
+        """The (precision, resolution) pairs it has a curve for, in any runtime."""
+        return list(dict.fromkeys((c.precision, c.resolution) for c in self.curves))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -113,6 +131,8 @@ class DeviceProfile:
                 {
                     "precision": c.precision,
                     "resolution": list(c.resolution),
+                    "runtime": c.runtime,
+                    **({"provider": c.provider} if c.provider else {}),
                     "points": [
                         {
                             k: v
@@ -168,6 +188,14 @@ def parse_profile(data: Any, origin: str) -> DeviceProfile:
             and all(isinstance(v, int) and v > 0 for v in res)
         ):
             raise fail(f"{where}.resolution", f"expected [width, height], got {res!r}")
+        runtime = raw.get("runtime", "torch")
+        if runtime not in RUNTIMES:
+            raise fail(
+                f"{where}.runtime", f"unknown runtime {runtime!r}; known: {', '.join(RUNTIMES)}"
+            )
+        provider = raw.get("provider")
+        if provider is not None and not isinstance(provider, str):
+            raise fail(f"{where}.provider", f"expected a name, got {provider!r}")
         points = []
         for j, p in enumerate(raw["points"] if isinstance(raw["points"], list) else []):
             pw = f"{where}.points[{j}]"
@@ -201,7 +229,9 @@ def parse_profile(data: Any, origin: str) -> DeviceProfile:
                     f"time falls from {a.ms:g} ms at batch {a.batch} to {b.ms:g} ms at"
                     f" batch {b.batch} (must not decrease)",
                 )
-        curves.append(BatchCurve(raw["precision"], (res[0], res[1]), tuple(points)))
+        curves.append(
+            BatchCurve(raw["precision"], (res[0], res[1]), tuple(points), runtime, provider)
+        )
     known = {"format", "name", "device", "memory_total_mb", "source", "curves"}
     return DeviceProfile(
         name=str(data["name"]),

@@ -18,6 +18,12 @@ device. The method is the study's, so the numbers can be compared with it:
 
 A point that fails (out of memory or otherwise) is kept in the curve with
 its ``error`` and no ``ms``; the sweep goes on with the next point.
+
+Each runtime in ``runtimes`` gets its own curves. ``onnxruntime`` times the ONNX
+export (``models.onnx_export``) the same way: the uint8 input made once (its
+normalisation is inside the graph, two elementwise nodes), ONNX Runtime with the
+provider the device has (``device.onnx_runtime``), as many intra-op threads as torch
+has, idle threads not spinning, wall time per run (the GPU run waits for its outputs).
 """
 
 from __future__ import annotations
@@ -32,8 +38,14 @@ from functools import partial
 from itertools import pairwise
 from typing import Any
 
-from batchscope.config import ConfigError, format_resolution, parse_resolution
+from batchscope.config import RUNTIMES, ConfigError, format_resolution, parse_resolution
 from batchscope.device.checks import check_device, check_precision, supported_precisions
+from batchscope.device.onnx_runtime import (
+    import_onnxruntime,
+    open_session,
+    providers_for,
+    run_bound,
+)
 from batchscope.profiles.machine import PeakMemory
 from batchscope.profiles.profile import BatchCurve, CurvePoint, DeviceProfile
 
@@ -53,8 +65,19 @@ class SweepPlan:
     rounds: int = 3
     channels_last: bool = False
     lean: bool = False
+    runtimes: tuple[str, ...] = ("torch",)
 
     def __post_init__(self) -> None:
+        for runtime in self.runtimes:
+            if runtime not in RUNTIMES:
+                raise ConfigError("runtime", runtime, f"choose from {', '.join(RUNTIMES)}")
+        if not self.runtimes or len(set(self.runtimes)) != len(self.runtimes):
+            raise ConfigError("runtime", list(self.runtimes), "give each runtime once")
+        if "onnxruntime" in self.runtimes:
+            if self.channels_last:
+                raise ConfigError("channels_last", True, "is a torch option; not for onnxruntime")
+            if "bf16" in self.precisions:
+                raise ConfigError("precision", "bf16", "the ONNX export is fp32 or fp16")
         if not re.fullmatch(r"cpu|cuda(:\d+)?", self.device):
             raise ConfigError("device", self.device, "expected cpu or cuda:N")
         if not self.precisions:
@@ -75,17 +98,29 @@ class SweepPlan:
             raise ConfigError("rounds", self.rounds, "must be at least 1 round")
 
     @property
-    def points(self) -> list[tuple[str, tuple[int, int], int]]:
-        """(precision, resolution, batch) in the order they are measured."""
-        return [(p, r, b) for p in self.precisions for r in self.resolutions for b in self.batches]
+    def points(self) -> list[tuple[str, str, tuple[int, int], int]]:
+        """(runtime, precision, resolution, batch) in the order they are measured."""
+        return [
+            (rt, p, r, b)
+            for rt in self.runtimes
+            for p in self.precisions
+            for r in self.resolutions
+            for b in self.batches
+        ]
 
     def method(self) -> str:
         layout = ", channels_last" if self.channels_last else ""
         lean = ", lean head" if self.lean else ""
         cudnn = ", cuDNN benchmark on" if self.device.startswith("cuda") else ""
+        ort = (
+            "; onnxruntime: the ONNX export (uint8 input, normalised in the graph), "
+            "intra-op threads as torch's, no spinning"
+            if "onnxruntime" in self.runtimes
+            else ""
+        )
         return (
             f"batchscope sweep: bare BlurBall (3-frame window{layout}{lean}), eval + "
-            f"inference_mode{cudnn}, input made on the device; median of "
+            f"inference_mode{cudnn}, input made on the device{ort}; median of "
             f"{self.rounds}x{self.repeat} runs (median of round medians) after "
             f"{self.warmup} warm-ups per point"
         )
@@ -130,7 +165,10 @@ def measure_point(
     x = None
     try:
         memory.before_input()
-        x = torch.randn(batch, 9, h, w, device=device, dtype=dtype)
+        if isinstance(model, OnnxModel):
+            x = torch.randint(0, 256, (batch, 9, h, w), dtype=torch.uint8, device=device)
+        else:
+            x = torch.randn(batch, 9, h, w, device=device, dtype=dtype)
         if plan.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
         with torch.inference_mode():
@@ -176,35 +214,84 @@ def run_sweep(plan: SweepPlan, progress: Callable[[str], None]) -> list[BatchCur
             why = supported_precisions("cpu").get(p)
             if why:
                 progress(f"note: {p} on cpu: {why}")
+    if "onnxruntime" in plan.runtimes:
+        providers_for(import_onnxruntime(), device)  # BackendError, one line, before any work
     memory = PeakMemory(device)
-    total = sum(_cost(r, b) for _, r, b in plan.points)
+    total = sum(_cost(r, b) for _, _, r, b in plan.points)
     done_cost, done, t0 = 0.0, 0, time.perf_counter()
     curves = []
-    for precision in plan.precisions:
-        model = BlurBall(lean=plan.lean).eval().to(device, dtypes[precision])
-        if plan.channels_last:
-            model = model.to(memory_format=torch.channels_last)
-        for resolution in plan.resolutions:
-            measure = partial(
-                measure_point, model, plan, device, dtypes[precision], resolution, memory=memory
-            )
-            where = f"{precision} {format_resolution(resolution)}"
-            points = []
-            for batch in plan.batches:
-                point = measure(batch)
-                points.append(point)
-                done += 1
-                done_cost += _cost(resolution, batch)
-                elapsed = time.perf_counter() - t0
-                left = elapsed * (total - done_cost) / done_cost
-                progress(
-                    f"[{done}/{len(plan.points)}] {where} batch {batch}: "
-                    f"{_describe(point)} · {elapsed:.1f} s elapsed, ~{left:.0f} s left"
+    for runtime in plan.runtimes:
+        for precision in plan.precisions:
+            model = None
+            if runtime == "torch":
+                model = BlurBall(lean=plan.lean).eval().to(device, dtypes[precision])
+                if plan.channels_last:
+                    model = model.to(memory_format=torch.channels_last)
+            for resolution in plan.resolutions:
+                if runtime == "onnxruntime":
+                    progress(f"onnxruntime {precision} {format_resolution(resolution)}: exporting…")
+                    model = OnnxModel.export(plan, device, precision, resolution)
+                measure = partial(
+                    measure_point, model, plan, device, dtypes[precision], resolution, memory=memory
                 )
-            points = _settle(points, measure, partial(_prefixed, progress, where))
-            curves.append(BatchCurve(precision, resolution, tuple(points)))
-        del model
+                provider = model.provider if isinstance(model, OnnxModel) else None
+                where = f"{runtime} {precision} {format_resolution(resolution)}"
+                points = []
+                for batch in plan.batches:
+                    point = measure(batch)
+                    points.append(point)
+                    done += 1
+                    done_cost += _cost(resolution, batch)
+                    elapsed = time.perf_counter() - t0
+                    left = elapsed * (total - done_cost) / done_cost
+                    progress(
+                        f"[{done}/{len(plan.points)}] {where} batch {batch}: "
+                        f"{_describe(point)} · {elapsed:.1f} s elapsed, ~{left:.0f} s left"
+                    )
+                points = _settle(points, measure, partial(_prefixed, progress, where))
+                curves.append(BatchCurve(precision, resolution, tuple(points), runtime, provider))
+            del model
     return curves
+
+
+class OnnxModel:
+    """BlurBall's ONNX export in an ONNX Runtime session, called like the torch model.
+
+    ``model(x)`` takes the uint8 input as a torch tensor on the device (on the CPU
+    ONNX Runtime reads its memory in place; on CUDA both ends are bound on the device).
+    """
+
+    def __init__(self, session: Any, providers: list[str], device: Any, dtype: Any) -> None:
+        self.session = session
+        self.provider = ",".join(providers)
+        self.device = device
+        self.dtype = dtype
+
+    @classmethod
+    def export(
+        cls, plan: SweepPlan, device: Any, precision: str, resolution: tuple[int, int]
+    ) -> OnnxModel:
+        import torch
+
+        from batchscope.models.onnx_export import DTYPES, export_blurball
+
+        data = export_blurball(precision, resolution, lean=plan.lean)
+        session, providers = open_session(
+            data, device, torch.get_num_threads(), spinning=False, origin="the export"
+        )
+        return cls(session, providers, device, DTYPES[precision])
+
+    def __call__(self, x: Any) -> Any:
+        from batchscope.models.onnx_export import INPUT, OUTPUT
+
+        if self.device.type == "cpu":
+            return self.session.run([OUTPUT], {INPUT: x.numpy()})[0]
+        import torch
+
+        n, _, h, w = x.shape
+        out = torch.empty((n, 3, h, w), dtype=self.dtype, device=self.device)
+        run_bound(self.session, INPUT, x, OUTPUT, out)
+        return out
 
 
 def _prefixed(progress: Callable[[str], None], prefix: str, line: str) -> None:
@@ -298,13 +385,10 @@ def markdown_table(profile: DeviceProfile) -> str:
     resolutions = list(dict.fromkeys(c.resolution for c in profile.curves))
     for res in resolutions:
         curves = [c for c in profile.curves if c.resolution == res]
-        precs = [c.precision for c in curves]
+        named = any(c.runtime != "torch" for c in curves)  # one runtime: the old header
+        precs = [c.precision.upper() + (f" {c.runtime}" if named else "") for c in curves]
         batches = sorted({p.batch for c in curves for p in c.points})
-        head = (
-            ["batch"]
-            + [f"{p.upper()} ms" for p in precs]
-            + [f"{p.upper()} windows/s" for p in precs]
-        )
+        head = ["batch"] + [f"{p} ms" for p in precs] + [f"{p} windows/s" for p in precs]
         lines = [
             f"{profile.device}, {format_resolution(res)}:",
             "",

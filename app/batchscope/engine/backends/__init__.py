@@ -1,4 +1,4 @@
-"""Backends: what runs a batch. The real model (torch) or a replayed batch curve (emulated).
+"""Backends: what runs a batch. The real model (torch or ONNX Runtime) or a replayed curve.
 
 :func:`make_backend` turns a config into one; the rest of the engine sees only
 :class:`Backend` (see ``base``).
@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from batchscope.config import RunConfig
 from batchscope.device.checks import BackendError
+from batchscope.device.onnx_runtime import runtime_availability
 from batchscope.engine.backends.base import (
     Backend,
     BatchResult,
@@ -17,6 +18,7 @@ from batchscope.engine.backends.base import (
     DeviceOutOfMemory,
 )
 from batchscope.engine.backends.emulated import EmulatedBackend, sleep_until
+from batchscope.engine.backends.onnx_backend import OnnxBackend
 from batchscope.engine.backends.torch_backend import TorchBackend
 from batchscope.engine.neighbours import Neighbours
 from batchscope.profiles.profile import load_profile
@@ -28,8 +30,10 @@ __all__ = [
     "BuildCancelled",
     "DeviceOutOfMemory",
     "EmulatedBackend",
+    "OnnxBackend",
     "TorchBackend",
     "make_backend",
+    "runtime_availability",
     "sleep_until",
 ]
 
@@ -50,6 +54,15 @@ def make_backend(
             config.resolution,
             oom_above=oom_above,
             neighbours=Neighbours(config.neighbours, config.neighbour_duty, config.seed),
+        )
+    if config.runtime == "onnxruntime":
+        return OnnxBackend(
+            config.device,
+            config.precision,
+            config.resolution,
+            checkpoint=config.checkpoint,
+            lean=config.lean,
+            cancelled=cancelled,
         )
     return TorchBackend(
         config.device,

@@ -6,18 +6,20 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
-
 from batchscope.device.checks import BackendError, check_device, check_precision
-from batchscope.device.memory import MB, nvml_mb, peak_rss_mb, torch_cuda_mb
-from batchscope.engine.assembly import FramePool, Staging
-from batchscope.engine.backends.base import Backend, BatchResult, BuildCancelled, DeviceOutOfMemory
+from batchscope.engine.backends.base import Backend, BatchResult, DeviceOutOfMemory
 from batchscope.engine.backends.cuda_graphs import CapturedBatch
+from batchscope.engine.backends.torch_device import (
+    DeviceFrames,
+    channels_first,
+    detect,
+    device_memory,
+    warm_up,
+)
 from batchscope.engine.session import Window
+from batchscope.models.normalise import IMAGENET_MEAN, IMAGENET_STD, normalisation
 
-#: ImageNet statistics BlurBall's inputs are normalised with, per RGB channel (0–1 scale).
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
+__all__ = ["IMAGENET_MEAN", "IMAGENET_STD", "TorchBackend"]
 
 
 class TorchBackend(Backend):
@@ -90,16 +92,8 @@ class TorchBackend(Backend):
         self._compiled = compile_model
         self._graphs: dict[int, CapturedBatch] | None = {} if cuda_graphs else None
         self.captured: list[tuple[int, float]] = []  # (batch size, ms to capture) per graph
-        scale = [1.0 / (255.0 * s) for s in IMAGENET_STD] * 3
-        shift = [-m / s for m, s in zip(IMAGENET_MEAN, IMAGENET_STD, strict=True)] * 3
-        self._scale = torch.tensor(scale, device=self.device, dtype=self.dtype).view(1, 9, 1, 1)
-        self._shift = torch.tensor(shift, device=self.device, dtype=self.dtype).view(1, 9, 1, 1)
-        pin = self.device.type == "cuda"
-        self._staging = Staging(
-            resolution, lambda shape: torch.empty(shape, dtype=torch.uint8, pin_memory=pin)
-        )
-        self._pool = FramePool()
-        self._frames: Any = None  # the device frame pool: 3 frames per session
+        self._scale, self._shift = normalisation(self.dtype, self.device)
+        self._frames = DeviceFrames(torch, self.device, resolution)
         self.warm_up(cancelled=cancelled)
 
     def _sync(self) -> None:
@@ -112,27 +106,18 @@ class TorchBackend(Backend):
         ``cancelled`` is asked before each run, so a stopping engine waits for one
         run at most (torch.compile's first compilation cannot be interrupted).
         """
-        w, h = self.resolution
-        frame = np.zeros((h, w, 3), np.uint8)
         sizes = (1, 2) if self._compiled else (1,)  # compile both graphs before timing
-        for n in sizes:
-            for _ in range(runs):
-                if cancelled():
-                    self.close()
-                    raise BuildCancelled()
-                self.run([Window(i, 0, 0, (frame, frame, frame), 0.0) for i in range(n)])
-        self._pool.forget()  # the sessions start with empty pool positions
+        warm_up(self.run, self.resolution, sizes, runs, cancelled, self.close)
+        self._frames.forget()  # the sessions start with empty pool positions
 
     def run(self, windows: Sequence[Window]) -> BatchResult:
         from batchscope.models.postprocess import best_detections
 
         torch = self.torch
         n = len(windows)
-        w, h = self.resolution
         try:
             with torch.inference_mode():
-                x = self._assemble(windows)  # (n, 3, h, w, 3) uint8 on the device
-                x = x.permute(0, 1, 4, 2, 3).reshape(n, 9, h, w).to(self.dtype)
+                x = channels_first(self._assemble(windows)).to(self.dtype)
                 x = x * self._scale + self._shift
                 if self.channels_last:
                     x = x.contiguous(memory_format=torch.channels_last)
@@ -143,42 +128,21 @@ class TorchBackend(Backend):
                 compute_end = time.perf_counter()
                 # post-processing runs with untrained weights too: its cost is part of
                 # the timing; only drawing the (meaningless) detections is skipped
-                dets = _detect(best_detections, heatmaps, windows)
+                dets = detect(best_detections, heatmaps, windows)
                 if not self.draws_detections:
                     dets = [None] * n
         except torch.OutOfMemoryError as exc:
-            self._pool.forget()
+            self._frames.forget()
             torch.cuda.empty_cache()
             raise DeviceOutOfMemory(n, str(exc).split("\n")[0][:120]) from None
         except Exception:
-            self._pool.forget()  # the pool may hold half a batch: ship whole windows next
+            self._frames.forget()  # the pool may hold half a batch: ship whole windows next
             raise
         return BatchResult(dets, prep_end, compute_end, time.perf_counter())
 
     def _assemble(self, windows: Sequence[Window]) -> Any:
-        """Ship the frames the device pool lacks, then gather the windows from the pool."""
-        torch = self.torch
-        plan = self._pool.plan(windows)
-        need = 3 * plan.slots_needed
-        if self._frames is None or len(self._frames) < need:
-            w, h = self.resolution
-            grown = torch.empty(
-                (3 << max(0, (plan.slots_needed - 1).bit_length()), h, w, 3),
-                dtype=torch.uint8,
-                device=self.device,
-            )
-            if self._frames is not None:
-                grown[: len(self._frames)] = self._frames
-            self._frames = grown
-        if plan.uploads:
-            m = len(plan.uploads)
-            new = self._staging.put(plan.uploads)[:m].to(self.device, non_blocking=True)
-            at = torch.from_numpy(plan.positions).to(self.device, non_blocking=True)
-            self._frames.index_copy_(0, at, new)
-        gather = torch.from_numpy(plan.gather).to(self.device, non_blocking=True)
-        x = self._frames[gather]
-        self._pool.commit(plan)
-        return x
+        """The windows gathered from the device frame pool: (n, 3, h, w, 3) uint8."""
+        return self._frames.gather(windows)
 
     def _replay(self, x: Any) -> Any:
         """The newest frame's heatmaps of ``x`` by replaying the graph captured for its size.
@@ -196,36 +160,11 @@ class TorchBackend(Backend):
         return captured.output
 
     def memory(self) -> dict[str, float]:
-        out = super().memory()
-        if self.device.type == "cuda":
-            index = self.device.index or 0
-            out.update(torch_cuda_mb(index))
-            out.update(nvml_mb(index))
-            if "nvml_device_total_mb" in out:
-                out["device_total_mb"] = out["nvml_device_total_mb"]
-            else:
-                props = self.torch.cuda.get_device_properties(self.device)
-                out["device_total_mb"] = props.total_memory / MB
-        else:
-            out["peak_rss_mb"] = peak_rss_mb()
-        return out
+        return {**super().memory(), **device_memory(self.torch, self.device)}
 
     def close(self) -> None:
         self.model = None
         self._graphs = None
-        self._frames = None
-        self._pool.forget()
-        self._staging.release()
+        self._frames.release()
         if self.device.type == "cuda":
             self.torch.cuda.empty_cache()
-
-
-def _detect(best_detections: Any, heatmaps: Any, windows: Sequence[Window]) -> list[Any]:
-    """Detections in each window's source pixels (one device pass per distinct scale)."""
-    dets: list[Any] = [None] * len(windows)
-    for scale in {w.scale for w in windows}:
-        idx = [i for i, w in enumerate(windows) if w.scale == scale]
-        sub = heatmaps if len(idx) == len(windows) else heatmaps[idx]
-        for i, d in zip(idx, best_detections(sub, scale=scale), strict=True):
-            dets[i] = d
-    return dets
