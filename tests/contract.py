@@ -25,6 +25,7 @@ OVERALL_KEYS = {
     "expired",
     "latency_ms",
     "batch_sizes",
+    "batch_reasons",
     "busy",
 }
 #: A small, fast emulated run (the laptop GPU at 256×144 FP16: 4.7 ms a window).

@@ -62,14 +62,21 @@ class Waiting(tuple):
         return f"Waiting(session={self[SESSION]}, arrival={self[ARRIVAL]}, since={self[SINCE]})"
 
 
+#: Why a batch left, as its policy says (stored per batch as the index in this tuple).
+REASONS = ("", "all waiting", "full", "deadline", "one at a time", "fixed size", "cap")
+ALL_WAITING, FULL, DEADLINE, ONE_AT_A_TIME, FIXED_SIZE, CAP = range(1, len(REASONS))
+
+
 class Decision(NamedTuple):
     """Take these sessions' windows now, or look again at ``wait_until`` (s).
 
     ``take`` empty and ``wait_until`` None: nothing to do until a new window arrives.
+    ``reason``: why the batch leaves now (an index into :data:`REASONS`).
     """
 
     take: tuple[int, ...] = ()
     wait_until: float | None = None
+    reason: int = 0
 
 
 IDLE = Decision()
@@ -166,7 +173,7 @@ class OldestFirst(BatchPolicy):
     def select(self, waiting: Collection[Waiting], now: float) -> Decision:
         if not waiting:
             return IDLE
-        return Decision((min(waiting)[SESSION],))  # tuple order: arrival, then session
+        return Decision((min(waiting)[SESSION],), None, ONE_AT_A_TIME)  # oldest arrival first
 
     @property
     def cap(self) -> int:
@@ -188,7 +195,7 @@ class RoundRobin(BatchPolicy):
         after = 0 if self._last is None else bisect_right(ids, self._last)
         nxt = ids[after] if after < len(ids) else ids[0]  # past the last id: start again
         self._last = nxt
-        return Decision((nxt,))
+        return Decision((nxt,), None, ONE_AT_A_TIME)
 
     @property
     def cap(self) -> int:
@@ -208,8 +215,10 @@ class BatchAll(BatchPolicy):
     def select(self, waiting: Collection[Waiting], now: float) -> Decision:
         if not waiting:
             return IDLE
-        chosen = _longest_waiting(waiting)[: self._max_batch]
-        return Decision(tuple(map(_session, chosen)))
+        cap = self._max_batch
+        chosen = _longest_waiting(waiting)[:cap]
+        why = CAP if cap is not None and len(waiting) > cap else ALL_WAITING
+        return Decision(tuple(map(_session, chosen)), None, why)
 
     @property
     def cap(self) -> int | None:
@@ -223,6 +232,7 @@ class Dynamic(BatchPolicy):
     """Triton-style: go when ``max_batch`` windows wait or the oldest waited ``max_delay_ms``."""
 
     name = "dynamic"
+    _full = FULL  # what a batch that reached the cap is called
 
     max_batch = Knob("max_batch")
     max_delay_ms = Knob("max_delay_ms")
@@ -237,8 +247,10 @@ class Dynamic(BatchPolicy):
         ordered = _longest_waiting(waiting)
         deadline = ordered[0][SINCE] + self._max_delay_ms / 1000.0
         cap = self._max_batch
-        if len(ordered) >= cap or now >= deadline:
-            return Decision(tuple(map(_session, ordered[:cap])))
+        if len(ordered) >= cap:
+            return Decision(tuple(map(_session, ordered[:cap])), None, self._full)
+        if now >= deadline:
+            return Decision(tuple(map(_session, ordered)), None, DEADLINE)
         return Decision((), deadline)
 
     @property
@@ -257,6 +269,7 @@ class FixedBatch(Dynamic):
     """
 
     name = "fixed"
+    _full = FIXED_SIZE
 
     batch = Knob("batch", store="_max_batch")
 
@@ -300,8 +313,11 @@ class AdaptiveAIMD(BatchPolicy):
     def select(self, waiting: Collection[Waiting], now: float) -> Decision:
         if not waiting:
             return IDLE
-        chosen = _longest_waiting(waiting)[: max(1, int(self._cap))]  # self.cap, inlined
-        return Decision(tuple(map(_session, chosen)))
+        cap = max(1, int(self._cap))  # self.cap, inlined
+        chosen = _longest_waiting(waiting)[:cap]
+        return Decision(
+            tuple(map(_session, chosen)), None, CAP if len(waiting) > cap else ALL_WAITING
+        )
 
     def observe(self, batch_size: int, latency_ms: float) -> None:
         # the knobs' stores read directly: this runs after every batch

@@ -6,7 +6,9 @@ Layout of a recording (times in s since the engine started):
 - ``events.jsonl``  one JSON object per event (config changes, errors, OOM)
 - ``items.csv``     one row per processed window: session, batch, arrival, start,
                     prep_end, compute_end, result
-- ``batches.csv``   one row per batch: start, size, prep_ms, compute_ms, post_ms, end
+- ``batches.csv``   one row per batch: start, size, prep_ms, compute_ms, post_ms, end,
+                    reason (why it left: all waiting, full, deadline, …), cap (the
+                    policy's cap then; 0: none)
 - ``timeline.csv``  one row per monitor sample: t, throughput_wps, busy, mean_batch,
                     fps per session (JSON), memory MB (JSON)
 - ``report.json``   the report when recording stops (it covers the interval since the
@@ -29,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from batchscope.engine.metrics import MetricsStore
+from batchscope.engine.policies import REASONS
 
 FLUSH_PERIOD_S = 1.0
 
@@ -87,7 +90,7 @@ class Recorder:
             ["session", "batch", "arrival", "start", "prep_end", "compute_end", "result"]
         )
         self._csv["batches.csv"].writerow(
-            ["start", "size", "prep_ms", "compute_ms", "post_ms", "end"]
+            ["start", "size", "prep_ms", "compute_ms", "post_ms", "end", "reason", "cap"]
         )
         self._csv["timeline.csv"].writerow(
             ["t", "throughput_wps", "busy", "mean_batch", "fps", "memory_mb"]
@@ -138,6 +141,8 @@ class Recorder:
                 _ms(b["compute_s"]),
                 _ms(b["post_s"]),
                 _t(b["end"] - t0),
+                REASONS[int(b["reason"])],
+                int(b["cap"]),
             )
             for b in batches
         )

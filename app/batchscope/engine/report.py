@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from batchscope.config import RunConfig
+from batchscope.engine.policies import REASONS
 from batchscope.engine.stats import (
     busy_fraction,
     fps_figures,
@@ -78,6 +79,7 @@ def build_report(
             entry["error"] = s.error
         per_session.append(entry)
     sizes = Counter(int(b) for b in batches["size"])
+    reasons = Counter(REASONS[int(r)] for r in batches["reason"] if r)
     overall = {
         "throughput_wps": round(len(items) / duration_s, 3) if duration_s > 0 else 0.0,
         **fps_figures(states_and_fps),
@@ -85,6 +87,7 @@ def build_report(
         "expired": int(sum(expired.get(s.id, 0) for s in sessions)),
         "latency_ms": latency_summary(latencies_ms(items)),
         "batch_sizes": {str(k): sizes[k] for k in sorted(sizes)},
+        "batch_reasons": {r: reasons[r] for r in REASONS if r in reasons},
         "busy": round(busy_fraction(float(batches["compute_s"].sum()), duration_s), 4),
     }
     report: dict[str, Any] = {

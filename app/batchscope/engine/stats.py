@@ -118,6 +118,8 @@ BATCH_DTYPE = np.dtype(
         ("compute_s", np.float64),
         ("post_s", np.float64),
         ("end", np.float64),
+        ("reason", np.int8),  # why it left: an index into policies.REASONS (0: not said)
+        ("cap", np.int32),  # the policy's cap when it left (0: none), e.g. adaptive's
     ]
 )
 

@@ -201,19 +201,19 @@ class Worker:
         take = decision.take[: self.oom_cap] if self.oom_cap else decision.take
         windows = self._fit(self._mailboxes.take(take))
         if windows:
-            self._run_batch(windows)
+            self._run_batch(windows, decision.reason)
 
     def _fit(self, windows: list[Window]) -> list[Window]:
         """Drop windows made for another resolution (in flight across a resolution change)."""
         w, h = self.backend.resolution
         return [win for win in windows if win.frames[0].shape[:2] == (h, w)]
 
-    def _run_batch(self, windows: Sequence[Window]) -> None:
+    def _run_batch(self, windows: Sequence[Window], reason: int = 0) -> None:
         start = self._clock()
         try:
             result = self.backend.run(windows)
         except DeviceOutOfMemory as exc:
-            self._on_oom(windows, exc)
+            self._on_oom(windows, exc, reason)
             return
         except Exception as exc:
             sessions = ", ".join(str(w.session) for w in windows)
@@ -244,6 +244,8 @@ class Worker:
             result.compute_end - result.prep_end,
             end - result.compute_end,
             end,
+            reason,
+            self.policy.cap or 0,
         )
         self._store.record_batch(records, batch, latest)
         self.policy.observe(n, worst)
@@ -259,7 +261,7 @@ class Worker:
             self._clock(),
         )
 
-    def _on_oom(self, windows: Sequence[Window], exc: DeviceOutOfMemory) -> None:
+    def _on_oom(self, windows: Sequence[Window], exc: DeviceOutOfMemory, reason: int) -> None:
         n = len(windows)
         self.oom_cap = max(1, n // 2)
         if n == 1:
@@ -270,4 +272,4 @@ class Worker:
             return
         self._event("oom", f"{exc}; batch cap halved to {self.oom_cap}, re-running in halves")
         for i in range(0, n, self.oom_cap):
-            self._run_batch(windows[i : i + self.oom_cap])
+            self._run_batch(windows[i : i + self.oom_cap], reason)

@@ -328,13 +328,15 @@ def play(experiment: Experiment, curve_for: CurveFor, warmup_s: float = DEFAULT_
     select = policy.select
     busy = False  # a batch on the device: started at start, taken by chooser, ends at free_at
     start = free_at = 0.0
+    reason = cap = 0  # why the batch on the device left, and the policy's cap then
     taken: list[list[Any]] = []
     chooser = policy
     curve_k = batch_k = 0  # the current curve's index in curves, and the running batch's
     timer: float | None = None  # the pending wait_until, if any
     looks = clock.looks
 
-    measured: list[tuple[float, int, float, int]] = []  # (start, size, end, curve index)
+    # (start, size, end, curve index, why it left, the policy's cap then)
+    measured: list[tuple[float, int, float, int, int, int]] = []
     delivered: list[list[Any]] = []  # their windows, batch after batch
 
     while True:
@@ -381,7 +383,7 @@ def play(experiment: Experiment, curve_for: CurveFor, warmup_s: float = DEFAULT_
             busy = False
             n = len(taken)
             if now >= t0:  # delivered in the measured interval
-                measured.append((start, n, now, batch_k))
+                measured.append((start, n, now, batch_k, reason, cap))
                 delivered.extend(taken)
             if chooser.learns:
                 chooser.observe(n, (now - min(map(_arrival_of, taken))) * 1000.0)
@@ -402,6 +404,7 @@ def play(experiment: Experiment, curve_for: CurveFor, warmup_s: float = DEFAULT_
             elif duration is None:
                 duration = batch_s[n] = curve.ms(n) / 1000.0
             busy, start, chooser, batch_k = True, now, policy, curve_k
+            reason, cap = decision[2], policy.cap or 0
             free_at = now + duration
         elif (
             (wait_until := decision[1]) is not None
@@ -414,7 +417,9 @@ def play(experiment: Experiment, curve_for: CurveFor, warmup_s: float = DEFAULT_
     frames.published = i
     segments.close(t_end)
     items, batches = _records(measured, delivered)
-    used = {(k, n) for _, n, _, k in measured}  # (curve index, batch size) run in the interval
+    used = {
+        (k, n) for _, n, _, k, _, _ in measured
+    }  # (curve index, batch size) run in the interval
     peaks = [
         p.peak_mb
         for k, n in used
@@ -448,7 +453,7 @@ def _knob_key(config: RunConfig) -> tuple[float | None, int, float]:
 
 
 def _records(
-    measured: list[tuple[float, int, float, int]], delivered: list[list[Any]]
+    measured: list[tuple[float, int, float, int, int, int]], delivered: list[list[Any]]
 ) -> tuple[np.ndarray, np.ndarray]:
     """:data:`ITEM_DTYPE` and :data:`BATCH_DTYPE` rows of the measured batches (filled by
     column: a row per item from a list of tuples cost 1 ms a run)."""
@@ -456,10 +461,12 @@ def _records(
     items = np.zeros(len(delivered), ITEM_DTYPE)
     if not measured:
         return items, batches
-    starts, sizes, ends, _ = zip(*measured, strict=True)
+    starts, sizes, ends, _, reasons, caps = zip(*measured, strict=True)
     batches["start"] = starts
     batches["size"] = sizes
     batches["end"] = ends
+    batches["reason"] = reasons
+    batches["cap"] = caps
     batches["compute_s"] = batches["end"] - batches["start"]
     items["session"] = np.fromiter(map(_session_of, delivered), np.int32, len(delivered))
     items["arrival"] = np.fromiter(map(_arrival_of, delivered), np.float64, len(delivered))

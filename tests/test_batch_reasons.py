@@ -1,0 +1,72 @@
+"""Each batch records why it left, as its policy says; live and simulated agree."""
+
+from __future__ import annotations
+
+import pytest
+
+from batchscope.config import RunConfig
+from batchscope.engine.engine import Engine
+from batchscope.engine.policies import (
+    ALL_WAITING,
+    CAP,
+    DEADLINE,
+    FIXED_SIZE,
+    FULL,
+    ONE_AT_A_TIME,
+    Waiting,
+    make_policy,
+)
+from batchscope.sim.simulator import simulate
+from contract import SMALL_EMULATED, wait_for
+
+THREE = [Waiting(s, 1.0 + s / 100) for s in range(3)]
+
+
+@pytest.mark.parametrize(
+    ("changes", "now", "reason"),
+    [
+        ({"policy": "oldest"}, 1.1, ONE_AT_A_TIME),
+        ({"policy": "round-robin"}, 1.1, ONE_AT_A_TIME),
+        ({"policy": "all"}, 1.1, ALL_WAITING),
+        ({"policy": "all", "max_batch": 2}, 1.1, CAP),
+        ({"policy": "dynamic", "max_batch": 3}, 1.1, FULL),
+        ({"policy": "dynamic", "max_batch": 4, "max_delay_ms": 50.0}, 1.1, DEADLINE),
+        ({"policy": "fixed", "batch": 3}, 1.1, FIXED_SIZE),
+        ({"policy": "fixed", "batch": 4, "max_delay_ms": 50.0}, 1.1, DEADLINE),
+        ({"policy": "adaptive"}, 1.1, CAP),  # its cap starts at 1
+    ],
+)
+def test_each_policy_says_why_its_batch_leaves(changes, now, reason):
+    decision = make_policy(RunConfig(**changes)).select(THREE, now)
+    assert decision.take and decision.reason == reason
+
+
+def test_a_policy_that_waits_gives_no_reason():
+    decision = make_policy(RunConfig(policy="dynamic", max_batch=4)).select(THREE, 1.005)
+    assert decision.take == () and decision.reason == 0 and decision.wait_until == 1.01
+
+
+def test_live_and_simulated_batches_leave_for_the_same_reasons():
+    config = RunConfig(
+        **SMALL_EMULATED,
+        sessions=6,
+        policy="dynamic",
+        max_batch=4,
+        max_delay_ms=5.0,
+        fps=30.0,
+        duration_s=4.0,
+    )
+    e = Engine(config)
+    e.open()
+    e.start()
+    try:
+        assert wait_for(lambda: sum(e.report()["overall"]["batch_sizes"].values()) > 100)
+        live = e.report()["overall"]["batch_reasons"]
+    finally:
+        e.stop()
+    simulated = simulate(config)["overall"]["batch_reasons"]
+    assert set(live) | set(simulated) <= {"full", "deadline"}
+    for reason in ("full", "deadline"):  # the live device's jitter moves a few across
+        live_share = live.get(reason, 0) / sum(live.values())
+        predicted = simulated.get(reason, 0) / sum(simulated.values())
+        assert live_share == pytest.approx(predicted, abs=0.15), reason
