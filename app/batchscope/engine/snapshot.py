@@ -24,6 +24,22 @@ SCOPES = ("segment", "60s", "run")
 SCOPE_LABELS = {"segment": "current segment", "60s": "last 60 s", "run": "whole run"}
 MAX_ITEMS = 1 << 16  # the most windows a snapshot copies (15 times a second)
 MAX_BATCHES = 1 << 14
+BUS_S = 10.0  # the bus view's span: the device's last seconds, batch by batch
+
+
+@dataclass(frozen=True)
+class BusRecords:
+    """The device's last ``BUS_S`` seconds as records, for the bus view (times: engine s).
+
+    ``items``: every window delivered (ITEM_DTYPE: its session, arrival, batch start
+    and end); ``batches`` (BATCH_DTYPE, with why each left and the policy's cap);
+    ``overwrites`` (OVERWRITE_DTYPE: a session's window replaced untaken, and when).
+    """
+
+    items: np.ndarray
+    batches: np.ndarray
+    overwrites: np.ndarray
+    t0: float  # the engine's clock origin: t = 0 s on the time axes
 
 
 @dataclass(frozen=True)
@@ -86,6 +102,7 @@ class Snapshot:
     scope: str = "segment"  # what recent_latency_ms, batch_sizes and session p50 cover
     segment: SegmentView | None = None
     truncated: bool = False  # the scope held more than MAX_ITEMS windows: the newest only
+    bus: BusRecords | None = None  # the last BUS_S seconds of the device (live scopes only)
 
     @property
     def settling(self) -> bool:
@@ -133,6 +150,16 @@ def take_snapshot(
         delivered = dict(store.delivered)
         latest = dict(store.latest)
         timeline = list(store.timeline)
+        overwrites = store.overwrites.tail(4096) if until is None else None
+    bus = None
+    if overwrites is not None:
+        recent = now - BUS_S
+        bus = BusRecords(
+            items[items["result"] > recent],
+            batches[batches["end"] > recent],
+            overwrites[overwrites["t"] > recent],
+            t0,
+        )
     end = np.inf if until is None else until
     truncated = len(items) > 0 and items["result"][0] > since and len(items) >= MAX_ITEMS
     items = items[(items["result"] >= since) & (items["result"] <= end)]
@@ -179,4 +206,5 @@ def take_snapshot(
         scope=scope,
         segment=segment,
         truncated=bool(truncated),
+        bus=bus,
     )
