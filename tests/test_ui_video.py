@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 
@@ -58,7 +56,9 @@ def test_detection_is_drawn_at_the_ball_in_source_pixels(qtbot):
     qtbot.addWidget(wall)
     wall.resize(512, 288)
     # the ball at the centre of a 1280×720 source; the model frame is 256×144
-    det = Detection(x=640.0, y=360.0, score=3.0, blur_length=40.0, blur_angle=math.pi / 4)
+    det = Detection(
+        x=640.0, y=360.0, score=3.0, blur_length=40.0, blur_length_heatmap=8.0, blur_angle=45.0
+    )
     wall.update_from(snapshot(True, det), {"clip.mp4": (1280, 720)})
     image = wall.grab().toImage()
     ring = image.pixelColor(256 + 13, 144)  # on the circle (radius ≈ 2.5% of the width)
@@ -70,7 +70,7 @@ def test_untrained_weights_show_the_message_instead(qtbot):
     wall = VideoWall(Look())
     qtbot.addWidget(wall)
     wall.resize(512, 288)
-    det = Detection(10.0, 10.0, 1.0, 5.0, 0.0)
+    det = Detection(10.0, 10.0, 1.0, 5.0, 1.0, 0.0)
     wall.update_from(snapshot(False, det), {})
     assert wall._tiles[0].detection is None
     assert wall._message == "untrained weights: timing only"
