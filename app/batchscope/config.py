@@ -56,8 +56,10 @@ DEFAULT_RESOLUTION = (512, 288)
 def default_runtime(device: str) -> str:
     """The runtime the real model uses on ``device`` when none is asked for.
 
-    On the CPU, ONNX Runtime when it is installed: measured 1.4–2.7× the windows/s of
-    torch eager at 128×72 and 256×144, batch 1–4 (docs/BENCHMARKS.md, "Runtimes").
+    On the CPU, ONNX Runtime when it is installed: measured 1.8–2.9× the windows/s of
+    torch eager at 256×144, batch 1–4, and 0.9–2.0× at 128×72 (docs/BENCHMARKS.md,
+    "Runtimes": two runs, best rounds; torch.compile is faster at 128×72 but builds for
+    30–100 s).
     On a GPU, torch (ONNX Runtime's CUDA provider is not measured yet).
     """
     from importlib.util import find_spec
