@@ -238,3 +238,57 @@ def test_a_value_outside_its_knob_names_the_flag_and_the_range(command, name, va
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
     assert f"argument {knob.flag}: must be {knob.range_text()}" in lines[0]
+
+
+def test_simulate_starts_light_without_torch_or_qt():
+    code = (
+        "import sys\n"
+        "from batchscope.cli import main\n"
+        "main(['simulate', '--duration', '1', '--sessions', '2'])\n"
+        "print(sorted(m for m in ('torch', 'PySide6', 'pyqtgraph') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_run_takes_a_setting_file_and_refuses_a_flag_it_sets(tmp_path, capsys):
+    import json
+
+    from batchscope.config import RunConfig
+    from batchscope.setting import save_setting
+
+    path = tmp_path / "policy.json"
+    config = RunConfig(
+        policy="dynamic", max_batch=3, max_delay_ms=7.0, sessions=2, resolution=(256, 144)
+    )
+    save_setting(config, path)
+    out = tmp_path / "r.json"
+    assert (
+        main(
+            [
+                "run",
+                "synthetic",
+                "--config",
+                str(path),
+                "--duration",
+                "1",
+                "--warmup",
+                "0.2",
+                "--quiet",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    cfg = json.loads(out.read_text())["config"]
+    assert (cfg["policy"], cfg["max_batch"], cfg["max_delay_ms"], cfg["sessions"]) == (
+        "dynamic",
+        3,
+        7.0,
+        2,
+    )
+    assert cfg["resolution"] == [256, 144] and cfg["duration_s"] == 1.0
+    capsys.readouterr()
+    assert main(["run", "--config", str(path), "--sessions", "5"]) == 2
+    assert "--sessions conflicts with the setting file" in capsys.readouterr().err

@@ -14,6 +14,8 @@ from typing import Any
 
 POLICIES = ("oldest", "round-robin", "all", "dynamic", "fixed", "adaptive")
 PRECISIONS = ("fp32", "fp16", "bf16")
+#: Precisions an ONNX export can have: ONNX Runtime's CPU provider has no bf16 convolutions.
+EXPORT_PRECISIONS = ("fp32", "fp16")
 BACKENDS = ("torch", "emulated")
 #: What runs the real model (torch backend): torch itself, or its ONNX export in ONNX Runtime.
 RUNTIMES = ("torch", "onnxruntime")

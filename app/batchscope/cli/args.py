@@ -35,6 +35,7 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from batchscope.experiment import ExperimentError
     from batchscope.models.weights import CheckpointError
     from batchscope.profiles.profile import ProfileError
+    from batchscope.setting import SettingError
 
     return (
         CliError,
@@ -45,6 +46,7 @@ def user_errors() -> tuple[type[BaseException], ...]:
         CheckpointError,
         RecordingError,
         ExperimentError,
+        SettingError,
     )
 
 

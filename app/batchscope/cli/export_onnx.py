@@ -12,8 +12,7 @@ import sys
 from typing import Any
 
 from batchscope.cli.args import CliError, resolution
-from batchscope.config import DEFAULT_RESOLUTION, format_resolution
-from batchscope.models.onnx_export import EXPORT_PRECISIONS
+from batchscope.config import DEFAULT_RESOLUTION, EXPORT_PRECISIONS, format_resolution
 
 
 def add_export_onnx_command(sub: Any) -> None:

@@ -18,6 +18,7 @@ from batchscope.cli.args import (
     add_neighbour_flags,
     add_policy_flags,
     configure_threads,
+    given_options,
     number,
     refuse_config_flags,
     resolution,
@@ -146,6 +147,13 @@ def add_run_command(sub: Any) -> None:
     )
     run.add_argument("--quiet", action="store_true", help="no live status line")
     run.add_argument(
+        "--config",
+        metavar="POLICY.json",
+        help="run a setting saved by `plan --export` or the app (policy, its knobs, "
+        "sessions, fps, precision, resolution, profile); a flag for one of those is "
+        "refused, the others apply",
+    )
+    run.add_argument(
         "--experiment",
         metavar="NAME|PATH",
         help="play an experiment file (see `batchscope experiments`) and print its segments",
@@ -170,7 +178,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     if args.checkpoint and backend != "torch":
         raise ConfigError("checkpoint", args.checkpoint, "needs the torch backend (--device)")
     runtime = args.runtime or _runtime_for(args, backend, device)
-    return RunConfig(
+    config = RunConfig(
         sources=tuple(args.sources),
         sessions=args.sessions,
         fps=args.fps,
@@ -199,6 +207,23 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         skip_bad_sources=args.skip_bad_sources,
         extra={"warmup_s": args.warmup},
     )
+    if getattr(args, "config", None):
+        return _with_setting(args, config)
+    return config
+
+
+def _with_setting(args: argparse.Namespace, config: RunConfig) -> RunConfig:
+    """``config`` with the fields of the setting file ``--config``; a flag for one refused."""
+    from batchscope.setting import FIELDS, load_setting
+
+    given = given_options(args.parser, getattr(args, "argv", ()))
+    clash = [flag for dest, flag in given.items() if dest in FIELDS]
+    if clash:
+        raise CliError(
+            f"--config {args.config}: {clash[0]} conflicts with the setting file, which "
+            "sets it; leave the flag out (or edit the file)"
+        )
+    return load_setting(args.config, base=config)
 
 
 def _runtime_for(args: argparse.Namespace, backend: str, device: str) -> str:

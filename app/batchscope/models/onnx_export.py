@@ -31,14 +31,13 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from batchscope.config import EXPORT_PRECISIONS
 from batchscope.models.blurball import BlurBall
 from batchscope.models.normalise import normalisation
 
 INPUT = "frames"
 OUTPUT = "heatmaps"
 OPSET = 18
-#: Precisions an export can have: ONNX Runtime's CPU provider has no bf16 convolutions.
-EXPORT_PRECISIONS = ("fp32", "fp16")
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
 
 
