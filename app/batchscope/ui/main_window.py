@@ -39,6 +39,8 @@ from PySide6.QtWidgets import (
 from batchscope.engine.engine import Engine
 from batchscope.engine.snapshot import Snapshot
 from batchscope.experiment import Experiment
+from batchscope.ui.capacity_presenter import CapacityPresenter
+from batchscope.ui.capacity_view import CapacityView
 from batchscope.ui.controls import ControlsPanel
 from batchscope.ui.device_options import DeviceChoice, device_choices
 from batchscope.ui.dist_plots import BatchSizeBars, LatencyHistogram, OverwrittenBars, StageBars
@@ -120,6 +122,7 @@ class MainWindow(QMainWindow):
         self.memory = MemoryPlot(look)
         self.headline = HeadlineStrip()
         self.segment_table = SegmentTable(look)
+        self.capacity = CapacityView(CapacityPresenter(self.presenter), look)
         self.segment_feed: SegmentFeed | None = None  # started with the engine
         self.caption = QLabel()
         self.caption.setObjectName("caption")
@@ -175,6 +178,7 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(self.throughput, "Throughput")
         self.tabs.addTab(self.stages, "Stages")
         self.tabs.addTab(self.memory, "Memory")
+        self.tabs.addTab(self.capacity, "Capacity")
 
         top = QSplitter(Qt.Orientation.Horizontal)
         top.addWidget(video_card)
@@ -263,10 +267,12 @@ class MainWindow(QMainWindow):
         open_experiment = file_menu.addAction("Open experiment…")
         open_experiment.setShortcut(QKeySequence.StandardKey.Open)
         open_experiment.triggered.connect(self._open_experiment)
+        file_menu.addAction("Open settings…").triggered.connect(self.capacity.choose_setting_file)
         file_menu.addSeparator()
         file_menu.addAction(self.export_report_action)
         file_menu.addAction(export_plots)
         file_menu.addAction(export_numbers)
+        file_menu.addAction("Export setting…").triggered.connect(self.capacity.choose_export_folder)
         file_menu.addSeparator()
         quit_action = file_menu.addAction("Quit")
         quit_action.setShortcut(QKeySequence.StandardKey.Quit)
@@ -371,7 +377,7 @@ class MainWindow(QMainWindow):
         for card in (self.fps_plot, self.throughput, self.memory):
             if card.isVisible():
                 card.update_from(snap, window)
-        for card in (self.latency, self.overwritten, self.batches, self.stages):
+        for card in (self.latency, self.overwritten, self.batches, self.stages, self.capacity):
             if card.isVisible():
                 card.update_from(snap)
         if self.pause_action.isChecked() != snap.paused:
@@ -576,5 +582,6 @@ class MainWindow(QMainWindow):
             self.settings.setValue("geometry", self.saveGeometry())
             self.settings.setValue("theme", self.look.theme.name)
             save_config(self.settings, self.engine.config)
+        self.capacity.presenter.shutdown()
         self.presenter.shutdown()
         event.accept()

@@ -1,0 +1,413 @@
+"""The Capacity tab: how many sessions fit the budget, per policy, with the live run on it.
+
+A dumb view of :class:`~batchscope.ui.capacity_presenter.CapacityPresenter`: the
+budget fields, a progress bar while the planner's thread works, the two panels of
+``plan --plot`` (slowest session's fps and p99 against sessions; same colours, the
+budget dashed, each policy's maximum ringed, p99 clipped at 3× the budget) drawn
+with pyqtgraph so the live operating point moves on them, the result table, and
+the buttons. It plans only while shown (the search takes a CPU core for seconds).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QBrush, QFont, QHideEvent, QShowEvent
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QFileDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QProgressBar,
+    QPushButton,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from batchscope.config import POLICIES, format_resolution
+from batchscope.engine.snapshot import Snapshot
+from batchscope.sim.planner import Series
+from batchscope.ui.capacity_presenter import (
+    CapacityPresenter,
+    OperatingPoint,
+    PlanResult,
+    operating_point,
+    setting_changes,
+)
+from batchscope.ui.plan_plot import P99_CLIP, POLICY_COLOURS
+from batchscope.ui.plots import PlotCard, pen
+from batchscope.ui.theme import Look
+
+COLUMNS = ("setting", "max sessions", "slowest fps", "p99 at max (ms)")
+POINT_HZ = 2.0  # how often the live point re-reads a segment snapshot off another scope
+#: While shown, the tab takes this share of each splitter it sits in (a plot, a table
+#: and a budget do not read in a third of the bottom row); the old sizes come back on hide.
+SHARE = {Qt.Orientation.Horizontal: 0.62, Qt.Orientation.Vertical: 0.6}
+
+
+class CapacityPlot(PlotCard):
+    """One panel: per policy a line over sessions, the budget, the maxima, the live point."""
+
+    def __init__(self, title: str, y_label: str, look: Look) -> None:
+        self._name = title
+        super().__init__(title, look, "sessions", y_label)
+        self.curves = {p: pg.PlotDataItem() for p in POLICIES}
+        for curve in self.curves.values():
+            self.plot.addItem(curve)
+        self.rings = pg.ScatterPlotItem(pxMode=True)
+        self.plot.addItem(self.rings)
+        self.budget = pg.InfiniteLine(angle=0, movable=False)
+        self.plot.addItem(self.budget, ignoreBounds=True)
+        self.live = pg.ScatterPlotItem(pxMode=True)
+        self.plot.addItem(self.live)
+        self.n_max = 1
+        self.y_top = 1.0
+        self.restyle()
+
+    def show_series(
+        self, series: Sequence[Series], values: Sequence[Sequence[float]], budget: float, top: float
+    ) -> None:
+        """Each policy's line (values above ``top`` drawn on it), the budget, the maxima."""
+        self.y_top = top
+        k = len(series)
+        rings = []
+        for j, (s, ys) in enumerate(zip(series, values, strict=True)):
+            dx = (j - (k - 1) / 2) * 0.06  # sideways, so equal values stay visible
+            x = np.asarray(s.sessions, float) + dx
+            y = np.minimum(np.asarray(ys, float), top)
+            self.curves[s.policy].setData(x, y)
+            if s.max_sessions and s.max_sessions in s.sessions:
+                i = s.sessions.index(s.max_sessions)
+                rings.append(
+                    {"pos": (x[i], y[i]), "pen": pg.mkPen(POLICY_COLOURS[s.policy], width=3)}
+                )
+        shown = {s.policy for s in series}
+        for policy, curve in self.curves.items():
+            curve.setVisible(policy in shown)
+        self.rings.setData(rings, symbol="o", size=26, brush=None)
+        self.budget.setPos(budget)
+        self.budget.show()
+        self.n_max = max((max(s.sessions) for s in series), default=1)
+        self.plot.setXRange(0.5, self.n_max + 0.5, padding=0)
+        self.plot.setYRange(0, top, padding=0.02)
+
+    def set_budget_text(self, text: str) -> None:
+        """The budget, in the title (a label on the dashed line would cover the curves)."""
+        self.set_title(f"{self._name} · budget {text}")
+
+    def clear_series(self) -> None:
+        for curve in self.curves.values():
+            curve.setData([], [])
+        self.rings.setData([])
+        self.budget.hide()
+
+    def show_point(self, sessions: int | None, value: float | None) -> None:
+        """The live run at (sessions, value), or nothing; a value past the top sits on it."""
+        if sessions is None or value is None or not np.isfinite(value):
+            self.live.setData([])
+            return
+        self.live.setData([{"pos": (sessions, min(value, self.y_top))}])
+
+    def restyle(self) -> None:
+        if not hasattr(self, "curves"):
+            return  # PlotCard's constructor styles before the items exist
+        look, t = self.look, self.look.theme
+        width = look.line_width
+        for policy, curve in self.curves.items():
+            colour = POLICY_COLOURS[policy]
+            curve.setPen(pg.mkPen(colour, width=width))
+            curve.setSymbol("o")
+            curve.setSymbolSize(5 + width)
+            curve.setSymbolPen(pg.mkPen(colour))
+            curve.setSymbolBrush(pg.mkBrush(colour))
+        self.budget.setPen(pen(t.text, max(1.5, width * 0.8), dashed=True))
+        self.live.setSymbol("star")
+        self.live.setSize(22 + 4 * width)
+        self.live.setPen(pg.mkPen(t.plot, width=2))
+        self.live.setBrush(pg.mkBrush(t.text))
+
+
+class CapacityView(QWidget):
+    """The tab. ``update_from(snap)`` from the UI timer while shown (plans, moves the point)."""
+
+    def __init__(self, presenter: CapacityPresenter, look: Look) -> None:
+        super().__init__()
+        self.presenter = presenter
+        self.look = look
+        self._point_at = 0.0
+        self._point: OperatingPoint | None = None
+        self._given_back: list[tuple[QSplitter, list[int]]] = []
+
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(6, 6, 6, 6)
+        lay.setSpacing(4)
+        self.title = QLabel("Capacity: how many sessions fit the budget?")
+        self.title.setObjectName("cardTitle")
+        lay.addWidget(self.title)
+
+        budget = QHBoxLayout()
+        self.p99 = QLineEdit(f"{presenter.p99_ms:g}")
+        self.ratio = QLineEdit(f"{presenter.min_fps_ratio:g}")
+        for field, tip in (
+            (self.p99, "p99 end-to-end latency budget (ms), over every phase seed"),
+            (self.ratio, "share of the frame rate every session must get, in (0, 1]"),
+        ):
+            field.setToolTip(tip)
+            field.setMaximumWidth(90)
+            field.editingFinished.connect(self._budget_edited)
+        budget.addWidget(QLabel("p99 ≤"))
+        budget.addWidget(self.p99)
+        budget.addWidget(QLabel("ms   every session ≥"))
+        budget.addWidget(self.ratio)
+        self.fps_text = QLabel("× fps")
+        budget.addWidget(self.fps_text)
+        budget.addStretch(1)
+        lay.addLayout(budget)
+        self.budget_error = QLabel()
+        self.budget_error.setObjectName("controlError")
+        self.budget_error.setWordWrap(True)
+        self.budget_error.hide()
+        lay.addWidget(self.budget_error)
+
+        self.live_text = QLabel("★ now: –")
+        self.live_text.setObjectName("cardTitle")
+        self.live_text.setToolTip("The live run's current segment: the star on both plots")
+        lay.addWidget(self.live_text)
+
+        self.progress = QProgressBar()
+        self.progress.setTextVisible(True)
+        self.progress.hide()
+        lay.addWidget(self.progress)
+        self.note = QLabel()
+        self.note.setWordWrap(True)
+        self.note.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.note.hide()
+        lay.addWidget(self.note)
+
+        plots = QHBoxLayout()
+        self.fps_plot = CapacityPlot("slowest session", "fps", look)
+        self.p99_plot = CapacityPlot("p99 latency", "ms", look)
+        plots.addWidget(self.fps_plot)
+        plots.addWidget(self.p99_plot)
+        lay.addLayout(plots, 3)
+
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.verticalHeader().hide()
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        for c in range(1, len(COLUMNS)):
+            header.setSectionResizeMode(c, QHeaderView.ResizeMode.ResizeToContents)
+        lay.addWidget(self.table, 2)
+
+        buttons = QHBoxLayout()
+        self.verdict = QLabel()
+        self.verdict.setWordWrap(True)
+        buttons.addWidget(self.verdict, 1)
+        self.apply_button = QPushButton("Apply recommended")
+        self.apply_button.setToolTip("Put the live run on the recommendation: one change")
+        self.apply_button.clicked.connect(presenter.apply_recommended)
+        self.export_button = QPushButton("Export recommended…")
+        self.export_button.setToolTip("Write its policy.json and Triton config.pbtxt to a folder")
+        self.export_button.clicked.connect(self.choose_export_recommended)
+        for b in (self.apply_button, self.export_button):
+            b.setEnabled(False)
+            buttons.addWidget(b)
+        lay.addLayout(buttons)
+
+        presenter.computing.connect(self._on_computing)
+        presenter.planned.connect(self._on_planned)
+        presenter.note.connect(self._on_note)
+
+    # -- from the window ---------------------------------------------------------------------
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        self._claim_space()
+        self.presenter.refresh()
+
+    def hideEvent(self, event: QHideEvent) -> None:
+        super().hideEvent(event)
+        for splitter, sizes in self._given_back:
+            splitter.setSizes(sizes)
+        self._given_back = []
+
+    def _claim_space(self) -> None:
+        """Take ``SHARE`` of every splitter above this tab (the sizes before are kept)."""
+        if self._given_back:
+            return
+        child: QWidget = self
+        parent = child.parentWidget()
+        while parent is not None and parent is not self.window():
+            if isinstance(parent, QSplitter):
+                index, sizes = parent.indexOf(child), parent.sizes()
+                total, share = sum(sizes), SHARE[parent.orientation()]
+                if index >= 0 and total and sizes[index] < share * total:
+                    rest = (1 - share) * total / max(1, len(sizes) - 1)
+                    new = [round(share * total if i == index else rest) for i in range(len(sizes))]
+                    self._given_back.append((parent, sizes))
+                    parent.setSizes(new)
+            child, parent = parent, parent.parentWidget()
+
+    def update_from(self, snap: Snapshot) -> None:
+        """Plan for the running config if it changed; draw the current segment's point."""
+        self.presenter.refresh(snap.config)
+        now = time.monotonic()
+        if snap.scope == "segment":
+            self._point = operating_point(snap)
+        elif now - self._point_at >= 1 / POINT_HZ:  # the views follow another scope
+            self._point_at = now
+            self._point = operating_point(self.presenter.dashboard.engine.snapshot("segment"))
+        p = self._point
+        self.fps_plot.show_point(p and p.sessions, p and p.min_fps)
+        self.p99_plot.show_point(p and p.sessions, p and p.p99_ms)
+        text = (
+            f"★ now ({p.label}): {p.sessions} sessions · slowest {p.min_fps:.1f} fps · "
+            f"p99 {p.p99_ms:.0f} ms"
+            if p
+            else "★ now: settling…"
+        )
+        if self.live_text.text() != text:
+            self.live_text.setText(text)
+
+    def choose_export_folder(self) -> None:
+        """File → Export setting…: the setting in force, into a chosen folder."""
+        folder = QFileDialog.getExistingDirectory(
+            self, "Export setting into folder", str(Path.home())
+        )
+        if folder:
+            self.presenter.export_current(folder)
+
+    def choose_export_recommended(self) -> None:
+        folder = QFileDialog.getExistingDirectory(
+            self, "Export the recommended setting into folder", str(Path.home())
+        )
+        if folder:
+            self.presenter.export_recommended(folder)
+
+    def choose_setting_file(self) -> None:
+        """File → Open settings…: a policy.json, applied live."""
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Open settings", str(Path.home()), "Settings (*.json);;All files (*)"
+        )
+        if path:
+            self.presenter.open_setting(path)
+
+    # -- from the presenter --------------------------------------------------------------------
+
+    def _budget_edited(self) -> None:
+        error = self.presenter.set_budget(self.p99.text(), self.ratio.text())
+        self.budget_error.setText(f"Budget not changed: {error}" if error else "")
+        self.budget_error.setVisible(bool(error))
+
+    def _on_computing(self, done: int, total: int, what: str) -> None:
+        self.progress.setRange(0, total)
+        self.progress.setValue(done)
+        self.progress.setFormat(f"planning… {what} ({done}/{total})")
+        self.progress.show()
+        for b in (self.apply_button, self.export_button):
+            b.setEnabled(False)
+        inputs = self.presenter.inputs
+        if inputs is not None:
+            self._show_inputs(inputs.profile or "this device's sweep profile")
+
+    def _on_note(self, text: str) -> None:
+        self.note.setText(text)
+        self.note.setVisible(bool(text))
+        if text:
+            self.progress.hide()
+            self._clear()
+
+    def _show_inputs(self, profile: str) -> None:
+        inputs = self.presenter.inputs
+        b, s = inputs.budget, inputs.search
+        self.title.setText(
+            f"Capacity: {profile} · {inputs.precision} "
+            f"{format_resolution(inputs.resolution)} · {b.fps:g} fps"
+        )
+        self.title.setToolTip(
+            f"simulated: worst of {s.seeds} phase seeds × {s.duration_s:g} s per setting"
+        )
+        self.fps_text.setText(f"× {b.fps:g} fps = {b.min_fps:g} fps")
+        self.fps_plot.set_budget_text(f"≥ {b.min_fps:g} fps")
+        self.p99_plot.set_budget_text(f"≤ {b.p99_ms:g} ms")
+
+    def _clear(self) -> None:
+        self.table.setRowCount(0)
+        self.fps_plot.clear_series()
+        self.p99_plot.clear_series()
+        self.verdict.setText("")
+
+    def _on_planned(self, result: PlanResult) -> None:
+        self.progress.hide()
+        if result.error or result.plan is None:
+            self._on_note(result.error or "no plan")
+            return
+        self.note.hide()
+        plan = result.plan
+        self._show_inputs(result.profile)
+        b = plan.budget
+        self.fps_plot.show_series(
+            result.series, [s.min_fps for s in result.series], b.min_fps, b.fps * 1.1
+        )
+        top = b.p99_ms * P99_CLIP
+        self.p99_plot.show_series(result.series, [s.p99_ms for s in result.series], b.p99_ms, top)
+        self._fill_table(result)
+        rec = plan.recommended
+        fits = bool(rec.max_sessions)
+        if fits:
+            config = self.presenter.config.with_changes(
+                **setting_changes(plan, rec, self.presenter.config)
+            )
+            self.verdict.setText(
+                f"Recommended: {config.policy_label()} for {rec.max_sessions} sessions"
+            )
+        else:
+            self.verdict.setText("Nothing meets this budget: the table shows the closest points")
+        for button in (self.apply_button, self.export_button):
+            button.setEnabled(fits)
+
+    def _fill_table(self, result: PlanResult) -> None:
+        plan = result.plan
+        base = self.presenter.config
+        self.table.setRowCount(len(plan.policies))
+        bold = QFont()
+        bold.setBold(True)
+        for row, p in enumerate(plan.policies):
+            config = base.with_changes(**setting_changes(plan, p, base))
+            recommended = p is plan.recommended
+            a = p.at_max
+            cells = (
+                ("★ " if recommended else "") + config.policy_label(),
+                str(p.max_sessions) if p.max_sessions else "0 (closest: 1)",
+                f"{a.min_fps_worst:.1f}",
+                f"{a.p99_worst:.1f}",
+            )
+            for col, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                if col:
+                    item.setTextAlignment(
+                        Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
+                    )
+                else:
+                    item.setForeground(QBrush(POLICY_COLOURS[p.policy]))
+                if recommended:
+                    item.setFont(bold)
+                self.table.setItem(row, col, item)
+        self.table.resizeRowsToContents()
+        # every policy in view: the table never scrolls, the plots take what is left
+        rows = sum(self.table.rowHeight(r) for r in range(self.table.rowCount()))
+        frame = 2 * self.table.frameWidth()
+        self.table.setFixedHeight(self.table.horizontalHeader().height() + rows + frame)

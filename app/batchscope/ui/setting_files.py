@@ -1,0 +1,56 @@
+"""File → Export setting… and File → Open settings…: setting.py's files, from and into the app.
+
+The formats are :mod:`batchscope.setting`'s (``policy.json`` and Triton's
+``config.pbtxt``, as ``batchscope plan --export`` writes them); this module only
+says which config goes out and which live changes a file asks for. No dialogs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from batchscope.config import RunConfig
+from batchscope.setting import SettingError, load_setting, save_setting, triton_config
+
+POLICY_FILE, TRITON_FILE = "policy.json", "config.pbtxt"
+
+
+def export_setting(
+    config: RunConfig,
+    folder: str | Path,
+    planned: dict[str, Any] | None = None,
+    settled_cap: int | None = None,
+) -> Path:
+    """Write ``config``'s setting as policy.json and config.pbtxt into ``folder``.
+
+    ``planned`` (what the planner measured for it) goes into policy.json, and
+    ``settled_cap`` (an adaptive setting's cap in the simulation) into config.pbtxt.
+    Raises SettingError, one line naming the folder, when it cannot be written.
+    """
+    folder = Path(folder)
+    if config.fps is None:
+        raise SettingError(
+            f"{folder}: fps: a deployment needs a frame rate (this run plays each source at "
+            "its own); choose one under Controls first"
+        )
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        save_setting(config, folder / POLICY_FILE, planned)
+        (folder / TRITON_FILE).write_text(triton_config(config, settled_cap))
+    except OSError as exc:
+        raise SettingError(f"{folder}: cannot write ({exc.strerror or exc})") from None
+    return folder
+
+
+def changes_from_file(path: str | Path, current: RunConfig) -> dict[str, Any]:
+    """The live changes that put ``current`` on the setting in ``path`` (a policy.json).
+
+    Off the emulated backend the file's ``profile`` is left out: the real device is
+    measured, not replayed. Raises SettingError (one line: the file, the field).
+    """
+    new = load_setting(path, base=current)
+    changes = {name: value for name, (_, value) in current.diff(new).items()}
+    if current.backend != "emulated":
+        changes.pop("profile", None)
+    return changes

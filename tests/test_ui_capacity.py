@@ -1,0 +1,263 @@
+"""The Capacity view: planned off the GUI thread, recomputed on new inputs, stopped on close,
+its recommendation applied live, and File → Export setting… / Open settings… round-trip."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PySide6.QtCore import QObject, Signal
+
+from batchscope.config import RunConfig
+from batchscope.profiles.profile import load_profile
+from batchscope.sim.planner import Budget, plan
+from batchscope.ui.capacity_planner import PlanInputs, Search, compute
+from batchscope.ui.capacity_presenter import CapacityPresenter, setting_changes
+from batchscope.ui.capacity_view import CapacityView
+from batchscope.ui.theme import Look
+
+QUICK = Search(duration_s=5.0, seeds=2, max_sessions=32)  # a plan in about a second
+SLOW = Search()  # the CLI's defaults: tens of seconds at 256x144
+
+
+class FakeEngine:
+    def __init__(self, config: RunConfig) -> None:
+        self.config = config
+        self.running = False
+
+
+class FakeDashboard(QObject):
+    """What the Capacity presenter uses of the dashboard's Presenter."""
+
+    status = Signal(str, str)
+
+    def __init__(self, config: RunConfig) -> None:
+        super().__init__()
+        self.engine = FakeEngine(config)
+        self.changes: list[dict[str, Any]] = []
+
+    def change(self, changes: dict[str, Any], by_user: bool = True) -> bool:
+        self.changes.append(changes)
+        self.engine.config = self.engine.config.with_changes(**changes)
+        return True
+
+
+def laptop(**changes: Any) -> RunConfig:
+    base = RunConfig(profile="laptop-8gb", precision="fp16", resolution=(512, 288), fps=30.0)
+    return base.with_changes(**changes)
+
+
+@pytest.fixture
+def view(qtbot):
+    dashboard = FakeDashboard(laptop())
+    presenter = CapacityPresenter(dashboard, QUICK)
+    widget = CapacityView(presenter, Look())
+    qtbot.addWidget(widget)
+    yield widget
+    presenter.shutdown()
+
+
+def table(view: CapacityView) -> list[list[str]]:
+    t = view.table
+    return [[t.item(r, c).text() for c in range(t.columnCount())] for r in range(t.rowCount())]
+
+
+def expected(p99_ms: float, resolution=(512, 288)):
+    return plan(
+        load_profile("laptop-8gb"),
+        "fp16",
+        resolution,
+        Budget(fps=30.0, p99_ms=p99_ms),
+        duration_s=QUICK.duration_s,
+        seeds=QUICK.seeds,
+        max_sessions=QUICK.max_sessions,
+    )
+
+
+def test_the_view_plans_in_the_background_and_a_new_budget_plans_again(view, qtbot):
+    view.show()  # shown: it plans for the engine's config
+    qtbot.waitUntil(lambda: view.table.rowCount() == 6, timeout=20_000)
+    want = expected(50.0)
+    rows = table(view)
+    assert [r[1].split()[0] for r in rows] == [str(p.max_sessions) for p in want.policies]
+    assert [r[3] for r in rows] == [f"{p.at_max.p99_worst:.1f}" for p in want.policies]
+    star = [r[0] for r in rows if r[0].startswith("★")]
+    assert len(star) == 1 and star[0].startswith(f"★ {want.recommended.policy}")
+    assert view.apply_button.isEnabled() and view.progress.isHidden()
+    assert len(view.fps_plot.curves["all"].xData) >= 6
+    assert "≤ 50 ms" in view.p99_plot.title.text()
+
+    # a bad budget is refused with the planner's own rule, and nothing is re-planned
+    view.p99.setText("0")
+    view.p99.editingFinished.emit()
+    assert "p99_ms" in view.budget_error.text() and view.budget_error.isVisibleTo(view)
+    assert view.presenter.inputs.budget.p99_ms == 50.0
+
+    view.p99.setText("12")
+    view.p99.editingFinished.emit()
+    assert not view.budget_error.isVisibleTo(view)
+    qtbot.waitUntil(
+        lambda: (
+            view.presenter.result is not None and view.presenter.result.inputs.budget.p99_ms == 12.0
+        ),
+        timeout=20_000,
+    )
+    want = expected(12.0)
+    assert [r[1].split()[0] for r in table(view)] == [str(p.max_sessions) for p in want.policies]
+    assert "≤ 12 ms" in view.p99_plot.title.text()
+
+
+def test_new_inputs_cancel_the_plan_in_progress(qtbot):
+    dashboard = FakeDashboard(laptop(resolution=(256, 144)))
+    presenter = CapacityPresenter(dashboard, SLOW)
+    got = []
+    presenter.planned.connect(got.append)
+    try:
+        presenter.refresh()
+        qtbot.waitUntil(lambda: presenter.planner.busy, timeout=5000)
+        t0 = time.perf_counter()
+        presenter.search = QUICK
+        presenter.refresh(laptop())  # 512x288: a new plan; the slow one is dropped
+        qtbot.waitUntil(lambda: bool(got), timeout=15_000)
+        assert time.perf_counter() - t0 < 10  # the slow plan alone takes ~25 s
+        assert [r.inputs.resolution for r in got] == [(512, 288)]
+        assert got[0].plan.recommended.max_sessions == expected(50.0).recommended.max_sessions
+    finally:
+        presenter.shutdown()
+
+
+def test_closing_stops_the_planner_promptly_mid_plan(qtbot):
+    presenter = CapacityPresenter(FakeDashboard(laptop(resolution=(256, 144))), SLOW)
+    presenter.refresh()
+    qtbot.waitUntil(lambda: presenter.planner.busy, timeout=5000)
+    t0 = time.perf_counter()
+    presenter.shutdown()
+    assert time.perf_counter() - t0 < 2.0
+    assert not presenter.planner.alive
+
+
+def test_a_frame_rate_of_source_is_nothing_to_plan(view, qtbot):
+    view.presenter.refresh(laptop(fps=None))
+    assert view.note.isVisibleTo(view)
+    assert "fps" in view.note.text() and view.presenter.inputs is None
+
+
+def test_torch_without_a_sweep_profile_says_how_to_make_one(monkeypatch):
+    from batchscope.ui import capacity_planner
+
+    monkeypatch.setattr(capacity_planner, "sweep_profile", lambda device: None)
+    inputs = PlanInputs(None, "cpu", "fp32", (256, 144), Budget(30.0, 50.0), QUICK)
+    result = compute(inputs, lambda *a: None, lambda: False)
+    assert result.plan is None
+    assert "batchscope sweep --device cpu --precision fp32 --resolution 256x144" in result.error
+
+    monkeypatch.setattr(capacity_planner, "sweep_profile", lambda d: load_profile("laptop-8gb"))
+    inputs = PlanInputs(None, "cpu", "fp16", (512, 288), Budget(30.0, 50.0), QUICK)
+    result = compute(inputs, lambda *a: None, lambda: False)
+    assert result.profile == "laptop-8gb" and len(result.plan.policies) == 6
+
+
+def test_the_torch_backend_plans_on_its_sweep_profile(qtbot, monkeypatch):
+    from batchscope.ui import capacity_planner
+
+    seen = []
+    monkeypatch.setattr(
+        capacity_planner, "sweep_profile", lambda d: seen.append(d) or load_profile("laptop-8gb")
+    )
+    torch_config = laptop(backend="torch", device="cpu")
+    presenter = CapacityPresenter(FakeDashboard(torch_config), QUICK)
+    try:
+        presenter.refresh()
+        qtbot.waitUntil(lambda: presenter.result is not None, timeout=20_000)
+        assert seen == ["cpu"] and presenter.result.profile == "laptop-8gb"
+    finally:
+        presenter.shutdown()
+
+
+# -- on the live dashboard ------------------------------------------------------------------
+
+
+def planned_dashboard(dashboard, qtbot):
+    capacity = dashboard.capacity
+    capacity.presenter.search = QUICK
+    dashboard.tabs.setCurrentWidget(capacity)
+    qtbot.waitUntil(lambda: capacity.table.rowCount() == 6, timeout=30_000)
+    return capacity
+
+
+def test_apply_recommended_puts_the_engine_on_the_recommendation(dashboard, qtbot):
+    capacity = planned_dashboard(dashboard, qtbot)
+    result = capacity.presenter.result
+    assert result.inputs.resolution == (256, 144) and result.profile == "laptop-8gb"
+    rec = result.plan.recommended
+    want = setting_changes(result.plan, rec, dashboard.engine.config)
+    assert want["sessions"] == rec.max_sessions and want["policy"] == rec.policy
+    capacity.apply_button.click()
+    engine = dashboard.engine
+    qtbot.waitUntil(
+        lambda: all(getattr(engine.config, k) == v for k, v in want.items()), timeout=10_000
+    )
+    qtbot.waitUntil(lambda: len(engine.snapshot().sessions) == rec.max_sessions, timeout=10_000)
+    # the live point follows the current segment
+    qtbot.waitUntil(
+        lambda: f"{rec.max_sessions} sessions" in capacity.live_text.text(), timeout=10_000
+    )
+    assert (engine.config.precision, engine.config.resolution) == ("fp16", (256, 144))
+
+
+def test_closing_the_window_stops_the_planner(dashboard, qtbot):
+    capacity = dashboard.capacity
+    capacity.presenter.search = SLOW
+    dashboard.tabs.setCurrentWidget(capacity)
+    qtbot.waitUntil(lambda: capacity.presenter.planner.busy, timeout=5000)
+    assert capacity.progress.isVisibleTo(capacity)
+    t0 = time.perf_counter()
+    dashboard.close()
+    assert not capacity.presenter.planner.alive
+    assert time.perf_counter() - t0 < 4.0  # the planner's part: under 2 s (test above)
+
+
+def test_export_then_open_gives_the_same_setting(dashboard, qtbot, tmp_path: Path):
+    engine, capacity = dashboard.engine, dashboard.capacity
+    p = dashboard.presenter
+    p.change({"policy": "dynamic", "max_batch": 4, "max_delay_ms": 5.0, "sessions": 4})
+    qtbot.waitUntil(lambda: engine.config.policy == "dynamic", timeout=10_000)
+    before = engine.config
+    folder = capacity.presenter.export_current(tmp_path / "setting")
+    assert folder is not None and "exported" in dashboard.status_line.message.text()
+    data = json.loads((folder / "policy.json").read_text())
+    assert (data["policy"], data["max_batch"], data["max_delay_ms"], data["sessions"]) == (
+        "dynamic",
+        4,
+        5.0,
+        4,
+    )
+    pbtxt = (folder / "config.pbtxt").read_text()
+    assert "max_batch_size: 4" in pbtxt and "max_queue_delay_microseconds: 5000" in pbtxt
+
+    p.change({"policy": "oldest", "sessions": 2})
+    qtbot.waitUntil(lambda: engine.config.policy == "oldest", timeout=10_000)
+    assert capacity.presenter.open_setting(folder / "policy.json")
+    fields = ("policy", "max_batch", "max_delay_ms", "batch", "slo_ms", "sessions", "fps")
+    qtbot.waitUntil(
+        lambda: all(getattr(engine.config, k) == getattr(before, k) for k in fields),
+        timeout=10_000,
+    )
+
+    # a bad file is one line in the status bar, and the run goes on as it was
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**data, "sessions": 0}))
+    assert not capacity.presenter.open_setting(bad)
+    message = dashboard.status_line.message.text()
+    assert str(bad) in message and "sessions" in message and "\n" not in message
+    assert engine.config.sessions == 4 and engine.running
+    assert not capacity.presenter.open_setting(tmp_path / "missing.json")
+    assert "cannot read" in dashboard.status_line.message.text()
+    # and a folder that cannot be written
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert capacity.presenter.export_current(blocker / "sub") is None
+    assert "cannot write" in dashboard.status_line.message.text()
