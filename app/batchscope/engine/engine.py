@@ -39,11 +39,18 @@ from batchscope.engine.monitor import Monitor, sample_timeline
 from batchscope.engine.neighbours import Neighbours
 from batchscope.engine.policies import make_policy
 from batchscope.engine.recorder import Recorder
-from batchscope.engine.report import SessionInfo, build_report
+from batchscope.engine.report import SessionInfo
 from batchscope.engine.roster import Roster, SourceSlot, close_slots, default_sources, open_slots
-from batchscope.engine.segments import SegmentLog, segment_report
+from batchscope.engine.run_report import run_report
+from batchscope.engine.segments import SegmentLog
 from batchscope.engine.session import Mailboxes
-from batchscope.engine.snapshot import SCOPES, DeviceView, SegmentView, Snapshot, take_snapshot
+from batchscope.engine.snapshot import (
+    DeviceView,
+    SegmentView,
+    Snapshot,
+    scope_start,
+    take_snapshot,
+)
 from batchscope.engine.sources import OpenCancelled, SourceError
 from batchscope.engine.worker import Worker, WorkerStopped
 from batchscope.experiment import Fault
@@ -489,14 +496,7 @@ class Engine:
             view = SegmentView(
                 seg.index, seg.start - self._t0, seg.caption, dict(seg.changes), seg.settling(now)
             )
-        if scope == "segment":
-            since = seg.measure_start if seg is not None else self._stats_t0
-        elif scope == "60s":
-            since = max(self._stats_t0, now - 60.0)
-        elif scope == "run":
-            since = self._stats_t0
-        else:
-            raise ValueError(f"scope {scope!r}: choose from {', '.join(SCOPES)}")
+        since = scope_start(scope, seg, now, self._stats_t0)
         return take_snapshot(
             self.store,
             self.roster.sessions(),
@@ -522,46 +522,21 @@ class Engine:
 
     def report(self, kind: str = "run") -> dict[str, Any]:
         """The JSON report over the interval since the last statistics reset (or start)."""
-        now = self._clock()
-        with self.store.lock:
-            items = self.store.items.view()
-            batches = self.store.batches.view()
-            events = [e.__dict__ for e in self.store.events]
-            history = (
-                self.store.items.retained(),
-                self.store.batches.retained(),
-                self.store.overwrites.retained(),
-            )
-            expiries = self.store.expiries.retained()
-        # what was delivered in the interval (the rings were cleared when it began; the
-        # filter keeps that true however they were read): counting by arrival instead
-        # would drop the windows waiting at the reset and under-count by latency/duration
-        items = items[items["result"] >= self._stats_t0]
-        batches = batches[batches["end"] >= self._stats_t0]
         infos = [
             SessionInfo(s.id, s.source.spec, s.state, s.error, s.source.own_fps)
             for s in self.roster.sessions()
         ]
-        backend = self._worker.backend if self._worker else None
-        return build_report(
+        return run_report(
             kind,
             self.config,
+            self.store,
+            self.mailboxes,
             infos,
-            items,
-            batches,
-            self.mailboxes.overwritten(),
-            now - self._stats_t0,
-            backend.memory() if backend else {},
-            extra={
-                "device_label": backend.label if backend else self.config.device_label,
-                "weights": backend.weights if backend else "",
-                "events": events,
-                "segments": [
-                    segment_report(seg, infos, *history, now, self._t0, kind, expiries)
-                    for seg in self.segments.all()
-                ],
-            },
-            expired=self.mailboxes.expired(),
+            self.segments.all(),
+            self._worker.backend if self._worker else None,
+            self._clock(),
+            self._t0,
+            self._stats_t0,
         )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -115,6 +116,17 @@ class Snapshot:
         if self.scope == "segment" and self.segment is not None:
             label += f" {self.segment.index}"
         return label
+
+
+def scope_start(scope: str, segment: Any, now: float, stats_t0: float) -> float:
+    """Where ``scope`` starts (engine s): a segment's measured start, 60 s ago, the reset."""
+    if scope == "segment":
+        return segment.measure_start if segment is not None else stats_t0
+    if scope == "60s":
+        return max(stats_t0, now - 60.0)
+    if scope == "run":
+        return stats_t0
+    raise ValueError(f"scope {scope!r}: choose from {', '.join(SCOPES)}")
 
 
 def take_snapshot(

@@ -1,0 +1,63 @@
+"""The live run's report: the interval since the last reset, and every segment.
+
+Why apart from ``report.py``: that module turns records into the JSON schema
+and is shared with the simulator; this one reads the live store (under its
+lock, copying) to decide which records each part covers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from batchscope.config import RunConfig
+from batchscope.engine.backends import Backend
+from batchscope.engine.metrics import MetricsStore
+from batchscope.engine.report import SessionInfo, build_report
+from batchscope.engine.segments import Segment, segment_report
+from batchscope.engine.session import Mailboxes
+
+
+def run_report(
+    kind: str,
+    config: RunConfig,
+    store: MetricsStore,
+    mailboxes: Mailboxes,
+    sessions: Sequence[SessionInfo],
+    segments: Sequence[Segment],
+    backend: Backend | None,
+    now: float,
+    t0: float,
+    stats_t0: float,
+) -> dict[str, Any]:
+    """The report at ``now`` (engine clock) of a run started at ``t0``, reset at ``stats_t0``."""
+    with store.lock:
+        items = store.items.view()
+        batches = store.batches.view()
+        events = [e.__dict__ for e in store.events]
+        history = (store.items.retained(), store.batches.retained(), store.overwrites.retained())
+        expiries = store.expiries.retained()
+    # what was delivered in the interval (the rings were cleared when it began; the
+    # filter keeps that true however they were read): counting by arrival instead
+    # would drop the windows waiting at the reset and under-count by latency/duration
+    items = items[items["result"] >= stats_t0]
+    batches = batches[batches["end"] >= stats_t0]
+    return build_report(
+        kind,
+        config,
+        sessions,
+        items,
+        batches,
+        mailboxes.overwritten(),
+        now - stats_t0,
+        backend.memory() if backend else {},
+        extra={
+            "device_label": backend.label if backend else config.device_label,
+            "weights": backend.weights if backend else "",
+            "events": events,
+            "segments": [
+                segment_report(seg, sessions, *history, now, t0, kind, expiries) for seg in segments
+            ],
+        },
+        expired=mailboxes.expired(),
+    )
