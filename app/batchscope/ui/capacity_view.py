@@ -315,7 +315,8 @@ class CapacityView(QWidget):
     def _on_computing(self, done: int, total: int, what: str) -> None:
         self.progress.setRange(0, total)
         self.progress.setValue(done)
-        self.progress.setFormat(f"planning… {what} ({done}/{total})")
+        # the plan takes a CPU core: the live figures of this segment are disturbed meanwhile
+        self.progress.setFormat(f"planning… {what} ({done}/{total}) · shares the CPU with the run")
         self.progress.show()
         for b in (self.apply_button, self.export_button):
             b.setEnabled(False)
