@@ -318,3 +318,35 @@ def test_profile_found_by_its_declared_name_too(tmp_path, monkeypatch):
     (folder / "mybox.json").write_text(json.dumps(data))
     assert load_profile("cpu-demo").name == "cpu-demo"
     assert load_profile("mybox").name == "cpu-demo"
+
+
+def test_seeds_show_the_spread_over_phase_draws(capsys) -> None:
+    from batchscope.config import RunConfig
+    from batchscope.sim.seeds import seed_spread
+
+    # server-24gb, 5 sessions, oldest first: the slowest session gets 10, 10, 5, 5, 15,
+    # 15, 10, 15 fps for seeds 0-7 (docs/FINDINGS.md)
+    config = RunConfig(profile="server-24gb", sessions=5, policy="oldest", duration_s=30.0)
+    spread = seed_spread(config, 8)
+    assert (spread["min_fps_worst"], spread["min_fps_median"]) == pytest.approx(
+        (5.0, 10.0), abs=0.1
+    )
+    assert spread["worst_seed"] == 2
+    assert (
+        main(
+            [
+                "simulate",
+                "--profile",
+                "server-24gb",
+                "--sessions",
+                "5",
+                "--policy",
+                "oldest",
+                "--seeds",
+                "8",
+            ]
+        )
+        == 0
+    )
+    table = capsys.readouterr().out
+    assert "min worst" in table and "spread over seeds 0–7" in table

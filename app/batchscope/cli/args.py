@@ -90,6 +90,19 @@ def number(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
 
 
+def seed_count(text: str) -> int:
+    """How many phase draws (``--seeds``), 1 to MAX_SEEDS."""
+    from batchscope.sim.seeds import MAX_SEEDS
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number (got {text!r})") from None
+    if not 1 <= value <= MAX_SEEDS:
+        raise argparse.ArgumentTypeError(f"must be 1 to {MAX_SEEDS} (got {text!r})")
+    return value
+
+
 def resolution(text: str) -> tuple[int, int]:
     try:
         return parse_resolution(text)

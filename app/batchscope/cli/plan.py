@@ -24,6 +24,7 @@ from batchscope.cli.args import (
     knob_type,
     number,
     resolution,
+    seed_count,
     write_json,
 )
 from batchscope.config import DEFAULT_RESOLUTION, KNOBS, POLICIES, PRECISIONS, format_resolution
@@ -37,8 +38,8 @@ from batchscope.sim.planner import (
     Plan,
     plan,
 )
+from batchscope.sim.seeds import MAX_SEEDS
 
-MAX_SEEDS = 64
 VERIFY_S = 10.0
 
 
@@ -93,7 +94,7 @@ def add_plan_command(sub: Any) -> None:
     )
     p.add_argument(
         "--seeds",
-        type=_seeds,
+        type=seed_count,
         default=DEFAULT_SEEDS,
         metavar="N",
         help=f"phase draws each candidate must pass (default %(default)s, at most {MAX_SEEDS})",
@@ -122,16 +123,6 @@ def _ratio(text: str) -> float:
     value = number(text)
     if not 0 < value <= 1:
         raise argparse.ArgumentTypeError(f"must be in (0, 1] (got {text!r})")
-    return value
-
-
-def _seeds(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number (got {text!r})") from None
-    if not 1 <= value <= MAX_SEEDS:
-        raise argparse.ArgumentTypeError(f"must be 1 to {MAX_SEEDS} (got {text!r})")
     return value
 
 

@@ -26,6 +26,7 @@ from batchscope.cli.args import (
     number,
     refuse_config_flags,
     resolution,
+    seed_count,
     write_json,
 )
 from batchscope.cli.experiments import print_experiment_report, write_report
@@ -43,6 +44,7 @@ from batchscope.engine.report import format_table
 from batchscope.experiment import load_experiment
 from batchscope.profiles.profile import load_profile
 from batchscope.sim.experiment import simulate_experiment
+from batchscope.sim.seeds import seed_spread
 from batchscope.sim.simulator import DEFAULT_WARMUP_S, simulate
 from batchscope.ui.html_report import experiment_block
 
@@ -116,6 +118,14 @@ def add_simulate_command(sub: Any) -> None:
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the session phases")
     p.add_argument(
+        "--seeds",
+        type=seed_count,
+        default=1,
+        metavar="N",
+        help="also run seeds SEED…SEED+N-1 and show the spread: the slowest session's fps "
+        "on the worst and the median seed, the worst p99 (default 1: one draw)",
+    )
+    p.add_argument(
         "--json",
         metavar="PATH|-",
         help="write the list of reports as JSON ('-': stdout, table on stderr); "
@@ -176,11 +186,19 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     profile = load_profile(args.profile)
     profile.curve(args.precision, args.resolution)  # ProfileError names what the profile has
     reports = [simulate(c, profile, args.warmup) for c in configs]
+    if args.seeds > 1:  # the spread over phase draws beside each seed-0 report
+        for report, config in zip(reports, configs, strict=True):
+            report["seeds"] = seed_spread(config, args.seeds, profile, args.warmup)
     out = sys.stderr if args.json == "-" else sys.stdout
     print(
         f"simulated: {profile.name} ({profile.device}) · {args.precision} "
         f"{format_resolution(args.resolution)} · {args.fps:g} fps · {args.duration:g} s "
-        f"after {args.warmup:g} s warm-up · seed {args.seed}",
+        f"after {args.warmup:g} s warm-up · seed {args.seed}"
+        + (
+            f" (spread over seeds {args.seed}–{args.seed + args.seeds - 1})"
+            if args.seeds > 1
+            else ""
+        ),
         file=out,
     )
     print(format_table(reports), file=out)

@@ -139,6 +139,9 @@ def summary_row(report: Mapping[str, Any]) -> list[str]:
 
 #: Columns a table gains when one of its runs uses the setting.
 OPTIONAL_COLUMNS = (
+    ("seeds", ("min worst", 10), lambda r: f"{r['seeds']['min_fps_worst']:.1f}"),
+    ("seeds", ("min med", 8), lambda r: f"{r['seeds']['min_fps_median']:.1f}"),
+    ("seeds", ("p99 worst", 10), lambda r: f"{r['seeds']['p99_worst']:.1f}"),
     ("neighbours", ("nbrs", 5), lambda r: str(r["config"].get("neighbours", 0))),
     ("expired", ("expired %", 10), lambda r: f"{expired_pct(r):.1f}"),
     ("neighbours", ("batch ms", 9), lambda r: f"{mean_batch_ms(r):.1f}"),
@@ -164,6 +167,8 @@ def mean_batch_ms(report: Mapping[str, Any]) -> float:
 
 
 def _uses(reports: Sequence[Mapping[str, Any]], key: str) -> bool:
+    if key == "seeds":
+        return all("seeds" in r for r in reports) and bool(reports)
     if key == "neighbours":
         return any(r["config"].get("neighbours") for r in reports)
     return any(r["overall"].get(key) for r in reports)
