@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -292,3 +293,59 @@ def test_run_takes_a_setting_file_and_refuses_a_flag_it_sets(tmp_path, capsys):
     capsys.readouterr()
     assert main(["run", "--config", str(path), "--sessions", "5"]) == 2
     assert "--sessions conflicts with the setting file" in capsys.readouterr().err
+
+
+# -- help texts and the profiles listing ------------------------------------------------
+
+
+def command_helps() -> dict[str, str]:
+    """Every command's --help, as argparse prints it at 1000 columns (no wrapping)."""
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return {"": parser.format_help(), **{n: p.format_help() for n, p in sub.choices.items()}}
+
+
+@pytest.fixture
+def wide_help(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "1000")  # argparse wraps at $COLUMNS
+
+
+def test_run_help_gives_sessions_and_resolution_their_meaning_and_default(wide_help):
+    text = command_helps()["run"]
+    sessions = next(line for line in text.splitlines() if line.lstrip().startswith("--sessions"))
+    assert "client sessions" in sessions
+    assert "at least 1 and at most 256 sessions (default 4)" in sessions
+    res = next(line for line in text.splitlines() if line.lstrip().startswith("--resolution"))
+    assert "the model's input size in pixels" in res
+    assert res.endswith("(default 512x288)")
+    policy = next(line for line in text.splitlines() if "batching policy" in line)
+    assert policy.endswith("(default all)")
+
+
+def test_no_help_text_speaks_of_this_machine(wide_help):
+    helps = command_helps()
+    assert {"gui", "run", "simulate", "sweep", "profiles", "plan"} <= set(helps)
+    for name, text in helps.items():
+        assert "this 2-core" not in text, name
+        assert "this machine" not in text, name
+    assert "measured on a 2-core CPU it is 1.5x faster per batch" in helps["run"]
+
+
+def test_profiles_prints_ms_to_the_hundredth_as_sweep_does(capsys):
+    from batchscope.profiles.profile import load_profile
+    from batchscope.profiles.sweep import markdown_table
+
+    code, out, _ = run_cli(["profiles"], capsys)
+    assert code == 0
+    lines = out.splitlines()
+    laptop = lines.index(next(line for line in lines if line.startswith("laptop-8gb  [built-in]")))
+    assert lines[laptop + 2] == (
+        "    fp32 512x288 torch:  b1 15.11 ms  b2 34.21 ms  b3 57.10 ms  b4 79.69 ms  "
+        "b8 178.09 ms  b16 366.10 ms"
+    )
+    assert "    fp32 256x144 torch:  b1 4.07 ms  b4 15.40 ms" in lines
+    assert "    fp16 512x288 torch:  b1 8.00 ms  b3 20.00 ms" in lines  # server-24gb
+    # the same digits as sweep's table of the same profile
+    table = markdown_table(load_profile("laptop-8gb"))
+    assert "| 3 | 32.71 | 57.10 | 91.7 | 52.5 |" in table
+    assert "| 16 | 221.25 | 366.10 | 72.3 | 43.7 |" in table

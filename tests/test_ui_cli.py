@@ -79,3 +79,63 @@ def test_gui_experiment_plays_it_and_the_segment_table_fills(tmp_path: Path, tin
     assert proc.returncode == 0, proc.stderr
     image = cv2.imread(str(out))
     assert image is not None and float(image.std()) > 10.0
+
+
+# -- gui --help, --light and --presentation ---------------------------------------------
+
+
+def test_gui_help_lists_every_experiment_and_the_look_flags(monkeypatch, capsys):
+    from batchscope.cli import main
+    from batchscope.experiment import Experiment, list_experiments
+
+    monkeypatch.setenv("COLUMNS", "1000")  # argparse wraps at $COLUMNS
+    try:
+        main(["gui", "--help"])
+    except SystemExit as exc:
+        assert exc.code == 0
+    text = capsys.readouterr().out
+    names = [e.name for _, e in list_experiments() if isinstance(e, Experiment)]
+    assert {"bus-or-taxi", "round-robin", "starvation", "adaptive-budget"} <= set(names)
+    experiment = next(line for line in text.splitlines() if "play an experiment:" in line)
+    assert f"play an experiment: {', '.join(names)}, or a .toml path" in experiment
+    flags = {line.split()[0]: line for line in text.splitlines() if line.startswith("  --")}
+    assert "presentation mode" in flags["--presentation"] and "F11" in flags["--presentation"]
+    assert "light theme" in flags["--light"]
+    assert "F11 toggles presentation mode" in text
+    assert "BATCHSCOPE_THEME=light" in text
+
+
+def test_initial_look_flag_over_environment_over_saved_theme(ui_settings):
+    import argparse
+
+    from batchscope.ui.app import initial_look
+
+    def look(light: bool, presentation: bool, environ: dict, saved: str | None):
+        if saved:
+            ui_settings.setValue("theme", saved)
+        args = argparse.Namespace(light=light, presentation=presentation)
+        got = initial_look(args, ui_settings if saved else None, environ)
+        return got.theme.name, got.presentation
+
+    assert look(False, False, {}, None) == ("dark", False)
+    assert look(False, False, {}, "light") == ("light", False)
+    assert look(True, False, {}, "dark") == ("light", False)
+    assert look(False, True, {}, "dark") == ("dark", True)
+    assert look(False, False, {"BATCHSCOPE_THEME": "light"}, "dark") == ("light", False)
+    assert look(True, False, {"BATCHSCOPE_THEME": "dark"}, None) == ("light", False)
+    assert look(False, False, {"BATCHSCOPE_PRESENTATION": "1"}, None) == ("dark", True)
+
+
+def test_light_and_presentation_flags_open_the_app_in_them(tmp_path: Path):
+    import cv2
+
+    out = tmp_path / "look.png"
+    proc = run_gui(
+        ["synthetic", "--light", "--presentation", "--screenshot", str(out), "--after", "0"],
+        tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    image = cv2.imread(str(out))
+    # full screen: the offscreen platform's 800×800 screen, not the 1600×1000 window
+    assert image.shape[:2] == (800, 800)
+    assert float(image.mean()) > 200.0  # the light theme (the dark one averages about 35)

@@ -6,10 +6,19 @@ import argparse
 from typing import Any
 
 from batchscope.cli.args import number
+from batchscope.experiment import Experiment, list_experiments
 
 
 def add_gui_command(sub: Any) -> None:
-    gui = sub.add_parser("gui", help="open the desktop app (the default)")
+    gui = sub.add_parser(
+        "gui",
+        help="open the desktop app (the default)",
+        description="Opens the desktop app on the last-used settings, or on the demo "
+        "(the sample videos, 4 sessions, batch all waiting) the first time.",
+        epilog="In the app: F11 toggles presentation mode and View ▸ Light/Dark theme "
+        "switches the theme; --presentation and --light start in them "
+        "(BATCHSCOPE_PRESENTATION=1 and BATCHSCOPE_THEME=light do the same).",
+    )
     gui.add_argument(
         "sources",
         nargs="*",
@@ -29,10 +38,29 @@ def add_gui_command(sub: Any) -> None:
         "--scenario",
         dest="experiment",
         metavar="NAME|PATH",
-        help="play an experiment file (a built-in name such as bus-or-taxi, or a .toml path);"
-        " --scenario is the old name of this flag",
+        help=f"play an experiment: {experiment_names()}, or a .toml path (`batchscope "
+        "experiments` describes them; in the app: the Experiments menu); --scenario is the "
+        "old name of this flag",
+    )
+    gui.add_argument(
+        "--presentation",
+        action="store_true",
+        help="start in presentation mode: full screen, larger type (F11 toggles it)",
+    )
+    gui.add_argument(
+        "--light",
+        action="store_true",
+        help="start in the light theme (View ▸ Dark theme switches back; the app "
+        "remembers the last theme)",
     )
     gui.set_defaults(handler=cmd_gui)
+
+
+def experiment_names() -> str:
+    """The built-in and user experiments' names, for the help (a broken file is left out:
+    `batchscope experiments` lists it with its error)."""
+    names = [e.name for _, e in list_experiments() if isinstance(e, Experiment)]
+    return ", ".join(names).replace("%", "%%") or "none found"
 
 
 def cmd_gui(args: argparse.Namespace) -> int:

@@ -29,12 +29,14 @@ from batchscope.cli.tables import write_csv
 from batchscope.config import (
     BACKENDS,
     DEFAULT_RESOLUTION,
+    KNOBS,
     POLICIES,
     PRECISIONS,
     RUNTIMES,
     ConfigError,
     RunConfig,
     default_runtime,
+    format_resolution,
 )
 from batchscope.engine.engine import Engine
 from batchscope.engine.player import ExperimentPlayer, first_config
@@ -62,8 +64,16 @@ def add_run_command(sub: Any) -> None:
         metavar="SOURCE",
         help="video files, camera:N or synthetic (default: the sample videos)",
     )
-    add_knob(run, "sessions")
-    run.add_argument("--policy", choices=POLICIES, default="all")
+    add_knob(
+        run,
+        "sessions",
+        metavar="N",
+        help="client sessions, sharing the sources in turn (session i plays source i mod "
+        f"the number of sources); {KNOBS['sessions'].range_text()} (default %(default)g)",
+    )
+    run.add_argument(
+        "--policy", choices=POLICIES, default="all", help="batching policy (default %(default)s)"
+    )
     add_policy_flags(run)
     add_neighbour_flags(run)
     run.add_argument(
@@ -85,7 +95,14 @@ def add_run_command(sub: Any) -> None:
         default=None,
         help="default: fp16 on emulated/CUDA, fp32 on CPU",
     )
-    run.add_argument("--resolution", type=resolution, default=DEFAULT_RESOLUTION, metavar="WxH")
+    run.add_argument(
+        "--resolution",
+        type=resolution,
+        default=DEFAULT_RESOLUTION,
+        metavar="WxH",
+        help="the model's input size in pixels; frames are scaled to it "
+        f"(default {format_resolution(DEFAULT_RESOLUTION)})",
+    )
     add_knob(
         run,
         "fps",
@@ -123,8 +140,9 @@ def add_run_command(sub: Any) -> None:
     run.add_argument(
         "--compile",
         action="store_true",
-        help="torch.compile the model (off by default: on this 2-core CPU it is 1.5x faster "
-        "per batch but compiling takes about 100 s before the run starts)",
+        help="torch.compile the model (off by default: measured on a 2-core CPU it is 1.5x "
+        "faster per batch but compiling takes about 100 s before the run starts; "
+        "docs/BENCHMARKS.md)",
     )
     run.add_argument(
         "--cuda-graphs",

@@ -29,9 +29,10 @@ def add_profile_commands(sub: Any) -> None:
 
 
 def describe(profile: DeviceProfile) -> list[str]:
+    """One line per curve: ms per batch to 0.01 ms, the precision `sweep`'s table prints."""
     lines = []
     for c in profile.curves:
-        pts = "  ".join(f"b{p.batch} {p.ms:g} ms" for p in c.measured)
+        pts = "  ".join(f"b{p.batch} {p.ms:.2f} ms" for p in c.measured)
         failed = [p for p in c.points if p.ms is None]
         lines.append(
             f"    {c.label}:  {pts}" + (f"  ({len(failed)} failed point(s))" if failed else "")

@@ -7,8 +7,11 @@ saves it and exits (0, or 2 with one line if the PNG cannot be written);
 ``--experiment NAME|PATH`` starts on the experiment's first config and plays
 it (a bad file: one line naming it, exit 2, no window);
 screenshot runs ignore and keep the saved settings so images are
-reproducible. ``BATCHSCOPE_THEME=light`` and ``BATCHSCOPE_PRESENTATION=1``
-choose the look (for README images of the light theme and presentation mode).
+reproducible. ``--light`` and ``--presentation`` (or ``BATCHSCOPE_THEME=light``
+and ``BATCHSCOPE_PRESENTATION=1``) choose the look over the saved theme.
+Before the QApplication, :func:`~batchscope.ui.qt_platform.prepare_qt_platform`
+undoes opencv-python's Qt plugin redirect and, where xcb lacks system
+libraries, the app prints one line naming them and exits 2 with no window.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Mapping
 
 from PySide6.QtCore import QSettings, QTimer
 from PySide6.QtGui import QIcon
@@ -27,8 +31,9 @@ from batchscope.experiment import ExperimentError, load_experiment
 from batchscope.paths import assets_dir
 from batchscope.ui.experiments import on_sources
 from batchscope.ui.main_window import MainWindow
+from batchscope.ui.qt_platform import prepare_qt_platform
 from batchscope.ui.settings import initial_config
-from batchscope.ui.theme import apply_look, look_from_name
+from batchscope.ui.theme import Look, apply_look, look_from_name
 
 SCREENSHOT_SIZE = (1600, 1000)
 START_TIMEOUT_S = 120.0  # a screenshot run gives up if the engine has not started by then
@@ -50,7 +55,13 @@ def run_gui(args: argparse.Namespace) -> int:
             print(f"batchscope: error: {exc}", file=sys.stderr)
             return 2
     screenshot = getattr(args, "screenshot", None)
-    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app = QApplication.instance()
+    if app is None:
+        problem = prepare_qt_platform()
+        if problem:
+            print(f"batchscope: error: {problem}", file=sys.stderr)
+            return 2
+        app = QApplication(sys.argv[:1])
     app.setOrganizationName("BatchScope")
     app.setApplicationName("BatchScope")
     app.setDesktopFileName("batchscope")  # matches packaging/batchscope.desktop
@@ -63,10 +74,7 @@ def run_gui(args: argparse.Namespace) -> int:
     if experiment is not None:  # start on its first step rather than switching right away
         experiment = on_sources(experiment, config.sources)
         config = first_config(experiment)
-    theme = os.environ.get("BATCHSCOPE_THEME") or (
-        str(settings.value("theme", "dark")) if settings else "dark"
-    )
-    look = look_from_name(theme, os.environ.get("BATCHSCOPE_PRESENTATION") == "1")
+    look = initial_look(args, settings)
     apply_look(app, look)
     window = MainWindow(Engine(config), look, settings)
     if settings is not None and settings.value("geometry") is not None:
@@ -83,6 +91,22 @@ def run_gui(args: argparse.Namespace) -> int:
     window.start(experiment, None if experiment is not None else note)
     app.exec()
     return result["code"]
+
+
+def initial_look(
+    args: argparse.Namespace, settings: QSettings | None, environ: Mapping[str, str] = os.environ
+) -> Look:
+    """The look to open in: ``--light``, else ``BATCHSCOPE_THEME``, else the saved theme;
+    presentation mode with ``--presentation`` or ``BATCHSCOPE_PRESENTATION=1``."""
+    theme = (
+        ("light" if getattr(args, "light", False) else None)
+        or environ.get("BATCHSCOPE_THEME")
+        or (str(settings.value("theme", "dark")) if settings is not None else "dark")
+    )
+    presentation = getattr(args, "presentation", False) or (
+        environ.get("BATCHSCOPE_PRESENTATION") == "1"
+    )
+    return look_from_name(theme, presentation)
 
 
 def _arm_screenshot(window: MainWindow, path: str, after_s: float, result: dict) -> None:

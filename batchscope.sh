@@ -1,0 +1,76 @@
+#!/bin/sh
+# BatchScope's two commands on a fresh Linux or macOS machine (README, first lines):
+#   ./batchscope.sh demo [GUI OPTIONS…]    set up (first time only), open the app on its demo
+#   ./batchscope.sh test [PYTEST OPTIONS…] set up (first time only), run the tests
+#   ./batchscope.sh setup                  the set-up alone
+# Set-up: a .venv made by python3 (3.11+; PYTHON=python3.12 picks another), torch==2.13.0
+# (CI's CPU pin) unless the venv already has a torch (your CUDA build is kept), then
+# `pip install -e ".[dev]"`. A marker in .venv records what was installed for which
+# pyproject.toml, so a second run skips straight to the command and a changed
+# pyproject.toml reinstalls. Plain POSIX sh: a fresh Debian or macOS has no make.
+set -eu
+cd "$(dirname "$0")"
+
+VENV=.venv
+TORCH=torch==2.13.0
+MARKER=$VENV/.batchscope-setup
+
+say() { printf 'batchscope.sh: %s\n' "$*"; }
+die() {
+    printf 'batchscope.sh: error: %s\n' "$*" >&2
+    exit 1
+}
+
+make_venv() {
+    py=${PYTHON:-python3}
+    command -v "$py" >/dev/null 2>&1 ||
+        die "$py not found: install Python 3.11+ (Debian/Ubuntu: sudo apt install python3 python3-venv)"
+    "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))' ||
+        die "$py is Python $("$py" -c 'import platform; print(platform.python_version())'), BatchScope needs 3.11+: PYTHON=python3.12 $0 $COMMAND"
+    say "creating $VENV with $py ($("$py" -c 'import platform; print(platform.python_version())'))"
+    if ! "$py" -m venv "$VENV"; then
+        rm -rf "$VENV" # a venv without pip would pass the check above next time
+        die "$py -m venv failed (Debian/Ubuntu: sudo apt install python3-venv)"
+    fi
+}
+
+setup() {
+    want="$TORCH $(cksum <pyproject.toml)"
+    if [ -f "$MARKER" ] && [ "$(cat "$MARKER")" = "$want" ] && [ -x "$VENV/bin/batchscope" ]; then
+        say "set-up is up to date ($VENV; redone when pyproject.toml changes)"
+        return
+    fi
+    [ -x "$VENV/bin/python" ] || make_venv
+    if "$VENV/bin/python" -c 'import torch' >/dev/null 2>&1; then
+        say "torch is already in $VENV: keeping it"
+    else
+        say "installing $TORCH into $VENV (CI's pin; for a CUDA build see README 'Set up by hand')"
+        "$VENV/bin/python" -m pip install "$TORCH" ||
+            die "pip install $TORCH failed (pip's message is above)"
+    fi
+    say "installing BatchScope and its test tools: pip install -e \".[dev]\""
+    "$VENV/bin/python" -m pip install -e ".[dev]" ||
+        die "pip install -e \".[dev]\" failed (pip's message is above)"
+    printf '%s\n' "$want" >"$MARKER"
+    say "set-up done"
+}
+
+COMMAND=${1:-}
+[ $# -gt 0 ] && shift
+case $COMMAND in
+demo)
+    setup
+    say "opening the app: batchscope $*"
+    exec "$VENV/bin/batchscope" "$@"
+    ;;
+test)
+    setup
+    say "running the tests: python -m pytest $*"
+    exec "$VENV/bin/python" -m pytest "$@"
+    ;;
+setup) setup ;;
+*)
+    printf 'usage: %s demo|test|setup [OPTIONS…]  (demo: the app; test: pytest)\n' "$0" >&2
+    exit 2
+    ;;
+esac
