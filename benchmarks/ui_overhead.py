@@ -8,7 +8,11 @@ reading snapshots on its timer — and prints:
 - throughput ratio (dashboard / headless; 1.0 = no cost),
 - p50 latency ratio (dashboard / headless; 1.0 = no cost),
 - the UI timer rate actually achieved (Hz),
-- GUI-thread busy %: time spent inside the timer callback / wall time.
+- GUI-thread busy %: time spent inside the timer callback / wall time,
+- the mean tick (ms inside the timer callback),
+
+with the fps plot on screen (the bus view's tab hidden, so it is skipped), and
+again with the bus view on screen instead (``bus`` column: its cost per tick).
 
 Usage: QT_QPA_PLATFORM=offscreen python benchmarks/ui_overhead.py [--duration 10]
        [--sessions 4,16] [--json out.json]
@@ -58,7 +62,9 @@ def headless(sessions: int, duration: float) -> dict[str, Any]:
         engine.stop()
 
 
-def with_dashboard(sessions: int, duration: float) -> tuple[dict[str, Any], float, float]:
+def with_dashboard(
+    sessions: int, duration: float, bus: bool = False
+) -> tuple[dict[str, Any], float, float, float]:
     from PySide6.QtCore import QEventLoop, QTimer
     from PySide6.QtWidgets import QApplication
 
@@ -78,6 +84,8 @@ def with_dashboard(sessions: int, duration: float) -> tuple[dict[str, Any], floa
     window = MainWindow(engine, Look(), None, devices=device_choices(gpus=[]))
     window.resize(1600, 1000)
     window.show()
+    if bus:
+        window.top_tabs.setCurrentWidget(window.bus)
     window.start()
     deadline = time.monotonic() + 60
     while not window.timer.isActive() and time.monotonic() < deadline:
@@ -87,7 +95,9 @@ def with_dashboard(sessions: int, duration: float) -> tuple[dict[str, Any], floa
         engine.reset_stats(announce=False)
         window.tick_stats.reset()
         pump(duration)
-        return engine.report(), window.tick_stats.rate_hz, window.tick_stats.busy_fraction
+        stats = window.tick_stats
+        tick_ms = 1000 * stats.busy_s / max(1, stats.ticks)
+        return engine.report(), stats.rate_hz, stats.busy_fraction, tick_ms
     finally:
         window.close()
 
@@ -105,32 +115,36 @@ def main() -> int:
     )
     head = (
         f"{'sessions':>8} {'thru headless':>14} {'thru UI':>8} {'ratio':>6} "
-        f"{'p50 headless':>13} {'p50 UI':>7} {'ratio':>6} {'UI Hz':>6} {'GUI busy':>9}"
+        f"{'p50 headless':>13} {'p50 UI':>7} {'ratio':>6} {'UI Hz':>6} {'GUI busy':>9} "
+        f"{'tick ms':>8} {'bus':>4}"
     )
     print(head)
     print("-" * len(head))
     for n in (int(v) for v in args.sessions.split(",")):
         base = headless(n, args.duration)
-        ui, hz, busy = with_dashboard(n, args.duration)
-        b, u = base["overall"], ui["overall"]
-        row = {
-            "sessions": n,
-            "throughput_headless_wps": b["throughput_wps"],
-            "throughput_ui_wps": u["throughput_wps"],
-            "throughput_ratio": round(u["throughput_wps"] / b["throughput_wps"], 3),
-            "p50_headless_ms": b["latency_ms"]["p50"],
-            "p50_ui_ms": u["latency_ms"]["p50"],
-            "p50_ratio": round(u["latency_ms"]["p50"] / b["latency_ms"]["p50"], 3),
-            "ui_timer_hz": round(hz, 1),
-            "gui_busy_pct": round(100 * busy, 1),
-        }
-        rows.append(row)
-        print(
-            f"{n:>8} {row['throughput_headless_wps']:>14.1f} {row['throughput_ui_wps']:>8.1f} "
-            f"{row['throughput_ratio']:>6.3f} {row['p50_headless_ms']:>13.1f} "
-            f"{row['p50_ui_ms']:>7.1f} {row['p50_ratio']:>6.3f} {row['ui_timer_hz']:>6.1f} "
-            f"{row['gui_busy_pct']:>8.1f}%"
-        )
+        for bus in (False, True):
+            ui, hz, busy, tick_ms = with_dashboard(n, args.duration, bus)
+            b, u = base["overall"], ui["overall"]
+            row = {
+                "sessions": n,
+                "bus_view": bus,
+                "throughput_headless_wps": b["throughput_wps"],
+                "throughput_ui_wps": u["throughput_wps"],
+                "throughput_ratio": round(u["throughput_wps"] / b["throughput_wps"], 3),
+                "p50_headless_ms": b["latency_ms"]["p50"],
+                "p50_ui_ms": u["latency_ms"]["p50"],
+                "p50_ratio": round(u["latency_ms"]["p50"] / b["latency_ms"]["p50"], 3),
+                "ui_timer_hz": round(hz, 1),
+                "gui_busy_pct": round(100 * busy, 1),
+                "tick_ms": round(tick_ms, 2),
+            }
+            rows.append(row)
+            print(
+                f"{n:>8} {row['throughput_headless_wps']:>14.1f} {row['throughput_ui_wps']:>8.1f} "
+                f"{row['throughput_ratio']:>6.3f} {row['p50_headless_ms']:>13.1f} "
+                f"{row['p50_ui_ms']:>7.1f} {row['p50_ratio']:>6.3f} {row['ui_timer_hz']:>6.1f} "
+                f"{row['gui_busy_pct']:>8.1f}% {row['tick_ms']:>8.2f} {'on' if bus else 'off':>4}"
+            )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
     return 0

@@ -24,7 +24,7 @@ from batchscope.cli.args import (
     resolution,
     write_json,
 )
-from batchscope.cli.experiments import print_experiment_report, write_report
+from batchscope.cli.experiments import keep_buses, print_experiment_report, write_report
 from batchscope.cli.tables import write_csv
 from batchscope.config import (
     BACKENDS,
@@ -41,6 +41,7 @@ from batchscope.config import (
 from batchscope.engine.engine import Engine
 from batchscope.engine.player import ExperimentPlayer, first_config
 from batchscope.engine.report import format_sessions, format_table
+from batchscope.engine.snapshot import BusRecords
 from batchscope.experiment import load_experiment
 from batchscope.sim.prediction import add_predictions
 from batchscope.sim.simulator import DEFAULT_WARMUP_S
@@ -351,11 +352,14 @@ def cmd_run_experiment(args: argparse.Namespace) -> int:
         raise CliError("no source could be opened")
     engine.start()
     player = ExperimentPlayer(engine, experiment, on_step=on_step)
+    buses: dict[int, BusRecords] = {}  # each segment's last seconds, for the report's bus view
     try:
         if args.record:
             engine.start_recording(args.record)
         player.start()
         while not player.finished.wait(1.0) and player.alive:
+            if args.report:
+                keep_buses(engine, buses)
             if args.quiet:
                 continue
             tty = sys.stderr.isatty()
@@ -371,6 +375,8 @@ def cmd_run_experiment(args: argparse.Namespace) -> int:
             print(
                 ("\r" if tty else "") + line, end="" if tty else "\n", file=sys.stderr, flush=True
             )
+        if args.report:
+            keep_buses(engine, buses)
         report = engine.report()
         recorded = engine.stop_recording()
     finally:
@@ -385,5 +391,5 @@ def cmd_run_experiment(args: argparse.Namespace) -> int:
         print(f"recorded to {recorded}", file=out_stream)
     write_json(report, args.json)
     write_csv(report, args.csv)
-    write_report(report, args.report, out_stream)
+    write_report(report, args.report, out_stream, buses)
     return 0

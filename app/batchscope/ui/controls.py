@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
     QFormLayout,
     QHBoxLayout,
     QLabel,
+    QLineEdit,
     QWidget,
 )
 from superqt import QLabeledDoubleSlider, QLabeledSlider
@@ -33,6 +34,7 @@ from batchscope.config import (
     KNOBS,
     POLICIES,
     POLICY_PARAMS,
+    ConfigError,
     RunConfig,
     format_resolution,
 )
@@ -58,26 +60,39 @@ SLIDER_DEBOUNCE_MS = 300
 Slider = QLabeledSlider | QLabeledDoubleSlider
 
 
-def _slider(name: str) -> Slider:
-    """A slider over ``KNOBS[name].slider``; float knobs get a double slider (no rounding)."""
+def _slider_range(name: str) -> tuple[float, float]:
+    """``KNOBS[name].slider``, or the knob's whole range where it has none (e.g. a 0–1 duty)."""
     knob = KNOBS[name]
-    assert knob.slider is not None, f"{name} has no slider range"
+    return knob.slider or (knob.lo, knob.hi)
+
+
+def _min_decimals(name: str) -> int:
+    """A fraction (a knob of range 0–1) slides in hundredths; other float knobs in units."""
+    return 2 if KNOBS[name].kind is float and _slider_range(name)[1] <= 1 else 0
+
+
+def _slider(name: str) -> Slider:
+    """A slider over ``_slider_range(name)``; float knobs get a double slider (no rounding)."""
+    knob = KNOBS[name]
+    lo, hi = _slider_range(name)
     if knob.kind is float:
         s: Slider = QLabeledDoubleSlider(Qt.Orientation.Horizontal)
-        s.setDecimals(0)
+        s.setDecimals(_min_decimals(name))
     else:
         s = QLabeledSlider(Qt.Orientation.Horizontal)
-    s.setRange(*knob.slider)
-    s.setValue(knob.default if knob.default is not None else knob.slider[0])
+    s.setRange(lo, hi)
+    s.setValue(knob.default if knob.default is not None else lo)
+    if knob.help:
+        s.setToolTip(f"{knob.help} ({knob.range_text()})")
     return s
 
 
 def _show_value(slider: Slider, name: str, value: float) -> None:
     """Show ``value`` exactly: the knob's slider range, widened to include it if it lies outside."""
-    lo, hi = KNOBS[name].slider or (value, value)
+    lo, hi = _slider_range(name)
     slider.setRange(min(lo, value), max(hi, value))
     if isinstance(slider, QLabeledDoubleSlider):
-        slider.setDecimals(_decimals(value))
+        slider.setDecimals(max(_min_decimals(name), _decimals(value)))
     slider.setValue(value)
 
 
@@ -121,6 +136,21 @@ class ControlsPanel(QWidget):
         self.source_fps.setToolTip("each source at its own frame rate")
         self.channels_last = QCheckBox("channels_last")
         self.cudnn = QCheckBox("cuDNN benchmark")
+        self.neighbours = _slider("neighbours")
+        self.neighbour_duty = _slider("neighbour_duty")
+        self.neighbour_duty.setToolTip(
+            "Share of every 0.1 s each neighbour keeps the GPU busy, 0 to 1 (1: always busy)"
+        )
+        self.drop_on = QCheckBox("drop after")
+        self.drop_on.setToolTip(
+            "Deadline drop (off by default): a window that waited longer than this is "
+            "discarded before the policy chooses, and counted as expired"
+        )
+        self.drop_ms = QLineEdit()
+        self.drop_ms.setPlaceholderText("ms, e.g. 100")
+        self.drop_ms.setToolTip(
+            f"{KNOBS['drop_after_ms'].help}; {KNOBS['drop_after_ms'].range_text()}"
+        )
         self.error = QLabel()
         self.error.setObjectName("controlError")
         self.error.setWordWrap(True)
@@ -129,6 +159,7 @@ class ControlsPanel(QWidget):
         batch_row = _row(self.max_batch, self.unlimited)
         fps_row = _row(self.fps, self.source_fps)
         switches = _row(self.channels_last, self.cudnn)
+        drop_row = _row(self.drop_ms, self.drop_on)
         switches.addStretch(1)
 
         self._param_rows: dict[str, list[QWidget]] = {}
@@ -148,6 +179,9 @@ class ControlsPanel(QWidget):
         form.addRow("Resolution", self.resolution)
         form.addRow("Source fps", fps_row)
         form.addRow("", switches)
+        form.addRow("Neighbours", self.neighbours)
+        form.addRow("Neighbour duty", self.neighbour_duty)
+        form.addRow("Drop after ms", drop_row)
         form.addRow(self.error)
 
         #: slider -> the RunConfig field it sets
@@ -157,6 +191,8 @@ class ControlsPanel(QWidget):
             self.fixed_batch: "batch",
             self.objective: "slo_ms",
             self.fps: "fps",
+            self.neighbours: "neighbours",
+            self.neighbour_duty: "neighbour_duty",
         }
         self._pending: dict[str, Any] = {}
         self._flush_debounced = qdebounced(self._flush, timeout=SLIDER_DEBOUNCE_MS)
@@ -168,6 +204,8 @@ class ControlsPanel(QWidget):
         self.source_fps.toggled.connect(self._on_source_fps)
         self.channels_last.toggled.connect(lambda on: self._send({"channels_last": on}))
         self.cudnn.toggled.connect(lambda on: self._send({"cudnn_benchmark": on}))
+        self.drop_on.toggled.connect(self._on_drop)
+        self.drop_ms.editingFinished.connect(self._on_drop)
         for slider, name in self._sliders.items():
             slider.valueChanged.connect(lambda _v, s=slider, n=name: self._on_slider(s, n))
 
@@ -191,6 +229,8 @@ class ControlsPanel(QWidget):
             self.source_fps,
             self.channels_last,
             self.cudnn,
+            self.drop_on,
+            self.drop_ms,
             *self._sliders,
         )
         for w in widgets:
@@ -207,6 +247,11 @@ class ControlsPanel(QWidget):
             _show_value(self.fps, "fps", KNOBS["fps"].default if config.fps is None else config.fps)
             self.channels_last.setChecked(config.channels_last)
             self.cudnn.setChecked(config.cudnn_benchmark)
+            _show_value(self.neighbours, "neighbours", config.neighbours)
+            _show_value(self.neighbour_duty, "neighbour_duty", config.neighbour_duty)
+            self.drop_on.setChecked(config.drop_after_ms is not None)
+            if config.drop_after_ms is not None:  # off keeps the last value typed, to re-use
+                self.drop_ms.setText(f"{config.drop_after_ms:g}")
             self.device.setCurrentIndex(_find(self.device, self._device_key(config)))
             self._fill_options(config.precision, config.resolution)
         finally:
@@ -261,6 +306,7 @@ class ControlsPanel(QWidget):
         self.unlimited.setEnabled(policy in ("all", "adaptive"))
         self.max_batch.setEnabled("max_batch" in used and not self.unlimited.isChecked())
         self.fps.setEnabled(not self.source_fps.isChecked())
+        self.drop_ms.setEnabled(self.drop_on.isChecked())
         choice = self.choice()
         self.channels_last.setEnabled(not choice.emulated)
         self.cudnn.setEnabled(choice.device.startswith("cuda") and not choice.emulated)
@@ -289,6 +335,23 @@ class ControlsPanel(QWidget):
 
     def _on_source_fps(self, on: bool) -> None:
         self._send({"fps": None if on else self._slider_value(self.fps, "fps")})
+
+    def _on_drop(self) -> None:
+        """Drop after the typed ms (checked), or never (unchecked); a bad value is refused."""
+        if not self.drop_on.isChecked():
+            self._send({"drop_after_ms": None})
+            return
+        knob = KNOBS["drop_after_ms"]
+        text = self.drop_ms.text().strip()
+        try:
+            value = knob.parse(text)
+            if value is None:  # "none": that is the box unchecked
+                raise ConfigError(knob.name, text, f"type a number {knob.range_text()}")
+        except ConfigError as exc:
+            self._update_enabled()
+            self.show_error(f"Not applied: {exc}")
+            return
+        self._send({"drop_after_ms": value})
 
     def _on_slider(self, slider: Slider, name: str) -> None:
         self._send({name: self._slider_value(slider, name)}, debounce=True)

@@ -200,7 +200,11 @@ class OverwrittenBars(PlotCard):
             self.plot.setXRange(-0.6, max(ids, default=0) + 0.6, padding=0)
         self.plot.setYRange(0, max(1, max(counts, default=0)) * 1.08, padding=0)
         total = sum(counts)
-        self.set_title(f"Overwritten — total {total:,} · {self.rate(snap.t, total):.1f}/s")
+        expired = sum(s.expired for s in snap.sessions)
+        dropped = (
+            f" · expired {expired:,}" if expired or snap.config.drop_after_ms is not None else ""
+        )
+        self.set_title(f"Overwritten — total {total:,} · {self.rate(snap.t, total):.1f}/s{dropped}")
 
 
 class BatchSizeBars(ScopedCard):

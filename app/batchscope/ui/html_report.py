@@ -27,7 +27,7 @@ import platform
 from collections.abc import Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from batchscope import __version__
 from batchscope.config import format_resolution
@@ -42,6 +42,9 @@ from batchscope.engine.segment_rows import (
     segment_cells,
 )
 from batchscope.experiment import Experiment
+
+if TYPE_CHECKING:
+    from batchscope.engine.snapshot import BusRecords
 
 MAX_EVENTS = 300  # the newest shown; a long soak has thousands
 
@@ -180,7 +183,21 @@ def _overall_table(report: Mapping[str, Any]) -> str:
     return f'<table class="segments"><tr>{head}</tr><tr>{cells}</tr></table>'
 
 
-def _segment_sections(segments: Sequence[Mapping[str, Any]]) -> list[str]:
+def _bus_figure(seg: Mapping[str, Any], bus: BusRecords) -> str:
+    """The segment's last seconds (up to BUS_S) on the device, batch by batch."""
+    from batchscope.engine.snapshot import BUS_S
+    from batchscope.ui.bus_layout import bus_layout
+    from batchscope.ui.bus_picture import bus_chart
+
+    span = min(BUS_S, seg["end_s"] - seg["start_s"])
+    lay = bus_layout(bus, seg["end_s"], span=span)
+    title = f"Segment {seg['index']}: the bus, its last {span:.1f} s"
+    return _figure(bus_chart(lay, title), f"segment {seg['index']}: the bus view")
+
+
+def _segment_sections(
+    segments: Sequence[Mapping[str, Any]], buses: Mapping[int, BusRecords]
+) -> list[str]:
     from batchscope.ui.report_plots import latency_percentiles_chart, session_fps_chart
 
     out = []
@@ -204,13 +221,20 @@ def _segment_sections(segments: Sequence[Mapping[str, Any]]) -> list[str]:
         parts.append(
             _figure(latency_percentiles_chart(seg), f"segment {seg['index']}: latency percentiles")
         )
-        parts.append("</div></section>")
+        parts.append("</div>")
+        if seg["index"] in buses:
+            parts.append(_bus_figure(seg, buses[seg["index"]]))
+        parts.append("</section>")
         out.append("".join(parts))
     return out
 
 
-def build_html(report: Mapping[str, Any]) -> str:
-    """The whole report as one HTML document (needs a Qt GUI for the plots: offscreen is fine)."""
+def build_html(report: Mapping[str, Any], buses: Mapping[int, BusRecords] | None = None) -> str:
+    """The whole report as one HTML document (needs a Qt GUI for the plots: offscreen is fine).
+
+    ``buses``: segment index -> the device's records kept at its end (``Snapshot.bus``),
+    drawn as that segment's bus view; not part of the JSON report.
+    """
     from batchscope.ui.report_plots import segments_fps_chart, segments_latency_chart
 
     exp = report.get("experiment") or {}
@@ -246,7 +270,7 @@ def build_html(report: Mapping[str, Any]) -> str:
         labels = [f"{r['index']}: {r['changed']}" for r in rows]
         out.append(_figure(segments_fps_chart(segments, labels), "fps by segment"))
         out.append(_figure(segments_latency_chart(segments, labels), "latency by segment"))
-        out += _segment_sections(segments)
+        out += _segment_sections(segments, buses or {})
 
     events = list(report.get("events") or [])[-MAX_EVENTS:]
     if events:
@@ -270,10 +294,14 @@ def build_html(report: Mapping[str, Any]) -> str:
     return "\n".join(out)
 
 
-def write_html_report(report: Mapping[str, Any], target: str | Path) -> Path:
+def write_html_report(
+    report: Mapping[str, Any],
+    target: str | Path,
+    buses: Mapping[int, BusRecords] | None = None,
+) -> Path:
     """Build the report and write it to ``target``; ReportError if it cannot be written."""
     path = Path(target)
-    text = build_html(report)
+    text = build_html(report, buses)
     try:
         path.write_text(text, encoding="utf-8")
     except OSError as exc:

@@ -39,6 +39,7 @@ from PySide6.QtWidgets import (
 from batchscope.engine.engine import Engine
 from batchscope.engine.snapshot import Snapshot
 from batchscope.experiment import Experiment
+from batchscope.ui.bus_view import BusView
 from batchscope.ui.capacity_presenter import CapacityPresenter
 from batchscope.ui.capacity_view import CapacityView
 from batchscope.ui.controls import ControlsPanel
@@ -53,6 +54,7 @@ from batchscope.ui.export import (
     export_segments,
     html_path,
 )
+from batchscope.ui.faults_menu import add_faults_menu
 from batchscope.ui.headline import HeadlineStrip, StatusLine
 from batchscope.ui.plots import FpsPlot, MemoryPlot, PlotCard, ThroughputPlot, time_window
 from batchscope.ui.presenter import Presenter
@@ -120,6 +122,7 @@ class MainWindow(QMainWindow):
         self.throughput = ThroughputPlot(look)
         self.stages = StageBars(look)
         self.memory = MemoryPlot(look)
+        self.bus = BusView(look)
         self.headline = HeadlineStrip()
         self.segment_table = SegmentTable(look)
         self.capacity = CapacityView(CapacityPresenter(self.presenter), look)
@@ -182,7 +185,10 @@ class MainWindow(QMainWindow):
 
         top = QSplitter(Qt.Orientation.Horizontal)
         top.addWidget(video_card)
-        top.addWidget(self.fps_plot)
+        self.top_tabs = QTabWidget()  # the fps over time, or the device batch by batch
+        self.top_tabs.addTab(self.fps_plot, "Frames per second")
+        self.top_tabs.addTab(self.bus, "Bus")
+        top.addWidget(self.top_tabs)
         top.setSizes([560, 640])
         bottom = QSplitter(Qt.Orientation.Horizontal)
         for w in (self.latency, self.overwritten, self.tabs):
@@ -297,6 +303,7 @@ class MainWindow(QMainWindow):
         self.stop_experiment_action = self.experiments_menu.addAction("Stop experiment")
         self.stop_experiment_action.setEnabled(False)
         self.stop_experiment_action.triggered.connect(self.presenter.stop_experiment)
+        self.faults_menu = add_faults_menu(menu, self.presenter, self)
         view = menu.addMenu("&View")
         group = QActionGroup(self)
         self.theme_actions = {}
@@ -377,6 +384,8 @@ class MainWindow(QMainWindow):
         for card in (self.fps_plot, self.throughput, self.memory):
             if card.isVisible():
                 card.update_from(snap, window)
+        if self.bus.isVisible():
+            self.bus.update_from(snap)
         for card in (self.latency, self.overwritten, self.batches, self.stages, self.capacity):
             if card.isVisible():
                 card.update_from(snap)

@@ -23,7 +23,7 @@ from batchscope.engine.snapshot import Snapshot
 from batchscope.ui.theme import MEMORY_SERIES, Look, session_colour
 
 SPAN_S = 60.0
-MARKED_KINDS = ("config", "oom", "error")
+MARKED_KINDS = ("config", "oom", "error", "fault")
 MAX_LABEL = 46
 
 
@@ -155,7 +155,7 @@ class PlotCard(QFrame):
 
 
 class EventMarkers:
-    """Labelled vertical lines at config changes, out-of-memory and errors on one time plot."""
+    """Labelled vertical lines at changes, faults, out-of-memory and errors on a time plot."""
 
     def __init__(self, plot: pg.PlotItem, look: Look, labelled: bool = True) -> None:
         self._plot = plot
@@ -190,7 +190,9 @@ class EventMarkers:
 
     def _style(self, ev: Event, line: pg.InfiniteLine) -> None:
         t = self._look.theme
-        colour = {"config": t.event, "oom": t.warn, "error": t.error}.get(ev.kind, t.muted)
+        colour = {"config": t.event, "oom": t.warn, "error": t.error, "fault": t.warn}.get(
+            ev.kind, t.muted
+        )
         line.setPen(pen(colour, max(1.0, self._look.line_width * 0.6), dashed=True))
         style_labels(line, colour, self._look)
 

@@ -25,7 +25,12 @@ from batchscope.config import KNOBS
 from batchscope.engine.snapshot import SessionView
 from batchscope.ui.theme import Look, session_colour
 
-COLUMNS = ("", "Source", "State", "fps", "p50 ms", "Overwr.")
+COLUMNS = ("", "Source", "State", "fps", "p50 ms", "Overwr.", "Expired")
+#: header tooltips
+COLUMN_TIPS = {
+    "Overwr.": "windows replaced in the mailbox before the worker took them",
+    "Expired": "windows dropped for waiting longer than Drop after ms (deadline drop)",
+}
 VIDEO_FILTER = "Videos (*.mp4 *.avi *.mov *.mkv *.webm *.m4v);;All files (*)"
 SESSIONS = KNOBS["sessions"]
 
@@ -51,6 +56,9 @@ class SessionsPanel(QWidget):
 
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
+        for col, name in enumerate(COLUMNS):
+            if name in COLUMN_TIPS:
+                self.table.horizontalHeaderItem(col).setToolTip(COLUMN_TIPS[name])
         self.table.verticalHeader().hide()
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
@@ -105,7 +113,13 @@ class SessionsPanel(QWidget):
 
     def _size_columns(self) -> None:
         fm = self.table.fontMetrics()
-        for col, sample in ((0, "S00"), (3, "000.0"), (4, "p50 ms"), (5, "Overwr.")):
+        for col, sample in (
+            (0, "S00"),
+            (3, "000.0"),
+            (4, "p50 ms"),
+            (5, "Overwr."),
+            (6, "Expired"),
+        ):
             self.table.setColumnWidth(col, fm.horizontalAdvance(sample) + 18)
 
     def update_sessions(self, sessions: list[SessionView]) -> None:
@@ -123,6 +137,7 @@ class SessionsPanel(QWidget):
                 f"{s.fps:.1f}",
                 f"{s.latency_ms['p50']:.0f}" if s.latency_ms.get("max", 0.0) > 0 else "–",
                 str(s.overwritten),
+                str(s.expired),
             )
             key = (*cells, t.name)
             old = self._rows[row]

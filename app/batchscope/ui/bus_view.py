@@ -1,0 +1,240 @@
+"""The bus view: the device's last seconds, batch by batch (the picture behind batching).
+
+Each batch is a bar from its start to its end in the device band, stacked from one
+cell per window it carried, in its session's colour; under it each session's lane
+shows how long its windows waited for the bus and the windows overwritten before it
+came (×); under that, the policy's state per batch where it has one (the adaptive
+cap, the dynamic and fixed policies' deadline). Hovering a bar says why it left;
+the title counts the reasons. The layout is :func:`batchscope.ui.bus_layout.bus_layout`.
+
+Cheap by construction (pyqtgraph as its examples teach): every item is made once
+and fed with ``setData``/``setOpts`` each tick; one ``BarGraphItem`` per session
+colour, so each paints its few hundred rectangles with one ``drawRects`` call, and
+one ``PlotCurveItem`` (``connect="pairs"``) per session for the waits.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPointF
+from PySide6.QtGui import QCursor
+from PySide6.QtWidgets import QComboBox, QToolTip
+
+from batchscope.engine.snapshot import BUS_S, Snapshot
+from batchscope.ui.bus_layout import BusLayout, bus_layout, reasons_text
+from batchscope.ui.plots import PlotCard, pen, style_labels
+from batchscope.ui.theme import SESSION_COLOURS, Look, session_colour
+
+SPANS_S = (2.0, 5.0, 10.0)  # what the span selector offers (the snapshot keeps BUS_S)
+#: The policies whose state the strip under the bus shows, and which state.
+STATE_OF = {"adaptive": "cap", "dynamic": "deadline", "fixed": "deadline"}
+
+
+class BusView(PlotCard):
+    """The bus view card: device band, session lanes, and the policy's state strip."""
+
+    def __init__(self, look: Look) -> None:
+        self.span = QComboBox()
+        for s in SPANS_S:
+            self.span.addItem(f"last {s:g} s", s)
+        self.span.setCurrentIndex(SPANS_S.index(BUS_S))
+        self.span.setToolTip("How many seconds of the device the bus view shows")
+        self.cells = [pg.BarGraphItem(x0=[], x1=[], y0=[], height=[]) for _ in SESSION_COLOURS]
+        self.waits = [pg.PlotCurveItem(connect="pairs") for _ in SESSION_COLOURS]
+        self.overwrites = pg.ScatterPlotItem(symbol="x")
+        self.band_edge = pg.InfiniteLine(angle=0, movable=False)
+        self.state_widget = pg.PlotWidget()
+        self.state = self.state_widget.getPlotItem()
+        self.cap_curve = pg.PlotCurveItem()
+        self.wait_points = pg.ScatterPlotItem(symbol="o")
+        self.deadline = pg.InfiniteLine(angle=0, movable=False)
+        self._deadline_label = pg.InfLineLabel(
+            self.deadline, "", position=0.02, anchors=[(0, 1), (0, 1)]
+        )
+        super().__init__("Bus", look, "time (s)", "", header_extra=self.span)
+        for item in (*self.cells, self.overwrites, *self.waits):
+            self.plot.addItem(item)
+        self.plot.addItem(self.band_edge, ignoreBounds=True)
+        self.plot.enableAutoRange(x=False, y=False)
+        self.plot.getAxis("left").setWidth(self._axis_width())
+        st = self.state
+        st.setMenuEnabled(False)
+        st.hideButtons()
+        st.setMouseEnabled(x=False, y=False)
+        st.enableAutoRange(x=False, y=False)
+        st.setXLink(self.plot)
+        st.getAxis("bottom").hide()
+        st.getAxis("left").enableAutoSIPrefix(False)
+        for item in (self.cap_curve, self.wait_points):
+            st.addItem(item)
+        st.addItem(self.deadline, ignoreBounds=True)
+        self.layout().addWidget(self.state_widget)
+        self.state_widget.setVisible(False)
+        self.layout_now: BusLayout | None = None
+        self._lanes: tuple[int, ...] = ()
+        self._state_kind = ""
+        self.plot.scene().sigMouseMoved.connect(self._hover)
+
+    # -- look -------------------------------------------------------------------------
+
+    def _axis_width(self) -> int:
+        return 64 if self.look.presentation else 44
+
+    def restyle(self) -> None:
+        t, lw = self.look.theme, self.look.line_width
+        if not hasattr(self, "cells"):
+            return
+        for k, item in enumerate(self.cells):
+            item.setOpts(brush=pg.mkBrush(session_colour(k)), pen=pg.mkPen(None))
+        for k, curve in enumerate(self.waits):
+            curve.setPen(pen(session_colour(k), max(1.5, lw * 0.55)))
+        size = 11 if self.look.presentation else 7
+        self.overwrites.setSize(size)
+        self.overwrites.setPen(pg.mkPen(t.muted, width=1.0))
+        self.overwrites.setBrush(pg.mkBrush(t.muted))
+        self.band_edge.setPen(pen(t.grid, 1.0, dashed=True))
+        self.state_widget.setBackground(t.plot)
+        font = pg.QtGui.QFont("DejaVu Sans")
+        font.setPointSize(self.look.axis_pt)
+        for name in ("left", "bottom"):
+            axis = self.state.getAxis(name)
+            axis.setPen(pg.mkPen(t.grid))
+            axis.setTextPen(pg.mkPen(t.muted))
+            axis.setStyle(tickFont=font)
+        self.state.getAxis("left").setWidth(self._axis_width())
+        self.plot.getAxis("left").setWidth(self._axis_width())
+        self.state.showGrid(x=True, y=True, alpha=0.18 if t.name == "dark" else 0.3)
+        self.cap_curve.setPen(pen(t.accent, lw))
+        self.wait_points.setPen(None)
+        self.wait_points.setBrush(pg.mkBrush(t.accent))
+        self.wait_points.setSize(size * 0.7)
+        self.deadline.setPen(pen(t.error, max(1.0, lw * 0.6), dashed=True))
+        style_labels(self.deadline, t.error, self.look)
+        self.state_widget.setFixedHeight(150 if self.look.presentation else 100)
+        self._lanes = ()  # re-make the lane ticks in the new font
+
+    # -- data -------------------------------------------------------------------------
+
+    def update_from(self, snap: Snapshot) -> None:
+        if snap.bus is None:
+            return
+        span = float(self.span.currentData())
+        lay = bus_layout(snap.bus, snap.t, (s.id for s in snap.sessions), span)
+        self.layout_now = lay
+        groups = _by_colour(lay)
+        # a pixel of background between cells and between back-to-back buses, where a
+        # bar is wide enough to keep it (a 1-pixel bar keeps its colour instead)
+        px = (lay.t_max - lay.t_min) / max(1.0, self.plot.getViewBox().width())
+        for k, item in enumerate(self.cells):
+            x0, x1, y0 = groups.get(k, (_E, _E, _E))
+            wide = x1 - x0 > 4 * px
+            item.setOpts(
+                x0=x0,
+                x1=np.where(wide, x1 - px, x1),
+                y0=y0,
+                height=np.where(wide, lay.cell_h * 0.92, lay.cell_h),
+            )
+        for k, curve in enumerate(self.waits):
+            xs, ys = _waits_of_colour(lay, k)
+            curve.setData(xs, ys)
+        self.overwrites.setData(x=lay.overwrites[0], y=lay.overwrites[1])
+        if lay.lanes != self._lanes:
+            self._lanes = lay.lanes
+            self.band_edge.setValue(lay.band[1])
+            self.plot.getAxis("left").setTicks(_lane_ticks(lay, self.look.presentation))
+        self.plot.setXRange(lay.t_min, lay.t_max, padding=0)
+        self.plot.setYRange(*lay.y_range, padding=0.02)
+        self._update_state(snap, lay)
+        counts = lay.reason_counts()
+        self.set_title(
+            f"Bus — why batches left: {reasons_text(counts)} · device busy {100 * lay.busy():.0f}%"
+        )
+        self.title.setToolTip(
+            f"The device's last {span:g} s: {len(lay.batches)} batches (bars, one cell per "
+            "window in its session's colour), each session's waits (lines on its lane) and "
+            "overwritten windows (×). Hover a bar for why it left."
+        )
+
+    def _update_state(self, snap: Snapshot, lay: BusLayout) -> None:
+        kind = STATE_OF.get(snap.config.policy, "")
+        if kind == "cap" and not lay.batches["cap"].any():
+            kind = ""
+        if kind != self._state_kind:
+            self._state_kind = kind
+            self.state_widget.setVisible(bool(kind))
+            label = {"cap": "cap (windows)", "deadline": "oldest wait (ms)"}.get(kind, "")
+            self.state.getAxis("left").setLabel(
+                label, color=self.look.theme.muted, **{"font-size": f"{self.look.axis_pt}pt"}
+            )
+        b = lay.batches
+        if kind == "cap":
+            x = np.repeat(np.r_[b["start"], lay.t_max], 2)[1:-1]
+            y = np.repeat(b["cap"].astype(float), 2)
+            self.cap_curve.setData(x, y)
+            self.wait_points.setData(x=[], y=[])
+            self.deadline.setVisible(False)
+            self.state.setYRange(0, max(1, int(b["cap"].max())) * 1.15, padding=0)
+        elif kind == "deadline":
+            self.cap_curve.setData([], [])
+            self.wait_points.setData(x=b["start"], y=b["wait_ms"])
+            limit = snap.config.max_delay_ms
+            self.deadline.setVisible(True)
+            self.deadline.setValue(limit)
+            self._deadline_label.setFormat(f"deadline {limit:g} ms")
+            top = max(limit, float(b["wait_ms"].max()) if len(b) else 0.0)
+            self.state.setYRange(0, top * 1.25, padding=0)
+
+    # -- hover ------------------------------------------------------------------------
+
+    def describe_at(self, t: float) -> str:
+        """The tooltip text for time ``t`` (s since start): the batch running then, or idle."""
+        lay = self.layout_now
+        if lay is None:
+            return ""
+        i = lay.batch_at(t)
+        return lay.describe(i) if i is not None else f"{t:.3f} s: device idle"
+
+    def _hover(self, pos: QPointF) -> None:
+        vb = self.plot.getViewBox()
+        if not vb.sceneBoundingRect().contains(pos):
+            return
+        point = vb.mapSceneToView(pos)
+        if self.layout_now is None or point.y() < self.layout_now.band[0]:
+            QToolTip.hideText()
+            return
+        QToolTip.showText(QCursor.pos(), self.describe_at(point.x()), self.widget)
+
+
+_E = np.empty(0)
+
+
+def _by_colour(lay: BusLayout) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Cells grouped by palette slot (sessions 0 and 16 share a colour, so one item)."""
+    out: dict[int, list] = {}
+    for sid, cell in lay.cells.items():
+        out.setdefault(sid % len(SESSION_COLOURS), []).append(cell)
+    return {
+        k: tuple(np.concatenate(parts) for parts in zip(*v, strict=True)) for k, v in out.items()
+    }
+
+
+def _waits_of_colour(lay: BusLayout, k: int) -> tuple[np.ndarray, np.ndarray]:
+    xs, ys = [], []
+    for sid, (arrival, start) in lay.waits.items():
+        if sid % len(SESSION_COLOURS) != k:
+            continue
+        pairs = np.empty(2 * len(arrival))
+        pairs[0::2], pairs[1::2] = arrival, start
+        xs.append(pairs)
+        ys.append(np.full(len(pairs), lay.lane_y(sid)))
+    if not xs:
+        return _E, _E
+    return np.concatenate(xs), np.concatenate(ys)
+
+
+def _lane_ticks(lay: BusLayout, presentation: bool) -> list[list[tuple[float, str]]]:
+    step = max(1, int(np.ceil(len(lay.lanes) / (8 if presentation else 12))))
+    ticks = [((lay.band[0] + lay.band[1]) / 2, "device")]
+    ticks += [(lay.lane_y(sid), f"S{sid}") for sid in lay.lanes[::step]]
+    return [ticks]

@@ -1,0 +1,176 @@
+"""The bus view, the neighbour and deadline-drop controls, and faults from the menu."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+import pytest
+
+from batchscope.config import RunConfig
+from batchscope.engine.policies import REASONS
+from batchscope.engine.snapshot import BusRecords, SessionView
+from batchscope.engine.stats import BATCH_DTYPE, ITEM_DTYPE, OVERWRITE_DTYPE
+from batchscope.experiment import ExperimentError, Fault
+from batchscope.ui.bus_layout import bus_layout, reasons_text
+from batchscope.ui.controls import ControlsPanel
+from batchscope.ui.device_options import device_choices
+from batchscope.ui.faults_menu import KINDS, FaultDialog, inject, parse_fault
+from batchscope.ui.sessions_panel import COLUMNS, SessionsPanel
+from batchscope.ui.theme import Look, session_colour
+
+
+def records() -> BusRecords:
+    """Two batches on a clock whose origin is 100 s: {S0, S2} full, then {S1} by deadline."""
+    t0 = 100.0
+    batches = np.zeros(2, BATCH_DTYPE)
+    batches["start"], batches["end"], batches["size"] = (
+        [t0 + 5.0, t0 + 6.0],
+        [t0 + 5.5, t0 + 6.2],
+        [2, 1],
+    )
+    batches["reason"] = [REASONS.index("full"), REASONS.index("deadline")]
+    batches["cap"] = [2, 0]
+    items = np.zeros(3, ITEM_DTYPE)
+    items["session"] = [2, 0, 1]
+    items["arrival"] = [t0 + 4.9, t0 + 4.8, t0 + 5.9]
+    items["start"] = [t0 + 5.0, t0 + 5.0, t0 + 6.0]
+    items["result"] = [t0 + 5.5, t0 + 5.5, t0 + 6.2]
+    overwrites = np.zeros(1, OVERWRITE_DTYPE)
+    overwrites["session"], overwrites["t"] = [1], [t0 + 5.2]
+    return BusRecords(items, batches, overwrites, t0)
+
+
+def test_the_layout_stacks_each_batch_by_session_with_waits_and_overwrites():
+    lay = bus_layout(records(), now=8.0, sessions=[0, 1, 2], span=10.0)
+    assert lay.lanes == (0, 1, 2)
+    assert len(lay.batches) == 2 and lay.members == ((0, 2), (1,))
+    x0, x1, y0 = lay.cells[2]
+    assert (x0.tolist(), x1.tolist(), y0.tolist()) == ([5.0], [5.5], [lay.cell_h])  # above S0
+    assert lay.cells[0][2].tolist() == [0.0]
+    assert lay.waits[0][0].tolist() == pytest.approx([4.8])  # arrival → batch start
+    assert lay.batches["wait_ms"].tolist() == pytest.approx([200.0, 100.0])
+    assert lay.overwrites[0].tolist() == pytest.approx([5.2])
+    assert lay.overwrites[1].tolist() == pytest.approx([lay.lane_y(1) + 0.28])
+    assert lay.overwrites[2].tolist() == [1]
+    assert lay.reason_counts() == {"full": 1, "deadline": 1}
+    assert reasons_text(lay.reason_counts()) == "full 50%, deadline 50%"
+    assert lay.busy() == pytest.approx(0.07)
+    assert lay.batch_at(5.7) is None and lay.batch_at(6.1) == 1
+    assert "left: full (cap 2)" in lay.describe(0) and "S0 S2" in lay.describe(0)
+
+
+def test_the_bus_view_draws_one_bar_per_batch_of_the_snapshot(dashboard, qtbot):
+    bus = dashboard.bus
+    dashboard.top_tabs.setCurrentWidget(bus)
+    bus.span.setCurrentIndex(bus.span.findData(5.0))
+    qtbot.waitUntil(lambda: bus.layout_now is not None and len(bus.layout_now.batches) > 20)
+    snap = dashboard.engine.snapshot()
+    bus.update_from(snap)
+    lay = bus.layout_now
+    b = snap.bus.batches
+    start, end = b["start"] - snap.bus.t0, b["end"] - snap.bus.t0
+    shown = (end >= snap.t - 5.0) & (start <= snap.t)
+    starts = np.concatenate([item.opts["x0"] for item in bus.cells])
+    assert len(np.unique(starts)) == shown.sum()  # one bar per batch in the visible span
+    assert len(starts) == b["size"][shown].sum()  # one cell per window it carried
+    for sid in (0, 1, 2):
+        item = bus.cells[sid]
+        assert len(item.opts["x0"]) > 0
+        assert item.opts["brush"].color().name() == pg.mkColor(session_colour(sid)).name()
+    assert "why batches left: all waiting 100%" in bus.title.text()
+    mid = float((lay.batches["start"][-1] + lay.batches["end"][-1]) / 2)
+    assert "left: all waiting" in bus.describe_at(mid)
+
+
+def test_the_adaptive_cap_shows_under_the_bus(dashboard, qtbot):
+    bus = dashboard.bus
+    dashboard.top_tabs.setCurrentWidget(bus)
+    dashboard.presenter.change({"policy": "adaptive", "max_batch": 8, "slo_ms": 200.0})
+    qtbot.waitUntil(lambda: bus.state_widget.isVisible(), timeout=10_000)
+    caps = bus.cap_curve.yData
+    assert caps is not None and caps.max() >= 1  # batches before the switch have no cap (0)
+
+
+@pytest.fixture
+def controls(qtbot):
+    panel = ControlsPanel(device_choices(gpus=[]))
+    qtbot.addWidget(panel)
+    sent: list[dict] = []
+    panel.changed.connect(sent.append)
+    panel.sent = sent
+    return panel
+
+
+def test_the_neighbour_sliders_send_only_their_field(controls, qtbot):
+    controls.neighbours.setValue(2)
+    qtbot.waitUntil(lambda: controls.sent == [{"neighbours": 2}])
+    controls.neighbour_duty.setValue(0.5)
+    qtbot.waitUntil(lambda: controls.sent[-1:] == [{"neighbour_duty": 0.5}])
+    assert "busy jobs" in controls.neighbours.toolTip()
+
+
+def test_values_outside_the_slider_ranges_are_shown_as_they_are(controls):
+    config = RunConfig(neighbours=12, neighbour_duty=0.35, drop_after_ms=12.5)
+    controls.show_config(config)
+    assert controls.neighbours.value() == 12  # the slider offers 0-8; 12 is valid
+    assert controls.neighbour_duty.value() == pytest.approx(0.35)
+    assert controls.drop_on.isChecked() and controls.drop_ms.text() == "12.5"
+    controls.show_config(RunConfig(drop_after_ms=100_000.0))
+    assert controls.drop_ms.text() == "100000"
+    assert controls.sent == []
+
+
+def test_the_deadline_drop_is_off_by_default_and_refuses_a_bad_value(controls):
+    controls.show_config(RunConfig())
+    assert not controls.drop_on.isChecked() and not controls.drop_ms.isEnabled()
+    controls.drop_ms.setText("0")
+    controls.drop_on.setChecked(True)
+    assert controls.sent == []
+    assert "drop_after_ms = 0.0: must be greater than 0" in controls.error.text()
+    controls.drop_ms.setText("150")
+    controls.drop_ms.editingFinished.emit()
+    assert controls.sent == [{"drop_after_ms": 150.0}]
+    controls.drop_on.setChecked(False)
+    assert controls.sent[-1] == {"drop_after_ms": None}
+
+
+def test_the_sessions_table_shows_expired_windows(qtbot):
+    panel = SessionsPanel(Look())
+    qtbot.addWidget(panel)
+    view = SessionView(0, "synthetic", "running", None, 30.0, 10, 3, {}, {}, None, expired=7)
+    panel.update_sessions([view])
+    assert panel.table.item(0, COLUMNS.index("Expired")).text() == "7"
+
+
+def test_a_fault_dialog_refuses_bad_values_in_one_line(qtbot):
+    with pytest.raises(ExperimentError, match=r"^fault: burst: factor = 0.0: must be"):
+        parse_fault("burst", {"session": "0", "factor": "0", "for_s": "5"}, 3)
+    with pytest.raises(ExperimentError, match="session = 5: no such session"):
+        parse_fault("stall", {"session": "5", "for_s": "5"}, 3)
+    with pytest.raises(ExperimentError, match="for_s = 'x': expected a number"):
+        parse_fault("slow_device", {"factor": "2", "for_s": "x"}, 3)
+    dialog = FaultDialog("burst", 3)
+    qtbot.addWidget(dialog)
+    assert {k: e.text() for k, e in dialog.fields.items()} == {
+        "session": "0",
+        "factor": "3",
+        "for_s": "5",
+    }
+    dialog.fields["for_s"].setText("-1")
+    dialog.accept()
+    assert dialog.result_fault is None and "for_s = -1.0" in dialog.error.text()
+    dialog.fields["for_s"].setText("2")
+    dialog.accept()
+    assert dialog.result_fault == Fault("burst", 2.0, 0, 3.0)
+
+
+def test_a_fault_from_the_menu_is_an_event_on_the_time_plots(dashboard, qtbot):
+    names = [a.objectName() for a in dashboard.faults_menu.actions()]
+    assert names == [f"fault-{k}" for k in KINDS]
+    inject(dashboard.presenter, Fault("stall", 1.0, 1))
+
+    def marked() -> list[str]:
+        return [ev.message for ev, _ in dashboard.fps_plot.markers._lines if ev.kind == "fault"]
+
+    qtbot.waitUntil(lambda: "session 1 stalls for 1 s" in marked(), timeout=5000)
+    qtbot.waitUntil(lambda: "ended: session 1 stalls for 1 s" in marked(), timeout=5000)
