@@ -179,3 +179,49 @@ def test_the_noisy_neighbour_experiment_predicts_what_the_emulated_device_does()
     assert [s["changes"].get("neighbours") for s in report["segments"]][1:] == [2, 3]
     assert p50[0] == pytest.approx(9.8, abs=0.5)  # the GPU to ourselves
     assert p50[1] > 2.5 * p50[0] and p50[2] > p50[1]  # each neighbour takes its slices
+
+
+class FakeNVML:
+    """Just what gpu_sharing asks of pynvml."""
+
+    NVML_DEVICE_MIG_ENABLE = 1
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self, mig: int | None) -> None:
+        self.mig = mig
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
+        return index
+
+    def nvmlDeviceGetMigMode(self, handle: int) -> tuple[int, int]:
+        if self.mig is None:
+            raise self.NVMLError("Not Supported")
+        return self.mig, self.mig
+
+
+@pytest.mark.parametrize(
+    ("mig", "pipe", "said"),
+    [
+        (1, False, "MIG on"),
+        (0, True, "MPS on"),
+        (None, False, "time-sliced"),
+        (0, False, "time-sliced"),
+    ],
+)
+def test_the_status_says_how_the_gpu_is_shared(monkeypatch, tmp_path, mig, pipe, said):
+    from batchscope.device import memory
+
+    monkeypatch.setattr(memory, "_nvml", lambda: FakeNVML(mig))
+    monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", str(tmp_path))
+    if pipe:
+        (tmp_path / "control").write_text("")
+    assert memory.gpu_sharing(0) == said
+
+
+def test_no_nvml_says_nothing(monkeypatch):
+    from batchscope.device import memory
+
+    monkeypatch.setattr(memory, "_nvml", lambda: None)
+    assert memory.gpu_sharing(0) == ""

@@ -70,3 +70,35 @@ def nvml_mb(index: int) -> dict[str, float]:
     except Exception:
         pass
     return out
+
+
+#: Where the CUDA MPS control daemon keeps its pipes unless told otherwise (NVIDIA's docs).
+MPS_DEFAULT_PIPE_DIR = "/tmp/nvidia-mps"
+
+
+def gpu_sharing(index: int) -> str:
+    """How GPU ``index`` is shared, as far as NVML and the MPS pipes tell ("" if unknown).
+
+    "MIG on" when NVML reports MIG mode enabled (hardware partitions: no
+    interference), "MPS on" when an MPS control pipe exists (concurrent clients
+    with compute caps), otherwise "time-sliced" (what noisy neighbours meet).
+    """
+    import os
+
+    nv = _nvml()
+    if nv is None:
+        return ""
+    try:
+        handle = nv.nvmlDeviceGetHandleByIndex(index)
+        try:
+            current, _pending = nv.nvmlDeviceGetMigMode(handle)
+            if current == getattr(nv, "NVML_DEVICE_MIG_ENABLE", 1):
+                return "MIG on"
+        except nv.NVMLError:  # GPUs without MIG say "not supported"
+            pass
+    except Exception:  # NVML present but this device not readable
+        return ""
+    pipe_dir = os.environ.get("CUDA_MPS_PIPE_DIRECTORY", MPS_DEFAULT_PIPE_DIR)
+    if os.path.exists(os.path.join(pipe_dir, "control")):
+        return "MPS on"
+    return "time-sliced"

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from batchscope.device.checks import BackendError, check_device, check_precision
+from batchscope.device.memory import gpu_sharing
 from batchscope.engine.backends.base import Backend, BatchResult, DeviceOutOfMemory
 from batchscope.engine.backends.cuda_graphs import CapturedBatch
 from batchscope.engine.backends.torch_device import (
@@ -68,7 +69,8 @@ class TorchBackend(Backend):
         if self.device.type == "cuda":
             torch.backends.cudnn.benchmark = cudnn_benchmark
             name = torch.cuda.get_device_name(self.device)
-            self.label = f"{device} ({name})"
+            sharing = gpu_sharing(self.device.index or 0)
+            self.label = f"{device} ({name})" + (f" · {sharing}" if sharing else "")
         else:
             self.label = "cpu"
         model = BlurBall(lean=lean).eval()
