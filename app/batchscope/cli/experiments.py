@@ -69,9 +69,12 @@ def keep_buses(engine: Engine, buses: dict[int, BusRecords]) -> None:
         return
     since = snap.bus.t0 + snap.t - BUS_S  # on the engine's clock, as segments are
     for seg in engine.segments.all():
+        if seg.end is None:
+            buses[seg.index] = snap.bus
+            continue
         kept = buses.get(seg.index)
         reached = kept is not None and kept.batches["end"].max(initial=-np.inf) >= seg.end
-        if seg.end is None or (seg.end > since and not reached):
+        if seg.end > since and not reached:
             buses[seg.index] = snap.bus
 
 
