@@ -99,6 +99,7 @@ def test_a_device_change_sends_the_device_and_what_fit_had_to_change(controls):
             "backend": "emulated",
             "device": "cpu",
             "profile": "server-24gb",
+            "runtime": "torch",
             "precision": "fp16",
             "resolution": (512, 288),
         }
@@ -108,6 +109,7 @@ def test_a_device_change_sends_the_device_and_what_fit_had_to_change(controls):
         "backend": "torch",
         "device": "cpu",
         "profile": None,
+        "runtime": "onnxruntime",  # the CPU's default: the fastest runtime measured there
         "precision": "fp32",
     }
 

@@ -18,8 +18,28 @@ def choices() -> dict:
 
 def test_device_list_has_cpu_gpus_and_profiles():
     keys = list(choices())
-    assert keys[:2] == ["cpu", "cuda:0"]
+    # each real device with its runtimes, its default (the fastest measured there) first
+    assert keys[:4] == ["cpu", "cpu/torch", "cuda:0", "cuda:0/onnxruntime"]
     assert "emulated:laptop-8gb" in keys and "emulated:server-24gb" in keys
+    cpu, cpu_torch = choices()["cpu"], choices()["cpu/torch"]
+    assert (cpu.runtime, cpu_torch.runtime) == ("onnxruntime", "torch")
+    assert cpu.label.endswith("ONNX Runtime (fastest here)") and cpu.unavailable is None
+    assert cpu.changes()["runtime"] == "onnxruntime"
+
+
+def test_a_runtime_that_cannot_run_is_greyed_out_with_its_reason(monkeypatch):
+    from batchscope.device import onnx_runtime
+    from batchscope.ui import device_options
+
+    monkeypatch.setattr(device_options, "default_runtime", lambda device: "torch")
+    monkeypatch.setattr(
+        onnx_runtime,
+        "runtime_availability",
+        lambda device: {"torch": None, "onnxruntime": "onnxruntime is not installed"},
+    )
+    found = {c.key: c for c in device_choices(gpus=[])}
+    assert found["cpu"].runtime == "torch" and found["cpu"].unavailable is None
+    assert found["cpu/onnxruntime"].unavailable == "onnxruntime is not installed"
 
 
 def test_emulated_device_offers_only_measured_curves():

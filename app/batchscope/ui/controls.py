@@ -127,8 +127,8 @@ class ControlsPanel(QWidget):
             QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
         )
         self.device.setMinimumContentsLength(18)
-        for d in devices:
-            self.device.addItem(d.label, d.key)
+        for d in devices:  # a runtime that cannot run here is greyed out, the reason its tip
+            _add_item(self.device, d.label, d.key, d.unavailable)
         self.precision = QComboBox()
         self.resolution = QComboBox()
         self.fps = _slider("fps")
@@ -308,9 +308,14 @@ class ControlsPanel(QWidget):
         self.fps.setEnabled(not self.source_fps.isChecked())
         self.drop_ms.setEnabled(self.drop_on.isChecked())
         choice = self.choice()
-        self.channels_last.setEnabled(not choice.emulated)
-        self.cudnn.setEnabled(choice.device.startswith("cuda") and not choice.emulated)
-        tip = "only for the real model" if choice.emulated else ""
+        torch_model = not choice.emulated and choice.runtime == "torch"
+        self.channels_last.setEnabled(torch_model)
+        self.cudnn.setEnabled(choice.device.startswith("cuda") and torch_model)
+        tip = (
+            "only for the real model"
+            if choice.emulated
+            else ("" if torch_model else "a torch option (this device runs ONNX Runtime)")
+        )
         self.channels_last.setToolTip(tip)
         self.cudnn.setToolTip(tip or ("" if choice.device.startswith("cuda") else "CUDA only"))
 

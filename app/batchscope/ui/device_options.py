@@ -11,7 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from batchscope.config import DEFAULT_RESOLUTION, PRECISIONS, RunConfig, format_resolution
+from batchscope.config import (
+    DEFAULT_RESOLUTION,
+    PRECISIONS,
+    RUNTIMES,
+    RunConfig,
+    default_runtime,
+    format_resolution,
+)
 
 #: Resolutions the controls offer (width a multiple of 32, height of 16).
 RESOLUTIONS: tuple[tuple[int, int], ...] = (
@@ -25,14 +32,19 @@ RESOLUTIONS: tuple[tuple[int, int], ...] = (
 _PRECISION_PREFERENCE = ("fp16", "fp32", "bf16")
 
 
+RUNTIME_LABELS = {"torch": "torch", "onnxruntime": "ONNX Runtime"}
+
+
 @dataclass(frozen=True)
 class DeviceChoice:
-    key: str  # "cpu", "cuda:0", "emulated:laptop-8gb"
+    key: str  # "cpu", "cpu/torch", "cuda:0", "emulated:laptop-8gb"
     label: str
     backend: str
     device: str
     profile: str | None = None
     covers: tuple[tuple[str, tuple[int, int]], ...] = ()  # emulated: measured curves
+    runtime: str = "torch"  # the real model's runtime (emulated: the torch curves)
+    unavailable: str | None = None  # why it cannot be chosen here (shown greyed out)
 
     @property
     def emulated(self) -> bool:
@@ -40,7 +52,12 @@ class DeviceChoice:
 
     def changes(self) -> dict[str, Any]:
         """The RunConfig fields that select this device."""
-        return {"backend": self.backend, "device": self.device, "profile": self.profile}
+        return {
+            "backend": self.backend,
+            "device": self.device,
+            "profile": self.profile,
+            "runtime": self.runtime,
+        }
 
 
 def cuda_names() -> list[str]:
@@ -51,16 +68,35 @@ def cuda_names() -> list[str]:
     return [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
 
 
+def real_device_choices(device: str, name: str) -> list[DeviceChoice]:
+    """The real model on ``device`` with each runtime: its default first (the fastest
+    measured there, see ``config.default_runtime``), then the others, greyed out with
+    the reason where they cannot run (e.g. ONNX Runtime not installed)."""
+    from batchscope.device.onnx_runtime import runtime_availability
+
+    default = default_runtime(device)
+    # torch found the device, so torch runs on it; ONNX Runtime needs its provider
+    why = {"torch": None, "onnxruntime": runtime_availability(device)["onnxruntime"]}
+    out = []
+    for runtime in sorted(RUNTIMES, key=lambda r: r != default):
+        key = device if runtime == default else f"{device}/{runtime}"
+        label = f"{name} · real model · {RUNTIME_LABELS[runtime]}"
+        if runtime == default and device == "cpu" and runtime != "torch":
+            label += " (fastest here)"
+        out.append(
+            DeviceChoice(key, label, "torch", device, runtime=runtime, unavailable=why.get(runtime))
+        )
+    return out
+
+
 def device_choices(gpus: list[str] | None = None) -> list[DeviceChoice]:
-    """CPU, each CUDA GPU found, then each emulated profile that loads."""
+    """CPU, each CUDA GPU found (each with its runtimes), then each emulated profile."""
     from batchscope.profiles.profile import DeviceProfile, list_profiles
 
     gpus = cuda_names() if gpus is None else gpus
-    out = [DeviceChoice("cpu", "CPU · real model", "torch", "cpu")]
-    out += [
-        DeviceChoice(f"cuda:{i}", f"cuda:{i} · {name} · real model", "torch", f"cuda:{i}")
-        for i, name in enumerate(gpus)
-    ]
+    out = real_device_choices("cpu", "CPU")
+    for i, name in enumerate(gpus):
+        out += real_device_choices(f"cuda:{i}", f"cuda:{i} · {name}")
     for _kind, profile in list_profiles():
         if isinstance(profile, DeviceProfile):
             out.append(
@@ -77,7 +113,11 @@ def device_choices(gpus: list[str] | None = None) -> list[DeviceChoice]:
 
 
 def choice_key(config: RunConfig) -> str:
-    return f"emulated:{config.profile}" if config.backend == "emulated" else config.device
+    if config.backend == "emulated":
+        return f"emulated:{config.profile}"
+    if config.runtime == default_runtime(config.device):
+        return config.device
+    return f"{config.device}/{config.runtime}"
 
 
 def precision_reasons(choice: DeviceChoice, resolution: tuple[int, int]) -> dict[str, str | None]:

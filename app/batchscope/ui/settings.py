@@ -32,6 +32,10 @@ CONTROL_FIELDS = (
     "resolution",
     "channels_last",
     "cudnn_benchmark",
+    "runtime",
+    "neighbours",
+    "neighbour_duty",
+    "drop_after_ms",
 )
 
 NO_CUDA_NOTE = (
