@@ -97,6 +97,7 @@ def test_export_report_writes_the_html_off_the_gui_thread(dashboard, qtbot, tmp_
     assert "BatchScope report: &lt;img src=x onerror=alert(1)&gt;" in text
     assert "<script" not in text.lower() and "<img src=x" not in text and "<b " not in text
     assert "[[step]]" in text  # the experiment file itself
+    assert "segment 1: the bus view" in text  # each segment's last seconds, kept by the tick
 
 
 def test_export_report_to_a_missing_folder_is_one_line(dashboard, qtbot, tmp_path: Path):

@@ -5,13 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-import numpy as np
-
 from batchscope.cli.args import CliError
 from batchscope.cli.tables import format_segments
-from batchscope.engine.engine import Engine
 from batchscope.engine.report import format_table
-from batchscope.engine.snapshot import BUS_S, BusRecords
 from batchscope.experiment import Experiment, experiments_dirs, list_experiments
 
 
@@ -55,27 +51,6 @@ def print_experiment_report(report: dict[str, Any], out: Any) -> None:
     for ev in report.get("events", []):
         if ev["kind"] in ("error", "oom"):
             print(f"  event at {ev['t']:.1f} s [{ev['kind']}] {ev['message']}", file=out)
-
-
-def keep_buses(engine: Engine, buses: dict[int, BusRecords]) -> None:
-    """Keep the device's last BUS_S s for every segment that runs or ends inside them.
-
-    Called once a second while an experiment plays: a running segment keeps the newest
-    records, a closed one the first that reach past its end, so its bus view in the report
-    is its own last seconds.
-    """
-    snap = engine.snapshot()
-    if snap.bus is None:
-        return
-    since = snap.bus.t0 + snap.t - BUS_S  # on the engine's clock, as segments are
-    for seg in engine.segments.all():
-        if seg.end is None:
-            buses[seg.index] = snap.bus
-            continue
-        kept = buses.get(seg.index)
-        reached = kept is not None and kept.batches["end"].max(initial=-np.inf) >= seg.end
-        if seg.end > since and not reached:
-            buses[seg.index] = snap.bus
 
 
 def write_report(

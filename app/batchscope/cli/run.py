@@ -24,7 +24,7 @@ from batchscope.cli.args import (
     resolution,
     write_json,
 )
-from batchscope.cli.experiments import keep_buses, print_experiment_report, write_report
+from batchscope.cli.experiments import print_experiment_report, write_report
 from batchscope.cli.tables import write_csv
 from batchscope.config import (
     BACKENDS,
@@ -359,7 +359,7 @@ def cmd_run_experiment(args: argparse.Namespace) -> int:
         player.start()
         while not player.finished.wait(1.0) and player.alive:
             if args.report:
-                keep_buses(engine, buses)
+                engine.keep_buses(buses)
             if args.quiet:
                 continue
             tty = sys.stderr.isatty()
@@ -376,7 +376,7 @@ def cmd_run_experiment(args: argparse.Namespace) -> int:
                 ("\r" if tty else "") + line, end="" if tty else "\n", file=sys.stderr, flush=True
             )
         if args.report:
-            keep_buses(engine, buses)
+            engine.keep_buses(buses)
         report = engine.report()
         recorded = engine.stop_recording()
     finally:

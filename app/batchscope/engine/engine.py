@@ -22,6 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from batchscope.config import (
     BACKEND_FIELDS,
     DEVICE_LOAD_FIELDS,
@@ -45,6 +47,8 @@ from batchscope.engine.run_report import run_report
 from batchscope.engine.segments import SegmentLog
 from batchscope.engine.session import Mailboxes
 from batchscope.engine.snapshot import (
+    BUS_S,
+    BusRecords,
     DeviceView,
     SegmentView,
     Snapshot,
@@ -519,6 +523,27 @@ class Engine:
             until,
             self.mailboxes.expired(),
         )
+
+    def keep_buses(self, buses: dict[int, BusRecords], snap: Snapshot | None = None) -> None:
+        """Keep the device's last BUS_S s for every segment that runs or ends inside them.
+
+        Called about once a second while an experiment plays (the CLI's loop, the
+        app's timer): a running segment keeps the newest records, a closed one the
+        first that reach past its end, so its bus view in a report is its own last
+        seconds. ``snap``: a snapshot just taken (the app's tick has one), else a new one.
+        """
+        snap = snap if snap is not None else self.snapshot()
+        if snap.bus is None:
+            return
+        since = snap.bus.t0 + snap.t - BUS_S  # on the engine's clock, as segments are
+        for seg in self.segments.all():
+            if seg.end is None:
+                buses[seg.index] = snap.bus
+                continue
+            kept = buses.get(seg.index)
+            reached = kept is not None and kept.batches["end"].max(initial=-np.inf) >= seg.end
+            if seg.end > since and not reached:
+                buses[seg.index] = snap.bus
 
     def report(self, kind: str = "run") -> dict[str, Any]:
         """The JSON report over the interval since the last statistics reset (or start)."""

@@ -39,21 +39,25 @@ def html_path(path: str | Path) -> Path:
 
 
 def export_html_report(
-    engine: Engine, path: str | Path, experiment: Experiment | None = None
+    engine: Engine,
+    path: str | Path,
+    experiment: Experiment | None = None,
+    buses: dict | None = None,
 ) -> Path:
     """Write the HTML report of ``engine.report()`` to ``path`` (.html added).
 
     Each segment gets the simulator's prediction, and the report the
     experiment playing (``experiment``), as ``run --experiment --report`` has
-    them. Takes a second or more (the predictions, the plots): call it off
-    the GUI thread.
+    them; ``buses`` (segment index -> its last seconds, ``Engine.keep_buses``)
+    draw each segment's bus view. Takes a second or more (the predictions, the
+    plots): call it off the GUI thread.
     """
     path = html_path(path)
     report = add_predictions(engine.report())
     if experiment is not None:
         report["experiment"] = experiment_block(experiment)
     try:
-        return write_html_report(report, path)
+        return write_html_report(report, path, buses)
     except ReportError as exc:
         raise ExportError(str(exc)) from None
 

@@ -110,6 +110,8 @@ class MainWindow(QMainWindow):
         self.tick_stats = TickStats()
         self._start_note: str | None = None
         self._experiment: Experiment | None = None  # the last one played (for the report)
+        self._buses: dict = {}  # segment index -> its last seconds (Engine.keep_buses)
+        self._buses_kept_at = -1.0
         self.setAcceptDrops(True)
 
         self.controls = ControlsPanel(devices if devices is not None else device_choices())
@@ -370,6 +372,9 @@ class MainWindow(QMainWindow):
         if snap is not None:
             self._show(snap)
             self.segment_table.keep(snap)
+            if snap.t - self._buses_kept_at >= 1.0:  # each segment's last seconds, for reports
+                self.engine.keep_buses(self._buses, snap)
+                self._buses_kept_at = snap.t
         self.tick_stats.record(time.perf_counter() - t0)
 
     def _show(self, snap: Snapshot) -> None:
@@ -501,11 +506,11 @@ class MainWindow(QMainWindow):
         """
         player = self.presenter.player
         experiment = player.experiment if player is not None else self._experiment
-        engine, target = self.engine, html_path(path)
+        engine, target, buses = self.engine, html_path(path), dict(self._buses)
 
         def job() -> str | None:
             try:
-                export_html_report(engine, target, experiment)
+                export_html_report(engine, target, experiment, buses)
             except ExportError as exc:
                 return str(exc)
             return None
