@@ -59,6 +59,18 @@ def test_the_layout_stacks_each_batch_by_session_with_waits_and_overwrites():
     assert "left: full (cap 2)" in lay.describe(0) and "S0 S2" in lay.describe(0)
 
 
+def test_an_expired_window_is_marked_below_its_lane():
+    base = records()
+    expiries = np.zeros(2, OVERWRITE_DTYPE)
+    expiries["session"], expiries["t"] = [3, 0], [base.t0 + 5.6, base.t0 + 1.0]  # one in view
+    bus = BusRecords(base.items, base.batches, base.overwrites, base.t0, expiries)
+    lay = bus_layout(bus, now=8.0, sessions=[0, 1, 2], span=5.0)
+    assert lay.lanes == (0, 1, 2, 3)  # a session seen only by its drop still gets a lane
+    assert lay.expiries[0].tolist() == pytest.approx([5.6])
+    assert lay.expiries[1].tolist() == pytest.approx([lay.lane_y(3) - 0.28])
+    assert lay.expiries[2].tolist() == [3]
+
+
 def test_the_bus_view_draws_one_bar_per_batch_of_the_snapshot(dashboard, qtbot):
     bus = dashboard.bus
     dashboard.top_tabs.setCurrentWidget(bus)

@@ -9,7 +9,7 @@ computed after the lock is released.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -17,7 +17,13 @@ import numpy as np
 from batchscope.config import RunConfig
 from batchscope.engine.metrics import Latest, MetricsStore, TimelineSample
 from batchscope.engine.session import Session
-from batchscope.engine.stats import latencies_ms, latency_summary, live_fps, stage_means
+from batchscope.engine.stats import (
+    OVERWRITE_DTYPE,
+    latencies_ms,
+    latency_summary,
+    live_fps,
+    stage_means,
+)
 
 #: What the live views (headline, histogram, stage bars, batch sizes, per-session p50)
 #: cover: the current segment (the default), the last 60 s, or the whole run.
@@ -34,13 +40,15 @@ class BusRecords:
 
     ``items``: every window delivered (ITEM_DTYPE: its session, arrival, batch start
     and end); ``batches`` (BATCH_DTYPE, with why each left and the policy's cap);
-    ``overwrites`` (OVERWRITE_DTYPE: a session's window replaced untaken, and when).
+    ``overwrites`` (OVERWRITE_DTYPE: a session's window replaced untaken, and when);
+    ``expiries`` (the same, for windows dropped by ``drop_after_ms``).
     """
 
     items: np.ndarray
     batches: np.ndarray
     overwrites: np.ndarray
     t0: float  # the engine's clock origin: t = 0 s on the time axes
+    expiries: np.ndarray = field(default_factory=lambda: np.zeros(0, OVERWRITE_DTYPE))
 
 
 @dataclass(frozen=True)
@@ -163,6 +171,7 @@ def take_snapshot(
         latest = dict(store.latest)
         timeline = list(store.timeline)
         overwrites = store.overwrites.tail(4096) if until is None else None
+        expiries = store.expiries.tail(4096) if until is None else None
     bus = None
     if overwrites is not None:
         recent = now - BUS_S
@@ -171,6 +180,7 @@ def take_snapshot(
             batches[batches["end"] > recent],
             overwrites[overwrites["t"] > recent],
             t0,
+            expiries[expiries["t"] > recent],
         )
     end = np.inf if until is None else until
     truncated = len(items) > 0 and items["result"][0] > since and len(items) >= MAX_ITEMS

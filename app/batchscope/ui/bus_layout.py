@@ -46,6 +46,8 @@ class BusLayout:
     batches: np.ndarray = field(default_factory=lambda: np.empty(0, BATCH_VIEW))
     #: batch index -> the session ids it carried (for the tooltip)
     members: tuple[tuple[int, ...], ...] = ()
+    #: each window dropped for waiting past drop_after_ms: (t, y just below its lane, session)
+    expiries: tuple[np.ndarray, ...] = (np.empty(0), np.empty(0), np.empty(0, int))
 
     def lane_y(self, sid: int) -> float:
         return -GAP - LANE * (self.lanes.index(sid) + 0.5)
@@ -135,9 +137,14 @@ def bus_layout(
     items = items[i_start <= t_max]  # a window shows where its batch does (matched below)
     over = bus.overwrites
     over = over[(over["t"] - t0 >= t_min) & (over["t"] - t0 <= t_max)]
+    gone = bus.expiries
+    gone = gone[(gone["t"] - t0 >= t_min) & (gone["t"] - t0 <= t_max)]
     lanes = tuple(
         sorted(
-            set(sessions) | {int(s) for s in items["session"]} | {int(s) for s in over["session"]}
+            set(sessions)
+            | {int(s) for s in items["session"]}
+            | {int(s) for s in over["session"]}
+            | {int(s) for s in gone["session"]}
         )
     )
     n = max(1, len(lanes))
@@ -180,6 +187,7 @@ def bus_layout(
             waits[sid] = (arrival[mine], x0[mine])
     # a × sits just above its lane's wait line, so the two never hide each other
     over_y = np.array([layout_lanes[int(s)] + 0.28 * LANE for s in over["session"]], float)
+    gone_y = np.array([layout_lanes[int(s)] - 0.28 * LANE for s in gone["session"]], float)
     return BusLayout(
         t_min,
         t_max,
@@ -191,4 +199,5 @@ def bus_layout(
         (over["t"] - t0, over_y, over["session"].astype(int)),
         view,
         tuple(tuple(m) for m in members),
+        (gone["t"] - t0, gone_y, gone["session"].astype(int)),
     )

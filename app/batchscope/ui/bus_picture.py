@@ -115,5 +115,12 @@ def bus_chart(lay: BusLayout, title: str, width: int = 1000) -> bytes:
         cx, cy, r = x(t), lane_y(sid) - 6, 2.5  # just above the lane's wait line
         p.drawLine(QPointF(cx - r, cy - r), QPointF(cx + r, cy + r))
         p.drawLine(QPointF(cx - r, cy + r), QPointF(cx + r, cy - r))
+    p.setPen(QPen(QColor("#b3261e"), 1.4))  # a window dropped as too old: a ▾ below the lane
+    times, _, sessions = lay.expiries
+    for t, sid in zip(times.tolist(), sessions.tolist(), strict=True):
+        cx, cy, r = x(t), lane_y(sid) + 6, 2.8
+        p.drawLine(QPointF(cx - r, cy - r), QPointF(cx + r, cy - r))
+        p.drawLine(QPointF(cx - r, cy - r), QPointF(cx, cy + r))
+        p.drawLine(QPointF(cx + r, cy - r), QPointF(cx, cy + r))
     p.end()
     return _png(image)

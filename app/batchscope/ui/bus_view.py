@@ -43,6 +43,7 @@ class BusView(PlotCard):
         self.cells = [pg.BarGraphItem(x0=[], x1=[], y0=[], height=[]) for _ in SESSION_COLOURS]
         self.waits = [pg.PlotCurveItem(connect="pairs") for _ in SESSION_COLOURS]
         self.overwrites = pg.ScatterPlotItem(symbol="x")
+        self.expiries = pg.ScatterPlotItem(symbol="t1")  # a window dropped as too old
         self.band_edge = pg.InfiniteLine(angle=0, movable=False)
         self.state_widget = pg.PlotWidget()
         self.state = self.state_widget.getPlotItem()
@@ -53,7 +54,7 @@ class BusView(PlotCard):
             self.deadline, "", position=0.02, anchors=[(0, 1), (0, 1)]
         )
         super().__init__("Bus", look, "time (s)", "", header_extra=self.span)
-        for item in (*self.cells, self.overwrites, *self.waits):
+        for item in (*self.cells, self.overwrites, self.expiries, *self.waits):
             self.plot.addItem(item)
         self.plot.addItem(self.band_edge, ignoreBounds=True)
         self.plot.enableAutoRange(x=False, y=False)
@@ -93,6 +94,9 @@ class BusView(PlotCard):
         self.overwrites.setSize(size)
         self.overwrites.setPen(pg.mkPen(t.muted, width=1.0))
         self.overwrites.setBrush(pg.mkBrush(t.muted))
+        self.expiries.setSize(size)
+        self.expiries.setPen(pg.mkPen(t.error, width=1.0))
+        self.expiries.setBrush(pg.mkBrush(t.error))
         self.band_edge.setPen(pen(t.grid, 1.0, dashed=True))
         self.state_widget.setBackground(t.plot)
         font = pg.QtGui.QFont("DejaVu Sans")
@@ -139,6 +143,7 @@ class BusView(PlotCard):
             xs, ys = _waits_of_colour(lay, k)
             curve.setData(xs, ys)
         self.overwrites.setData(x=lay.overwrites[0], y=lay.overwrites[1])
+        self.expiries.setData(x=lay.expiries[0], y=lay.expiries[1])
         if lay.lanes != self._lanes:
             self._lanes = lay.lanes
             self.band_edge.setValue(lay.band[1])
