@@ -129,3 +129,20 @@ def test_a_resolution_or_device_the_lists_lack_is_shown_not_replaced(controls):
     assert controls.device.currentData() == "cuda:3"
     assert controls.resolution.currentText() == "320 × 176"
     assert controls.sent == []
+
+
+def test_torch_compile_is_offered_for_the_torch_runtime_only(controls):
+    controls.show_config(
+        RunConfig(backend="torch", device="cpu", runtime="torch", precision="fp32", profile=None)
+    )
+    assert controls.compile.isEnabled() and not controls.compile.isChecked()
+    controls.compile.setChecked(True)
+    assert controls.sent[-1] == {"compile": True}
+    controls.show_config(
+        RunConfig(
+            backend="torch", device="cpu", runtime="onnxruntime", precision="fp32", profile=None
+        )
+    )
+    assert not controls.compile.isEnabled()  # compile is a torch option
+    controls.show_config(RunConfig())  # the emulated device runs no model
+    assert not controls.compile.isEnabled()

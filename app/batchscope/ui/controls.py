@@ -136,6 +136,11 @@ class ControlsPanel(QWidget):
         self.source_fps.setToolTip("each source at its own frame rate")
         self.channels_last = QCheckBox("channels_last")
         self.cudnn = QCheckBox("cuDNN benchmark")
+        self.compile = QCheckBox("torch.compile")
+        self.compile.setToolTip(
+            "compile the model (torch runtime): faster batches after a first build of "
+            "30–100 s on a CPU; the run goes on meanwhile"
+        )
         self.neighbours = _slider("neighbours")
         self.neighbour_duty = _slider("neighbour_duty")
         self.neighbour_duty.setToolTip(
@@ -158,7 +163,7 @@ class ControlsPanel(QWidget):
 
         batch_row = _row(self.max_batch, self.unlimited)
         fps_row = _row(self.fps, self.source_fps)
-        switches = _row(self.channels_last, self.cudnn)
+        switches = _row(self.channels_last, self.cudnn, self.compile)
         drop_row = _row(self.drop_ms, self.drop_on)
         switches.addStretch(1)
 
@@ -204,6 +209,7 @@ class ControlsPanel(QWidget):
         self.source_fps.toggled.connect(self._on_source_fps)
         self.channels_last.toggled.connect(lambda on: self._send({"channels_last": on}))
         self.cudnn.toggled.connect(lambda on: self._send({"cudnn_benchmark": on}))
+        self.compile.toggled.connect(lambda on: self._send({"compile": on}))
         self.drop_on.toggled.connect(self._on_drop)
         self.drop_ms.editingFinished.connect(self._on_drop)
         for slider, name in self._sliders.items():
@@ -229,6 +235,7 @@ class ControlsPanel(QWidget):
             self.source_fps,
             self.channels_last,
             self.cudnn,
+            self.compile,
             self.drop_on,
             self.drop_ms,
             *self._sliders,
@@ -247,6 +254,7 @@ class ControlsPanel(QWidget):
             _show_value(self.fps, "fps", KNOBS["fps"].default if config.fps is None else config.fps)
             self.channels_last.setChecked(config.channels_last)
             self.cudnn.setChecked(config.cudnn_benchmark)
+            self.compile.setChecked(config.compile)
             _show_value(self.neighbours, "neighbours", config.neighbours)
             _show_value(self.neighbour_duty, "neighbour_duty", config.neighbour_duty)
             self.drop_on.setChecked(config.drop_after_ms is not None)
@@ -311,6 +319,7 @@ class ControlsPanel(QWidget):
         torch_model = not choice.emulated and choice.runtime == "torch"
         self.channels_last.setEnabled(torch_model)
         self.cudnn.setEnabled(choice.device.startswith("cuda") and torch_model)
+        self.compile.setEnabled(torch_model)
         tip = (
             "only for the real model"
             if choice.emulated

@@ -194,7 +194,13 @@ class Presenter(QObject):
         if not self.engine.config.diff(new) and not self.commands.busy:
             return True  # nothing to do, and nothing queued that this would override
         self.commands.apply_changes(changes)
-        if set(BACKEND_FIELDS) & self.engine.config.diff(new).keys():
+        backend_changes = set(BACKEND_FIELDS) & self.engine.config.diff(new).keys()
+        if new.compile and backend_changes:
+            self.status.emit(
+                "Applying: compiling the model (30–100 s the first time; the run goes on)…",
+                "busy",
+            )
+        elif backend_changes:
             self.status.emit("Applying: building the new backend…", "busy")
         return True
 
