@@ -117,8 +117,8 @@ def test_profiles_lists_each_curve_with_its_runtime(user_config: Path, capsys) -
     ).save(user_config / "two-runtimes.json")
     assert main(["profiles"]) == 0
     out = capsys.readouterr().out
-    assert "    fp32 128x72 torch:  b1 9 ms" in out
-    assert "    fp32 128x72 onnxruntime (CPU):  b1 9 ms" in out
+    assert "    fp32 128x72 torch:  b1 9.00 ms" in out
+    assert "    fp32 128x72 onnxruntime (CPU):  b1 9.00 ms" in out
 
 
 def test_an_unknown_runtime_is_one_line_exit_2(tmp_path: Path, capsys) -> None:
