@@ -267,6 +267,19 @@ def status_line(report: dict[str, Any], t: float, total: float) -> str:
     )
 
 
+def started_engine(config: RunConfig, message: str | None) -> Engine:
+    """An engine opened and started on ``config`` (``message`` on stderr first, if any)."""
+    engine = Engine(config)
+    if message:
+        print(f"batchscope: {message}", file=sys.stderr)
+    engine.open()
+    if config.skip_bad_sources and all(s.error for s in engine.sources):
+        engine.stop()
+        raise CliError("no source could be opened")
+    engine.start()
+    return engine
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     if args.experiment:
         return cmd_run_experiment(args)
@@ -274,17 +287,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     if config.backend == "torch":
         configure_threads()
     out_stream = sys.stderr if args.json == "-" else sys.stdout
-    engine = Engine(config)
-    if not args.quiet:
-        print(
-            f"batchscope: opening {len(config.sources) or 'sample'} source(s) and "
-            f"{config.device_label}…",
-            file=sys.stderr,
-        )
-    engine.open()
-    if config.skip_bad_sources and all(s.error for s in engine.sources):
-        raise CliError("no source could be opened")
-    engine.start()
+    engine = started_engine(
+        config,
+        None
+        if args.quiet
+        else f"opening {len(config.sources) or 'sample'} source(s) and {config.device_label}…",
+    )
     try:
         if args.record:
             engine.start_recording(args.record)
@@ -340,17 +348,13 @@ def cmd_run_experiment(args: argparse.Namespace) -> int:
         what = f"not applied: {error}" if error else caption
         news.append(f"step {index + 1}/{n} at {step.at:g} s" + (f": {what}" if what else ""))
 
-    engine = Engine(config)
-    if not args.quiet:
-        print(
-            f"batchscope: experiment {experiment.name} ({experiment.duration:g} s, {n} steps) "
-            f"on {config.device_label}…",
-            file=sys.stderr,
-        )
-    engine.open()
-    if config.skip_bad_sources and all(s.error for s in engine.sources):
-        raise CliError("no source could be opened")
-    engine.start()
+    engine = started_engine(
+        config,
+        None
+        if args.quiet
+        else f"experiment {experiment.name} ({experiment.duration:g} s, {n} steps) "
+        f"on {config.device_label}…",
+    )
     player = ExperimentPlayer(engine, experiment, on_step=on_step)
     buses: dict[int, BusRecords] = {}  # each segment's last seconds, for the report's bus view
     try:
