@@ -350,3 +350,42 @@ def test_seeds_show_the_spread_over_phase_draws(capsys) -> None:
     )
     table = capsys.readouterr().out
     assert "min worst" in table and "spread over seeds 0–7" in table
+
+
+def test_the_simulators_inline_mailbox_keeps_the_real_mailboxes_rule() -> None:
+    """The simulator applies the latest-only rule inline for speed; it must stay the rule of
+    engine/session.py's Mailboxes: same pending windows, same since, same overwrites."""
+    import random
+
+    import numpy as np
+
+    from batchscope.engine.session import Mailboxes, Window
+    from batchscope.sim.simulator import _NEVER, _publish
+
+    rng = random.Random(7)
+    frame = np.zeros((2, 2, 3), np.uint8)
+    real = Mailboxes()
+    pending: dict = {}
+    opened: list[int] = []
+    times, sessions, t = [], [], 0.0
+    for _ in range(400):
+        t += rng.random() * 0.01
+        times.append(t)
+        sessions.append(rng.randrange(5))
+    ft, fs = [*times, _NEVER], sessions
+    i, now = 0, 0.0
+    while now < times[-1]:
+        now += 0.02
+        i = _publish(ft, fs, i, now, pending, opened, before=False)
+        for at, s in zip(times, sessions, strict=True):  # the same windows, to the real ones
+            if now - 0.02 < at <= now:
+                real.publish(Window(s, 0, 0, (frame,) * 3, at))
+        take = sorted(rng.sample(range(5), rng.randrange(3)))
+        for s in take:
+            pending.pop(s, None)
+        real.take(take)
+        mine = {s: (r[0], r[2]) for s, r in pending.items()}
+        theirs = {w.session: (w.arrival, w.since) for w in real.waiting()}
+        assert mine == theirs
+    published = i
+    assert published - len(opened) == sum(real.overwritten().values())
