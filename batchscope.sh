@@ -1,6 +1,7 @@
 #!/bin/sh
 # BatchScope's two commands on a fresh Linux or macOS machine (README, first lines):
 #   ./batchscope.sh demo [GUI OPTIONS…]    set up (first time only), open the app on its demo
+#                                          (options: batchscope gui --help)
 #   ./batchscope.sh test [PYTEST OPTIONS…] set up (first time only), run the tests
 #   ./batchscope.sh setup                  the set-up alone
 # Set-up: a .venv made by python3 (3.11+; PYTHON=python3.12 picks another), torch==2.13.0
@@ -60,8 +61,8 @@ COMMAND=${1:-}
 case $COMMAND in
 demo)
     setup
-    say "opening the app: batchscope $*"
-    exec "$VENV/bin/batchscope" "$@"
+    say "opening the app: batchscope gui $*"
+    exec "$VENV/bin/batchscope" gui "$@"
     ;;
 test)
     setup

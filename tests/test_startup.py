@@ -88,8 +88,8 @@ def test_setup_installs_once_then_skips_until_pyproject_changes(checkout: Path):
     assert calls(checkout)[4:] == []  # nothing installed, no python started for set-up
     assert again.stdout.splitlines() == [
         "batchscope.sh: set-up is up to date (.venv; redone when pyproject.toml changes)",
-        "batchscope.sh: opening the app: batchscope --light",
-        "app: --light",
+        "batchscope.sh: opening the app: batchscope gui --light",
+        "app: gui --light",
     ]
 
     with (checkout / "pyproject.toml").open("a") as fh:
