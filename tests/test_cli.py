@@ -349,3 +349,31 @@ def test_profiles_prints_ms_to_the_hundredth_as_sweep_does(capsys):
     table = markdown_table(load_profile("laptop-8gb"))
     assert "| 3 | 32.71 | 57.10 | 91.7 | 52.5 |" in table
     assert "| 16 | 221.25 | 366.10 | 72.3 | 43.7 |" in table
+
+
+def test_the_apps_options_work_without_the_gui_command():
+    args = build_parser().parse_args(["gui", "--light"])
+    assert args.light is True
+    import batchscope.cli as cli
+
+    seen = {}
+    parser = cli.build_parser
+    try:
+        cli.build_parser = lambda: _recording(parser(), seen)
+        cli.main(["--light", "--presentation"])
+    finally:
+        cli.build_parser = parser
+    assert seen["command"] == "gui" and seen["light"] and seen["presentation"]
+
+
+def _recording(parser, seen):
+    """``parser`` whose gui handler only records what it was given."""
+    real = parser.parse_args
+
+    def parse(argv=None):
+        args = real(argv)
+        args.handler = lambda a: seen.update(vars(a)) or 0
+        return args
+
+    parser.parse_args = parse
+    return parser

@@ -47,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
+        argv = ["gui", *argv]  # `batchscope --light`: the app's options without the command
     args = parser.parse_args(argv)
     if args.command is None:
         args = parser.parse_args(["gui", *argv])
