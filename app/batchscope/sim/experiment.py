@@ -1,7 +1,8 @@
 """An experiment file in the simulator: the same steps at the same times as live.
 
 ``simulate --experiment`` plays the file that ``run --experiment`` and the app
-play, in virtual time (:func:`~batchscope.sim.simulator.play`), and reports it
+play, in virtual time (:func:`~batchscope.sim.simulator.play`; its faults too,
+with the segments they open live), and reports it
 the way the live engine does: the whole run as the report's body, and one
 entry per segment from :func:`~batchscope.engine.segments.segment_report`
 (kind ``simulate``), so a segment's figures and its settling second are the

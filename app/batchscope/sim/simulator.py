@@ -39,6 +39,20 @@ curve it started on and reports to the policy that chose it. A step the
 simulator cannot make (no curve for it, a config that does not validate)
 changes nothing and opens a segment with the config as it was and the error.
 
+A step's faults start as the experiment player injects them live
+(``Engine.inject``, ``engine/faults.py``), after the step's changes, and end by
+themselves ``for_s`` later (:class:`_Faults`): a stall mutes its session on
+the clock (it keeps its schedule and sends nothing; its frames stand still), a
+burst paces it at ``factor`` × fps from that instant (its latest-only mailbox
+overwrites what the device cannot take), a source error mutes it until it
+recovers on a fresh phase drawn from the run's generator (its pending window
+may still be taken), and a slow device multiplies every batch that starts
+meanwhile by ``factor`` (beside the neighbours' stretch; the batch on the device
+finishes at its pace). Each opens a segment when it starts and one when it
+ends, with the live changes and captions; a step with only faults has no
+segment of its own. A fault's end is a change like a step (at one instant the
+ends come first), so each stretch between changes keeps one bulk schedule.
+
 The device is one batch at a time whose duration is the profile's
 ``BatchCurve.ms(n)``; prep and post take no time (the emulated backend's prep
 is the real copying of the new frames, ≈ 0.1 ms per window at 512×288, which the
@@ -50,6 +64,7 @@ batches delivered, and the windows overwritten, in that interval.
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import random
 from collections.abc import Callable
@@ -66,7 +81,7 @@ from batchscope.engine.report import SessionInfo, build_report
 from batchscope.engine.segments import Segment, SegmentLog
 from batchscope.engine.session import WINDOW, first_frame_delay
 from batchscope.engine.stats import BATCH_DTYPE, ITEM_DTYPE, OVERWRITE_DTYPE
-from batchscope.experiment import Experiment, Step
+from batchscope.experiment import Experiment, Fault, Step
 from batchscope.profiles.profile import BatchCurve, DeviceProfile, ProfileError, load_profile
 
 DEFAULT_WARMUP_S = 1.0  # the same default as `batchscope run --warmup`
@@ -75,6 +90,7 @@ DEFAULT_WARMUP_S = 1.0  # the same default as `batchscope run --warmup`
 # the steps (so what happens at a step's instant happens under the new config),
 # then the batch that ends, then the frames, then the timers.
 _FRAME, _TIMER = 1, 2  # kinds of the events that only give the policy a look
+_ENDS, _STEP = 0, 1  # kinds of the changes at one instant, in the order they apply
 _NEVER = float("inf")
 _arrival_of, _session_of = itemgetter(ARRIVAL), itemgetter(SESSION)
 
@@ -135,7 +151,7 @@ class ProfileCurves:
 
 @dataclass
 class _Schedule:
-    """The windows the sessions publish from one instant to the run's end, in event order.
+    """The windows the sessions publish from one instant to the next change, in event order.
 
     ``times``/``sessions`` are lists (fast to index one by one) ending in a
     sentinel; ``times_array``/``sessions_array`` the same as arrays, for the
@@ -157,16 +173,25 @@ class _Clock:
     """Every session's frame times, and the events that only give the policy a look.
 
     Session ``sid``'s k-th frame after its anchor is due at ``anchor[sid] + k *
-    period`` (the live feeder's pacing; the anchor moves when the fps changes),
+    period`` (the live feeder's pacing; the anchor moves when the pace changes),
     and publishes a window from the 3rd frame of its run on (``run_start[sid]``:
     the k that opened the run; a new resolution or sources open a new run, as
     the live roster re-makes its sessions). Frames are computed in bulk for the
-    stretch up to the next step (:meth:`schedule`) instead of one heap event per
-    frame; the times are the same floats the per-frame loop computed.
+    stretch up to the next change (:meth:`schedule`) instead of one heap event
+    per frame; the times are the same floats the per-frame loop computed.
+
+    Faults change a session's pace here, by the live feeder's and roster's rules
+    (``engine/faults.py``): ``scale`` is :meth:`Feeder.scale`'s factor (K > 1: a
+    burst at K × fps; 0: a stall, which keeps the session's schedule and sends
+    nothing), ``failed`` the sessions whose source failed (no schedule at all
+    until :meth:`recover` gives a fresh phase). A *muted* session (stalled or
+    failed) is left out of the schedule, and its frames do not advance: its
+    window keeps the frames it held (``held``) and goes on from there.
     """
 
     def __init__(self, config: RunConfig, n_ids: int, t_end: float) -> None:
         self.rng = random.Random(config.seed)
+        self.fps = config.fps
         self.period = 1.0 / config.fps
         self.sessions = config.sessions
         self.t_end = t_end
@@ -174,13 +199,23 @@ class _Clock:
         self.run_start = [0] * n_ids
         for sid in range(config.sessions):
             self.anchor[sid] = first_frame_delay(self.rng, config.fps)
+        self.scale: dict[int, float] = {}  # session -> pace factor while a stall or burst lasts
+        self.failed: set[int] = set()  # sessions whose source failed (a source_error fault)
+        self.held: dict[int, int] = {}  # muted session -> frames in its window when muted
         # (s, kind): timers (superseded ones too) and a run's first two frames
         self.looks: list[tuple[float, int]] = []
         self.schedules: list[_Schedule] = []
 
+    def _period(self, sid: int) -> float:
+        """s between ``sid``'s frames: a stalled session keeps the normal pace (as live)."""
+        return self.period / (self.scale.get(sid, 1.0) or 1.0)
+
+    def muted(self, sid: int) -> bool:
+        return sid in self.failed or self.scale.get(sid) == 0.0
+
     def _due_before(self, sid: int, t: float) -> int:
         """How many of ``sid``'s frames (k = 0, 1, …) are due before ``t``."""
-        anchor, period = self.anchor[sid], self.period
+        anchor, period = self.anchor[sid], self._period(sid)
         k = max(0, math.ceil((t - anchor) / period))
         while k > 0 and anchor + (k - 1) * period >= t:
             k -= 1
@@ -188,19 +223,25 @@ class _Clock:
             k += 1
         return k
 
-    def schedule(self, now: float) -> _Schedule:
-        """The windows published from ``now`` (inclusive) to the end; the looks re-made."""
-        n, period = self.sessions, self.period
-        first = np.array([self._due_before(sid, now) for sid in range(n)], dtype=np.int64)
-        span = int((self.t_end - now) / period) + 3
+    def schedule(self, now: float, until: float) -> _Schedule:
+        """The windows published from ``now`` (inclusive) to the next change; looks re-made.
+
+        ``until`` is that change's instant: every change makes a new schedule there,
+        so frames from then on come from the next one (and none after the run's end).
+        """
+        until = min(until, self.t_end)
+        ids = [sid for sid in range(self.sessions) if not self.muted(sid)]
+        periods = np.array([self._period(sid) for sid in ids])[:, None]
+        first = np.array([self._due_before(sid, now) for sid in ids], dtype=np.int64)
+        span = int((until - now) / periods.min()) + 3 if ids else 0
         ks = first[:, None] + np.arange(span, dtype=np.int64)[None, :]
-        times = np.array(self.anchor[:n])[:, None] + ks * period
-        keep = times <= self.t_end
-        sids = np.broadcast_to(np.arange(n, dtype=np.int64)[:, None], ks.shape)[keep]
+        times = np.array([self.anchor[sid] for sid in ids])[:, None] + ks * periods
+        keep = times <= until
+        sids = np.broadcast_to(np.array(ids, dtype=np.int64)[:, None], ks.shape)[keep]
         times, ks = times[keep], ks[keep]
         order = np.lexsort((sids, times))
         times, sids, ks = times[order], sids[order], ks[order]
-        publishes = ks >= np.array(self.run_start[:n], dtype=np.int64)[sids] + (WINDOW - 1)
+        publishes = ks >= np.array(self.run_start, dtype=np.int64)[sids] + (WINDOW - 1)
         self.looks[:] = [look for look in self.looks if look[1] == _TIMER or look[0] < now]
         self.looks.extend((t, _FRAME) for t in times[~publishes].tolist())
         heapq.heapify(self.looks)
@@ -209,22 +250,69 @@ class _Clock:
         self.schedules.append(frames)
         return frames
 
+    def _repace(self, sid: int, now: float, at_once: bool = False) -> None:
+        """Re-anchor ``sid`` at its next frame (``at_once``: at ``now``), before a new pace.
+
+        The live feeder's rule for a new fps or scale: the frame already due keeps its
+        time and the next ones follow at the new period; a burst's first frame is now.
+        """
+        k = self._due_before(sid, now)
+        self.anchor[sid] = now if at_once else self.anchor[sid] + k * self._period(sid)
+        self.run_start[sid] -= k
+
+    def _muting(self, sid: int, was_muted: bool, now: float) -> None:
+        """Keep a session's window across a mute: it holds its frames, then goes on."""
+        if self.muted(sid) and not was_muted:
+            self.held[sid] = self._due_before(sid, now) - self.run_start[sid]
+        elif was_muted and not self.muted(sid):
+            self.run_start[sid] = self._due_before(sid, now) - self.held.pop(sid)
+
     def change(self, old: RunConfig, new: RunConfig, now: float, restart: bool) -> None:
         """Sessions after a step at ``now``: re-paced, runs restarted, joined (in that order)."""
         kept = range(min(new.sessions, old.sessions))
         if new.fps != old.fps:  # kept sessions keep their next frame, then re-pace
             for sid in kept:
-                k = self._due_before(sid, now)
-                self.anchor[sid] = self.anchor[sid] + k * self.period
-                self.run_start[sid] -= k
-            self.period = 1.0 / new.fps
+                self._repace(sid, now)
+            self.fps, self.period = new.fps, 1.0 / new.fps
         if restart:
             for sid in kept:
                 self.run_start[sid] = self._due_before(sid, now)
+                if self.muted(sid):
+                    self.held[sid] = 0
         for sid in range(old.sessions, new.sessions):
             self.anchor[sid] = now + first_frame_delay(self.rng, new.fps)
             self.run_start[sid] = 0
+            self.failed.discard(sid)  # a new session: its source plays (a stall still holds)
+            if self.muted(sid):
+                self.held[sid] = 0
+            else:
+                self.held.pop(sid, None)
         self.sessions = new.sessions
+
+    def set_scale(self, sid: int, factor: float, now: float) -> None:
+        """``Feeder.scale``: pace ``sid`` at ``factor`` × fps (0 stalls it, 1 is normal)."""
+        was_muted = self.muted(sid)
+        if sid < self.sessions:
+            self._repace(sid, now, at_once=factor > 1.0)
+        if factor == 1.0:
+            self.scale.pop(sid, None)
+        else:
+            self.scale[sid] = factor
+        self._muting(sid, was_muted, now)
+
+    def fail(self, sid: int, now: float) -> None:
+        """The session's source failed: it publishes nothing (its pending window stays)."""
+        was_muted = self.muted(sid)
+        self.failed.add(sid)
+        self._muting(sid, was_muted, now)
+
+    def recover(self, sid: int, now: float) -> None:
+        """``Roster.recover``: a failed session plays again from a fresh phase drawn now."""
+        if sid not in self.failed or sid >= self.sessions:
+            return
+        self.anchor[sid] = now + first_frame_delay(self.rng, self.fps)
+        self.failed.discard(sid)
+        self._muting(sid, True, now)
 
     def look(self, now: float, timer: float | None) -> float | None:
         """Pass the looks due by ``now``; the timer, or None if it fell due."""
@@ -253,6 +341,53 @@ class _Clock:
             [f.times_array[x] for f, x in zip(self.schedules, index, strict=True)]
         )
         return out
+
+
+class _Faults:
+    """The faults playing, by ``Engine.inject`` and ``engine/faults.py``: what each does.
+
+    A stall or a burst scales its session's pace on the clock (the live feeder's
+    ``scale``), a source error fails and later recovers its session (the
+    roster's rules, on the clock too), and a slow device multiplies every batch
+    that starts meanwhile (``slowdown``, as the live worker sets it between two
+    batches: the batch on the device finishes at the pace it started with).
+    Each fault opens a segment when it starts and another when it ends.
+    """
+
+    def __init__(self, clock: _Clock, segments: SegmentLog) -> None:
+        self._clock = clock
+        self._segments = segments
+        self.slowdown = 1.0
+
+    def start(self, fault: Fault, caption: str, now: float, config: RunConfig) -> bool:
+        """Start ``fault`` at ``now`` and open its segment; False (nothing done) if refused.
+
+        Refused, as live, when its session does not exist in ``config``; ``caption``
+        (the step's) names the segment, or else the fault's description.
+        """
+        if fault.session is not None and fault.session >= config.sessions:
+            return False
+        self._act(fault, True, now)
+        self._segments.open(now, config, {"fault": fault.as_json()}, caption or fault.describe())
+        return True
+
+    def end(self, fault: Fault, now: float, config: RunConfig) -> None:
+        """``fault`` ends by itself at ``now``: the run back to normal, in a segment of its own."""
+        self._act(fault, False, now)
+        self._segments.open(now, config, {}, f"after: {fault.describe()}")
+
+    def _act(self, fault: Fault, starts: bool, now: float) -> None:
+        sid, clock = fault.session, self._clock
+        if fault.kind == "stall":
+            clock.set_scale(sid, 0.0 if starts else 1.0, now)
+        elif fault.kind == "burst":
+            clock.set_scale(sid, float(fault.factor) if starts else 1.0, now)
+        elif fault.kind == "slow_device":
+            self.slowdown = float(fault.factor) if starts else 1.0
+        elif fault.kind == "source_error":
+            (clock.fail if starts else clock.recover)(sid, now)
+        else:
+            raise ValueError(f"unknown fault {fault.kind!r}")
 
 
 def session_phases(sessions: int, fps: float, seed: int) -> list[float]:
@@ -312,11 +447,21 @@ def play(experiment: Experiment, curve_for: CurveFor, warmup_s: float = DEFAULT_
     expired: list[tuple[int, float]] = []  # (session, t) of each window dropped
     n_ids = max(c.sessions for c in (experiment.base, *experiment.configs))
     clock = _Clock(config, n_ids, t_end)
-    due = sorted((t0 + s.at, s.index) for s in steps if s is not opening and t0 + s.at <= t_end)
-    step_at = [t for t, _ in due] + [_NEVER]
-    next_step = 0
+    faults = _Faults(clock, segments)
+    slowdown = faults.slowdown  # every batch that starts takes this × its curve's time
+    # What changes the run, in time order: (s, _ENDS or _STEP, order, the fault or step).
+    # Each step at its time (the opening one only to start its faults), each fault's
+    # end once it started; at one instant the faults that end go first, then the steps.
+    agenda: list[tuple[float, int, int, Any]] = [
+        (t0 + s.at, _STEP, s.index, s)
+        for s in steps
+        if (s is not opening or s.faults) and t0 + s.at <= t_end
+    ]
+    heapq.heapify(agenda)
+    seq = itertools.count(len(steps))  # the order of the fault ends in the agenda
+    change_at = agenda[0][0] if agenda else _NEVER
 
-    frames = clock.schedule(0.0)
+    frames = clock.schedule(0.0, change_at)
     ft, fs = frames.times, frames.sessions  # the windows published, in event order
     i = 0  # the next of them
     opened = frames.opened  # indices into ft of windows published into an empty mailbox
@@ -342,26 +487,35 @@ def play(experiment: Experiment, curve_for: CurveFor, warmup_s: float = DEFAULT_
     while True:
         # busy: nothing before free_at asks the policy, it only changes state;
         # idle: the next instant anything happens
-        now = free_at if busy else min(ft[i], step_at[next_step], looks[0][0] if looks else _NEVER)
+        now = free_at if busy else min(ft[i], change_at, looks[0][0] if looks else _NEVER)
         if now > t_end and not busy:
             break
-        while step_at[next_step] <= now:  # steps come first at their instant
-            at = step_at[next_step]
+        while change_at <= now:  # changes come first at their instant
+            at = change_at
             i = _publish(ft, fs, i, at, pending, opened, before=True)
-            while step_at[next_step] == at:
-                config, policy, curve = _step(
-                    steps[due[next_step][1]], at, config, policy, curve, curve_for,
-                    clock, pending, segments,
-                )  # fmt: skip
-                next_step += 1
+            while agenda and agenda[0][0] == at:
+                _, kind, _, what = heapq.heappop(agenda)
+                if kind == _ENDS:
+                    faults.end(what, at, config)
+                    continue
+                if what is not opening and (what.changes or not what.faults):
+                    config, policy, curve = _step(
+                        what, at, config, policy, curve, curve_for, clock, pending, segments
+                    )
+                for fault in what.faults:  # as the player injects them: after the change
+                    if faults.start(fault, what.caption, at, config) and at + fault.for_s <= t_end:
+                        heapq.heappush(agenda, (at + fault.for_s, _ENDS, next(seq), fault))
                 if curve is not curves[-1]:
                     curves.append(curve)
                     curve_k, batch_s = len(curves) - 1, {}
                 if (drop_s, neighbours.count, neighbours.duty) != _knob_key(config):
                     drop_s, neighbours = _worker_knobs(config)
+            if faults.slowdown != slowdown:
+                slowdown, batch_s = faults.slowdown, {}
             select = policy.select
             frames.published = i
-            frames = clock.schedule(at)
+            change_at = agenda[0][0] if agenda else _NEVER
+            frames = clock.schedule(at, change_at)
             ft, fs, i, opened = frames.times, frames.sessions, 0, frames.opened
         # _publish inlined: the hot path (every window that arrives during a batch)
         t = ft[i]
@@ -400,9 +554,9 @@ def play(experiment: Experiment, curve_for: CurveFor, warmup_s: float = DEFAULT_
             n = len(taken)
             duration = batch_s.get(n)
             if neighbours:  # each batch draws its own stretch from the time slices
-                duration = neighbours.stretch(curve.ms(n)) / 1000.0
+                duration = neighbours.stretch(curve.ms(n)) * slowdown / 1000.0
             elif duration is None:
-                duration = batch_s[n] = curve.ms(n) / 1000.0
+                duration = batch_s[n] = curve.ms(n) * slowdown / 1000.0
             busy, start, chooser, batch_k = True, now, policy, curve_k
             reason, cap = decision[2], policy.cap or 0
             free_at = now + duration
