@@ -225,3 +225,16 @@ def test_no_nvml_says_nothing(monkeypatch):
 
     monkeypatch.setattr(memory, "_nvml", lambda: None)
     assert memory.gpu_sharing(0) == ""
+
+
+def test_a_segment_with_neighbours_is_predicted_with_them():
+    from batchscope.sim.prediction import add_predictions
+    from batchscope.sim.simulator import simulate
+
+    config = RunConfig(sessions=1, policy="oldest", duration_s=5.0, neighbours=2)
+    report = simulate(config)
+    segment = {"changes": {"neighbours": 2}, "config": report["config"], "measured_s": 5.0}
+    predicted = add_predictions({"segments": [segment]})["segments"][0]["predicted"]
+    assert predicted["latency_ms"]["p50"] > 2.5 * 9.82  # each window waits out the slices
+    fault = {**segment, "changes": {"fault": {"kind": "stall", "for_s": 2.0, "session": 0}}}
+    assert add_predictions({"segments": [fault]})["segments"][0]["predicted"] is None

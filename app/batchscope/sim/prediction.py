@@ -36,6 +36,9 @@ _SIMULATED_KEYS = (
     "slo_ms",
     "precision",
     "seed",
+    "drop_after_ms",
+    "neighbours",
+    "neighbour_duty",
 )
 
 
@@ -85,7 +88,10 @@ def add_predictions(
 
     Segments of an emulated run are predicted on the profile their config names;
     those of a torch run only if ``profile`` is given (the one the user named
-    for it). A segment that cannot be predicted keeps ``predicted: None``.
+    for it). A segment that cannot be predicted keeps ``predicted: None``; so does
+    a fault's segment: a prediction simulates the segment's config from a steady
+    start, which a stall or a burst is not (``simulate --experiment`` plays the
+    fault itself).
     """
     out = dict(report)
     out["segments"] = [
@@ -95,6 +101,8 @@ def add_predictions(
 
 
 def _predict(segment: Mapping[str, Any], profile: DeviceProfile | None) -> dict[str, Any] | None:
+    if "fault" in segment.get("changes", {}):
+        return None
     cfg = segment["config"]
     if cfg.get("backend") == "emulated":
         profile = None  # the one its config names
