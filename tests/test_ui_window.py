@@ -106,7 +106,7 @@ def test_plots_receive_data_after_a_few_ticks(dashboard, qtbot):
 def test_config_change_is_marked_on_the_time_plots(dashboard, qtbot):
     dashboard.controls.policy.setCurrentIndex(POLICIES.index("round-robin"))
     qtbot.waitUntil(
-        lambda: any("policy" in ev.message for ev, _ in dashboard.fps_plot.markers._lines),
+        lambda: any("policy" in m.event.message for m in dashboard.fps_plot.markers.markers),
         timeout=5000,
     )
 

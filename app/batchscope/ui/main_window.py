@@ -381,7 +381,7 @@ class MainWindow(QMainWindow):
         sizes = {
             s.source.name: s.source.source_size for s in self.engine.sources if s.source is not None
         }
-        self.sessions.update_sessions(snap.sessions)
+        self.sessions.update_sessions(snap.sessions, self.engine.sources)
         self.video.update_from(snap, sizes)
         self.headline.update_from(snap)
         self.status_line.update_from(snap)

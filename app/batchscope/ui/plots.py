@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QFont, QPen
+from PySide6.QtGui import QFont, QFontMetricsF, QPen
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from batchscope.engine.metrics import Event, TimelineSample
@@ -24,7 +24,8 @@ from batchscope.ui.theme import MEMORY_SERIES, Look, session_colour
 
 SPAN_S = 60.0
 MARKED_KINDS = ("config", "oom", "error", "fault")
-MAX_LABEL = 46
+LABEL_PAD_PX = 12  # the label's margins and a little air, px
+RIGHT, LEFT = (0.0, 0.0), (1.0, 0.0)  # label anchors: text right / left of its line
 
 
 @dataclass
@@ -154,47 +155,98 @@ class PlotCard(QFrame):
         """Re-create pens after a look change (subclasses)."""
 
 
+@dataclass
+class _Marker:
+    event: Event
+    line: pg.InfiniteLine
+    label: pg.InfLineLabel | None
+    shown: tuple[str, bool] = ("", False)  # (text drawn, drawn left of the line)
+
+
 class EventMarkers:
-    """Labelled vertical lines at changes, faults, out-of-memory and errors on a time plot."""
+    """Labelled vertical lines at changes, faults, out-of-memory and errors on a time plot.
+
+    A marker sits at its event's own time ``ev.t`` (a ``config`` event is raised
+    when the change took effect, not when it was asked for). Its label reads to
+    the right of the line while it fits, to the left near the live right edge,
+    and is cut with "…" only where neither side has room (the full text is the
+    tooltip).
+    """
 
     def __init__(self, plot: pg.PlotItem, look: Look, labelled: bool = True) -> None:
         self._plot = plot
         self._look = look
         self._labelled = labelled
-        self._lines: list[tuple[Event, pg.InfiniteLine]] = []
+        self._markers: list[_Marker] = []
+
+    @property
+    def markers(self) -> list[_Marker]:
+        return self._markers
 
     def add(self, events: Sequence[Event]) -> None:
         for ev in events:
             if ev.kind not in MARKED_KINDS:
                 continue
-            text = ev.message if len(ev.message) <= MAX_LABEL else ev.message[:MAX_LABEL] + "…"
             line = pg.InfiniteLine(pos=ev.t, angle=90, movable=False)
+            label = None
             if self._labelled:
-                position = (0.94, 0.80, 0.66)[len(self._lines) % 3]
-                fill = pg.mkColor(self._look.theme.plot)
-                fill.setAlpha(200)
-                pg.InfLineLabel(line, text, position=position, anchors=[(0, 0), (0, 0)], fill=fill)
-            self._style(ev, line)
+                position = (0.94, 0.80, 0.66)[len(self._markers) % 3]
+                label = pg.InfLineLabel(line, "", position=position, anchors=[RIGHT, RIGHT])
+                label.setToolTip(ev.message)
+            marker = _Marker(ev, line, label)
+            self._style(marker)
             self._plot.addItem(line, ignoreBounds=True)
-            self._lines.append((ev, line))
+            self._markers.append(marker)
 
     def prune(self, t_min: float) -> None:
-        while self._lines and self._lines[0][0].t < t_min:
-            _, line = self._lines.pop(0)
-            self._plot.removeItem(line)
+        while self._markers and self._markers[0].event.t < t_min:
+            self._plot.removeItem(self._markers.pop(0).line)
+
+    def fit(self, x_range: tuple[float, float]) -> None:
+        """Place and cut each label for the visible span (s) and the plot's width (px)."""
+        width = self._plot.getViewBox().width()
+        x0, x1 = x_range
+        if width <= 0 or x1 <= x0:
+            return
+        px_per_s = width / (x1 - x0)
+        for marker in self._markers:
+            if marker.label is None:
+                continue
+            metrics = QFontMetricsF(marker.label.textItem.font())
+            x = (marker.event.t - x0) * px_per_s
+            right, left = width - x - LABEL_PAD_PX, x - LABEL_PAD_PX
+            text = marker.event.message
+            need = metrics.horizontalAdvance(text)
+            on_left = need > right and (need <= left or left > right)
+            room = left if on_left else right
+            if need > room:
+                text = metrics.elidedText(text, Qt.TextElideMode.ElideRight, max(0.0, room))
+            if marker.shown != (text, on_left):
+                marker.shown = (text, on_left)
+                anchor = LEFT if on_left else RIGHT
+                marker.label.anchors = [anchor, anchor]
+                marker.label.setAnchor(anchor)
+                # the label's text is a format string: braces in a message stay braces
+                marker.label.setFormat(text.replace("{", "{{").replace("}", "}}"))
 
     def set_look(self, look: Look) -> None:
         self._look = look
-        for ev, line in self._lines:
-            self._style(ev, line)
+        for marker in self._markers:
+            self._style(marker)
+            marker.shown = ("", False)  # the font changed: measure again
 
-    def _style(self, ev: Event, line: pg.InfiniteLine) -> None:
+    def _style(self, marker: _Marker) -> None:
         t = self._look.theme
         colour = {"config": t.event, "oom": t.warn, "error": t.error, "fault": t.warn}.get(
-            ev.kind, t.muted
+            marker.event.kind, t.muted
         )
-        line.setPen(pen(colour, max(1.0, self._look.line_width * 0.6), dashed=True))
-        style_labels(line, colour, self._look)
+        marker.line.setPen(pen(colour, max(1.0, self._look.line_width * 0.6), dashed=True))
+        style_labels(marker.line, colour, self._look)
+        if marker.label is not None:
+            fill = pg.mkColor(t.plot)
+            fill.setAlpha(200)
+            marker.label.fill = pg.mkBrush(fill)
+            marker.label.update()
 
 
 class TimePlot(PlotCard):
@@ -224,6 +276,7 @@ class TimePlot(PlotCard):
     def scroll(self, window: TimeWindow) -> None:
         self.plot.setXRange(*window.x_range, padding=0)
         self.markers.prune(window.x_range[0])
+        self.markers.fit(window.x_range)
 
 
 class FpsPlot(TimePlot):

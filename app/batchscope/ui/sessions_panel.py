@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from PySide6.QtCore import QModelIndex, Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -12,6 +16,8 @@ from PySide6.QtWidgets import (
     QLabel,
     QMenu,
     QPushButton,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
     QTableWidget,
     QTableWidgetItem,
     QToolButton,
@@ -22,6 +28,7 @@ from superqt import QLabeledSlider
 from superqt.utils import qdebounced
 
 from batchscope.config import KNOBS
+from batchscope.engine.roster import SourceSlot
 from batchscope.engine.snapshot import SessionView
 from batchscope.ui.theme import Look, session_colour
 
@@ -33,6 +40,27 @@ COLUMN_TIPS = {
 }
 VIDEO_FILTER = "Videos (*.mp4 *.avi *.mov *.mkv *.webm *.m4v);;All files (*)"
 SESSIONS = KNOBS["sessions"]
+NOT_PLAYED_TIP = "opened, but no session plays it: raise the session count to play it"
+
+
+@dataclass(frozen=True)
+class _Row:
+    """One table row: a session, or a source that no session plays."""
+
+    cells: tuple[str, ...]
+    key: int  # session id, or the slot index for a source row (session i plays slot i mod k)
+    path: str  # the full source spec, the source cell's tooltip
+    tip: str  # the state cell's tooltip (the error)
+    colour: str  # the state's colour
+    badge: str | None  # the session colour; None for a source row (greyed)
+
+
+class _ElideMiddle(QStyledItemDelegate):
+    """Cuts a cell's text in the middle ("camera-nor…take-2.mp4"), not at its end."""
+
+    def initStyleOption(self, option: QStyleOptionViewItem, index: QModelIndex) -> None:
+        super().initStyleOption(option, index)
+        option.textElideMode = Qt.TextElideMode.ElideMiddle
 
 
 class SessionsPanel(QWidget):
@@ -65,6 +93,8 @@ class SessionsPanel(QWidget):
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setShowGrid(False)
         self.table.setWordWrap(False)
+        # file names that share a prefix or a suffix stay apart; the full path is the tooltip
+        self.table.setItemDelegateForColumn(1, _ElideMiddle(self.table))
         header = self.table.horizontalHeader()
         # fixed number columns: resize-to-contents would re-measure every row on each update
         header.setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
@@ -122,55 +152,93 @@ class SessionsPanel(QWidget):
         ):
             self.table.setColumnWidth(col, fm.horizontalAdvance(sample) + 18)
 
-    def update_sessions(self, sessions: list[SessionView]) -> None:
-        """Refresh the rows; only cells whose text changed are touched."""
+    def update_sessions(
+        self, sessions: list[SessionView], slots: Sequence[SourceSlot] = ()
+    ) -> None:
+        """Refresh the rows; only cells whose text changed are touched.
+
+        Session ``i`` plays ``slots[i % len(slots)]``; a source that no session
+        plays (more sources than sessions, e.g. a bad file past the count) gets
+        a greyed row of its own, with its error, so every opened source shows.
+        """
+        rows = [self._session_row(s, slots) for s in sessions]
+        played = {s.id % len(slots) for s in sessions} if slots else set()
+        rows += [self._slot_row(i, slot) for i, slot in enumerate(slots) if i not in played]
+        if self.table.rowCount() != len(rows):
+            self.table.setRowCount(len(rows))
+            self._rows = [()] * len(rows)
+        for row, spec in enumerate(rows):
+            self._paint_row(row, spec)
+
+    def _session_row(self, s: SessionView, slots: Sequence[SourceSlot]) -> _Row:
         t = self._look.theme
-        if self.table.rowCount() != len(sessions):
-            self.table.setRowCount(len(sessions))
-            self._rows = [()] * len(sessions)
-        for row, s in enumerate(sessions):
-            state = s.state if s.state != "error" else f"error: {s.error or 'unknown'}"
-            cells = (
-                f"S{s.id}",
-                s.source,
-                state,
-                f"{s.fps:.1f}",
-                f"{s.latency_ms['p50']:.0f}" if s.latency_ms.get("max", 0.0) > 0 else "–",
-                str(s.overwritten),
-                str(s.expired),
-            )
-            key = (*cells, t.name)
-            old = self._rows[row]
-            if old == key:
+        errored = s.state == "error"
+        state = f"error: {s.error or 'unknown'}" if errored else s.state
+        # an errored session's latencies are of no window it could deliver: no number
+        measured = not errored and s.latency_ms.get("max", 0.0) > 0
+        cells = (
+            f"S{s.id}",
+            s.source,
+            state,
+            f"{s.fps:.1f}",
+            f"{s.latency_ms['p50']:.0f}" if measured else "–",
+            str(s.overwritten),
+            str(s.expired),
+        )
+        path = slots[s.id % len(slots)].spec if slots else s.source
+        colour = {"running": t.ok, "error": t.error}.get(s.state, t.muted)
+        return _Row(cells, s.id, path, s.error or "", colour, session_colour(s.id))
+
+    def _slot_row(self, index: int, slot: SourceSlot) -> _Row:
+        t = self._look.theme
+        name = slot.source.name if slot.source is not None else Path(slot.spec).name or slot.spec
+        if slot.error:
+            state, tip, colour = f"error: {slot.error}", slot.error, t.error
+        else:
+            state, tip, colour = "not played", NOT_PLAYED_TIP, t.muted
+        cells = ("–", name, state, "–", "–", "–", "–")
+        return _Row(cells, index, slot.spec, tip, colour, None)
+
+    def _paint_row(self, row: int, spec: _Row) -> None:
+        t = self._look.theme
+        n = len(spec.cells)
+        key = (*spec.cells, spec.path, spec.tip, spec.colour, spec.badge, t.name)
+        old = self._rows[row]
+        if old == key:
+            return
+        self._rows[row] = key
+        # same source, kind and look: only the cells whose text changed are touched
+        same = bool(old) and old[n:] == key[n:]
+        for col, text in enumerate(spec.cells):
+            if same and old[col] == text:
                 continue
-            self._rows[row] = key
-            colour = {"running": t.ok, "error": t.error}.get(s.state, t.muted)
-            for col, text in enumerate(cells):
-                if old and old[col] == text and old[-1] == t.name:
-                    continue
-                item = self.table.item(row, col)
-                if item is None:
-                    item = QTableWidgetItem()
-                    self.table.setItem(row, col, item)
-                item.setText(text)
-                if col == 0:
-                    item.setBackground(QColor(session_colour(s.id)))
-                    item.setForeground(QColor("#101010"))
-                    item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
-                elif col == 2:
-                    item.setForeground(QColor(colour))
-                    item.setToolTip(s.error or "")
-                elif col >= 3:
-                    item.setTextAlignment(
-                        Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
-                    )
+            item = self.table.item(row, col)
+            if item is None:
+                item = QTableWidgetItem()
+                self.table.setItem(row, col, item)
+            item.setText(text)
+            item.setData(Qt.ItemDataRole.UserRole, spec.key)
+            if col == 0:
+                item.setBackground(QColor(spec.badge or t.plot))
+                item.setForeground(QColor("#101010" if spec.badge else t.muted))
+                item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
+            elif col == 1:
+                item.setToolTip(spec.path)
+                item.setForeground(QColor(t.text if spec.badge else t.muted))
+            elif col == 2:
+                item.setForeground(QColor(spec.colour))
+                item.setToolTip(spec.tip)
+            else:
+                item.setForeground(QColor(t.text if spec.badge else t.muted))
+                item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
 
     def selected_session(self) -> int | None:
+        """The selected session's id; a source row's slot index (which maps to that slot)."""
         rows = self.table.selectionModel().selectedRows()
         if not rows:
             return None
         item = self.table.item(rows[0].row(), 0)
-        return int(item.text()[1:]) if item else None
+        return int(item.data(Qt.ItemDataRole.UserRole)) if item else None
 
     def _remove_selected(self) -> None:
         sid = self.selected_session()
