@@ -143,3 +143,33 @@ def test_a_file_paced_at_another_rate_than_its_own_says_so(tmp_path):
             e.stop()
         assert (session["source_fps"], session.get("pacing")) == (60.0, note)
         assert session["paced_fps"] == (fps or 60.0)
+
+
+def test_run_says_in_the_terminal_when_a_file_is_cut_short(tmp_path, monkeypatch, capsys):
+    from batchscope.cli import main
+
+    clip = tmp_path / "cut.mp4"
+    clip.write_bytes(b"\0" * 100)
+    monkeypatch.setattr(sources.cv2, "VideoCapture", lambda path: Capture(320.0, "avc1", 86, 300))
+    assert (
+        main(
+            [
+                "run",
+                str(clip),
+                "--sessions",
+                "1",
+                "--resolution",
+                "256x144",
+                "--duration",
+                "0.5",
+                "--warmup",
+                "0",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
+    assert (
+        f"note: {clip}: truncated or corrupt: decoded 86 of the 300 frames"
+        in capsys.readouterr().err
+    )

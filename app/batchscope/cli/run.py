@@ -276,6 +276,9 @@ def started_engine(config: RunConfig, message: str | None) -> Engine:
     if config.skip_bad_sources and all(s.error for s in engine.sources):
         engine.stop()
         raise CliError("no source could be opened")
+    for slot in engine.sources:  # a file cut short or looped: say so before the figures
+        if slot.source is not None and slot.source.note:
+            print(f"batchscope: note: {slot.spec}: {slot.source.note}", file=sys.stderr)
     engine.start()
     return engine
 
