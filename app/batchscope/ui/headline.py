@@ -74,6 +74,8 @@ class HeadlineStrip(QFrame):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("kpis")
+        # the big numbers (26 pt in presentation mode) must never widen the window past the screen
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         row = QHBoxLayout(self)
         row.setContentsMargins(10, 4, 10, 4)
         self.scope = QComboBox()

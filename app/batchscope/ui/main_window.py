@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from PySide6.QtCore import QSettings, Qt, QTimer
+from PySide6.QtCore import QByteArray, QRect, QSettings, Qt, QTimer
 from PySide6.QtGui import (
     QAction,
     QActionGroup,
@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
     QGroupBox,
     QLabel,
     QMainWindow,
+    QSizePolicy,
     QSplitter,
     QTabWidget,
     QToolBar,
@@ -163,7 +164,7 @@ class MainWindow(QMainWindow):
     # -- layout -----------------------------------------------------------------------------
 
     def _build_layout(self) -> None:
-        left = QWidget()
+        self.panel = left = QWidget()
         lay = QVBoxLayout(left)
         lay.setContentsMargins(6, 6, 0, 6)
         controls_box = QGroupBox("Controls")
@@ -214,6 +215,9 @@ class MainWindow(QMainWindow):
         self.split.setStretchFactor(1, 1)
         self.split.setSizes([400, 1200])
         self._panel_sizes = self.split.sizes()
+        # the window before presentation mode: saved as settings keep it, and its rectangle
+        self._normal_geometry: QByteArray | None = None
+        self._normal_rect = QRect()
         self.setCentralWidget(self.split)
 
         self.segments_dock = QDockWidget("Segments", self)
@@ -562,18 +566,32 @@ class MainWindow(QMainWindow):
     def set_presentation(self, on: bool) -> None:
         if on != self.look.presentation:
             self.set_look(self.look.toggled_presentation())
-        if on:
-            # the plots get the whole screen; the panel is one drag of the splitter away
+        if on and self._normal_geometry is None:
+            self._normal_geometry = self.saveGeometry()
+            self._normal_rect = self.geometry()
+            # the plots get the whole screen; the panel is one drag of the splitter away, and
+            # its width (at the larger type) must not push the window past the screen
             self._panel_sizes = self.split.sizes()
+            self.panel.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
             self.split.setSizes([0, sum(self._panel_sizes)])
+            screen = self.screen() or QApplication.primaryScreen()
+            self.setGeometry(screen.availableGeometry())
             self.showFullScreen()
-        else:
-            self.split.setSizes(self._panel_sizes)
+        elif not on and self._normal_geometry is not None:
+            self.panel.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
             self.showNormal()
+            self._normal_geometry = None
+            self.split.setSizes(self._panel_sizes)
+            # once the smaller type is laid out: before, the old minimum size would widen it
+            QTimer.singleShot(0, lambda r=self._normal_rect: self._restore_rect(r))
         if self.segments_dock.isVisible():
             self._size_segments_dock()
         if self.presentation_action.isChecked() != on:
             self.presentation_action.setChecked(on)
+
+    def _restore_rect(self, rect: QRect) -> None:
+        self.layout().activate()  # the minimum size of the smaller type, not the larger
+        self.setGeometry(rect)
 
     # -- drag and drop, close -------------------------------------------------------------------
 
@@ -590,10 +608,10 @@ class MainWindow(QMainWindow):
         self.timer.stop()
         if self.segment_feed is not None:
             self.segment_feed.stop()
-        if self.look.presentation:
-            self.set_presentation(False)  # remember the normal window, not full screen
         if self.settings is not None:
-            self.settings.setValue("geometry", self.saveGeometry())
+            # the normal window is remembered, never the presentation one
+            geometry = self._normal_geometry or self.saveGeometry()
+            self.settings.setValue("geometry", geometry)
             self.settings.setValue("theme", self.look.theme.name)
             save_config(self.settings, self.engine.config)
         self.capacity.presenter.shutdown()
