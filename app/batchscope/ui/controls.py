@@ -129,6 +129,9 @@ class ControlsPanel(QWidget):
         self.device.setMinimumContentsLength(18)
         for d in devices:  # a runtime that cannot run here is greyed out, the reason its tip
             _add_item(self.device, d.label, d.key, d.unavailable)
+        # the closed box may cut a long label: the list shows it whole, the box's tip too
+        self._fit_device_list()
+        self.device.currentIndexChanged.connect(self._tip_device)
         self.precision = QComboBox()
         self.resolution = QComboBox()
         self.fps = _slider("fps")
@@ -261,11 +264,23 @@ class ControlsPanel(QWidget):
             if config.drop_after_ms is not None:  # off keeps the last value typed, to re-use
                 self.drop_ms.setText(f"{config.drop_after_ms:g}")
             self.device.setCurrentIndex(_find(self.device, self._device_key(config)))
+            self._tip_device()
             self._fill_options(config.precision, config.resolution)
         finally:
             for w in widgets:
                 w.blockSignals(False)
         self._update_enabled()
+
+    def _fit_device_list(self) -> None:
+        fm = self.device.fontMetrics()
+        widest = max(
+            (fm.horizontalAdvance(self.device.itemText(i)) for i in range(self.device.count())),
+            default=0,
+        )
+        self.device.view().setMinimumWidth(widest + 32)  # + the check mark and margins, px
+
+    def _tip_device(self) -> None:
+        self.device.setToolTip(self.device.currentText())
 
     def show_error(self, message: str) -> None:
         self.error.setText(message)
@@ -286,6 +301,7 @@ class ControlsPanel(QWidget):
             )
             self._devices[key] = choice
             self.device.addItem(choice.label, key)
+            self._fit_device_list()
         return key
 
     def _fill_options(self, precision: str, resolution: tuple[int, int]) -> None:

@@ -18,6 +18,7 @@ from batchscope.ui.theme import STAGE_COLOURS, Look, session_colour
 
 BINS = 60
 PERCENTILES = ("p50", "p95", "p99")  # marked on the histogram (from latency_summary)
+EMPTY_RANGE_MS = 100.0  # the latency axis before any window came back, ms
 SETTLING = "settling…"  # shown instead of figures while a new segment settles
 
 
@@ -93,8 +94,35 @@ class LatencyHistogram(ScopedCard):
             self.plot.addItem(line, ignoreBounds=True)
         pg.InfLineLabel(self.objective, "objective", position=0.6, anchors=[(1, 0), (1, 0)])
         self.plot.addItem(self.objective, ignoreBounds=True)
-        self.plot.enableAutoRange(x=False)
+        self.plot.enableAutoRange(x=False, y=False)
+        self.objective.setVisible(False)
+        self._show_empty()
         self.restyle()
+
+    def _show_empty(self) -> None:
+        """No latencies yet: a flat zero on a 0–1 axis, no percentile lines, no labels."""
+        self.curve.setData(np.array([0.0, 1.0]), np.array([0.0]))
+        for line in self.markers.values():
+            line.setVisible(False)
+        self.plot.setYRange(0, 1, padding=0)
+        self.plot.setXRange(0, EMPTY_RANGE_MS, padding=0)
+
+    def _stack_labels(self) -> None:
+        """Percentile labels one text height apart, so close lines (p95, p99) never overlap."""
+        height = self.plot.getViewBox().height()
+        labels = [
+            child
+            for line in self.markers.values()
+            for child in line.childItems()
+            if isinstance(child, pg.InfLineLabel)
+        ]
+        if height <= 0 or not labels:
+            return
+        step = max(0.1, 1.15 * labels[0].boundingRect().height() / height)
+        for i, label in enumerate(labels):
+            position = max(0.0, 0.93 - step * i)
+            if label.orthoPos != position:
+                label.setPosition(position)
 
     def restyle(self) -> None:
         super().restyle()
@@ -139,9 +167,7 @@ class LatencyHistogram(ScopedCard):
         who = "all sessions" if sid == -1 else f"session {sid}"
         self.set_axis_label("left", f"windows ({who})")
         if ms.size == 0:
-            self.curve.setData(np.array([0.0, 1.0]), np.array([0.0]))
-            for line in self.markers.values():
-                line.setVisible(False)
+            self._show_empty()
             state = SETTLING if snap.settling else "no results yet"
             self.set_scoped_title(f"Latency — {state}", scope)
             return
@@ -156,6 +182,8 @@ class LatencyHistogram(ScopedCard):
                 if isinstance(child, pg.InfLineLabel):
                     child.setFormat(f"{name} {p[name]:.0f}")
         self.plot.setXRange(0, top, padding=0)
+        self.plot.setYRange(0, max(1.0, float(counts.max())) * 1.1, padding=0)
+        self._stack_labels()
         self.set_scoped_title(f"Latency — p50 {p['p50']:.0f} · p99 {p['p99']:.0f} ms", scope)
         newest = " (the newest only)" if snap.truncated else ""
         self.title.setToolTip(

@@ -22,6 +22,7 @@ from batchscope.ui.theme import Look, session_colour
 
 MAX_TILES = 16
 GAP = 6
+FOOTER_MIN_PT = 6.5  # the smallest footer type, pt: below it the footer is cut instead
 
 
 @dataclass
@@ -66,7 +67,10 @@ class VideoWall(QWidget):
     def update_from(self, snap: Snapshot, source_sizes: dict[str, tuple[int, int]]) -> None:
         sessions = snap.sessions[:MAX_TILES]
         self._total = len(snap.sessions)
-        self._message = "" if snap.draws_detections else snap.weights
+        message = "" if snap.draws_detections else snap.weights
+        if message != self._message:
+            self._message = message
+            self.setToolTip(message)  # the footer may be cut on small tiles: whole here
         by_id = {t.sid: t for t in self._tiles}
         self._tiles = [by_id.get(s.id) or _Tile(s.id) for s in sessions]
         rects = self._rects(len(sessions))
@@ -176,9 +180,7 @@ class VideoWall(QWidget):
             p.drawText(rect, Qt.AlignmentFlag.AlignCenter, tile.state)
         elif self._message:
             p.setPen(QColor(255, 255, 255, 150))
-            text = p.fontMetrics().elidedText(
-                self._message, Qt.TextElideMode.ElideRight, int(inner.width())
-            )
+            text = footer_text(p, self._message, inner.width())
             p.drawText(inner, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignBottom, text)
 
     def _paint_detection(self, p: QPainter, tile: _Tile, target: QRectF, colour: QColor) -> None:
@@ -200,6 +202,27 @@ class VideoWall(QWidget):
             centre + QPointF(r + 4, -r),
             f"{det.blur_length:.0f} px · {det.blur_angle:.0f}°",
         )
+
+
+def footer_text(p: QPainter, text: str, width: float) -> str:
+    """``text`` in the painter's font, made smaller (to ``FOOTER_MIN_PT``) to fit ``width`` px;
+    cut with "…" only where even that does not fit."""
+
+    def fitted() -> str:
+        return p.fontMetrics().elidedText(text, Qt.TextElideMode.ElideRight, int(width))
+
+    font = QFont(p.font())
+    size = font.pointSizeF()
+    need = p.fontMetrics().horizontalAdvance(text)
+    if need > width and size > FOOTER_MIN_PT:
+        size = max(FOOTER_MIN_PT, size * width / need)
+        font.setPointSizeF(size)
+        p.setFont(font)
+        while fitted() != text and size > FOOTER_MIN_PT:
+            size = max(FOOTER_MIN_PT, size - 0.25)  # metrics are not quite proportional
+            font.setPointSizeF(size)
+            p.setFont(font)
+    return fitted()
 
 
 def _fit(rect: QRectF, aspect: float) -> QRectF:
