@@ -62,3 +62,18 @@ def test_switching_to_the_light_theme_restyles_the_marker_labels(qtbot):
     assert label.color.name() == pg.mkColor(light.theme.event).name()
     plot.scroll(SPAN)
     qtbot.waitUntil(lambda: label.toPlainText() == "policy: all → round-robin", timeout=2000)
+
+
+def test_a_live_change_is_marked_when_the_engine_applied_it(dashboard, qtbot):
+    asked_at = dashboard.engine.now()
+    dashboard.presenter.change({"sessions": 4})
+
+    def marker():
+        return next(
+            (m for m in dashboard.fps_plot.markers.markers if "sessions: 3 → 4" in m.event.message),
+            None,
+        )
+
+    qtbot.waitUntil(lambda: marker() is not None, timeout=10_000)
+    applied = next(e for e in dashboard.engine.events() if e.message == marker().event.message)
+    assert marker().line.value() == applied.t >= asked_at
