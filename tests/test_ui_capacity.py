@@ -206,6 +206,9 @@ def test_apply_recommended_puts_the_engine_on_the_recommendation(dashboard, qtbo
         lambda: f"{rec.max_sessions} sessions" in capacity.live_text.text(), timeout=10_000
     )
     assert (engine.config.precision, engine.config.resolution) == ("fp16", (256, 144))
+    # the controls show the setting the button applied, not the one before it
+    qtbot.waitUntil(lambda: dashboard.sessions.count.value() == rec.max_sessions, timeout=5000)
+    assert dashboard.controls.policy.currentData() == rec.policy
 
 
 def test_closing_the_window_stops_the_planner(dashboard, qtbot):

@@ -369,6 +369,9 @@ class Presenter(QObject):
             self.status.emit(f"Not applied: {error}" if label == "apply" else error, "error")
             self.config_shown.emit(self.engine.config)
         elif label == "apply" and not self.commands.busy:
+            # every control shows the run as it is now, also when the change came from
+            # elsewhere (the Capacity tab's Apply recommended, Open settings)
+            self.config_shown.emit(self.engine.config)
             self.status.emit(
                 f"Applied: {self.engine.config.policy_phrase()} on {self.engine.backend.label}",
                 "ok",
