@@ -15,7 +15,10 @@ with the fps plot on screen (the bus view's tab hidden, so it is skipped), and
 again with the bus view on screen instead (``bus`` column: its cost per tick).
 
 Usage: QT_QPA_PLATFORM=offscreen python benchmarks/ui_overhead.py [--duration 10]
-       [--sessions 4,16] [--json out.json]
+       [--sessions 4,16] [--resolution 512x288] [--fps 30] [--json out.json]
+
+``--resolution 256x144`` is the fast curve (4.7 ms a window) for many sessions;
+``--fps 5`` keeps 256 sessions within what it can serve.
 """
 
 from __future__ import annotations
@@ -35,17 +38,20 @@ from batchscope.config import RunConfig
 from batchscope.engine.engine import Engine, default_sources
 
 WARMUP_S = 2.0
+RESOLUTION = (512, 288)  # set from --resolution
+FPS = 30.0  # set from --fps
 
 
 def config(sessions: int) -> RunConfig:
     return RunConfig(
+        fps=FPS,
         sources=default_sources(),
         sessions=sessions,
         policy="all",
         backend="emulated",
         profile="laptop-8gb",
         precision="fp16",
-        resolution=(512, 288),
+        resolution=RESOLUTION,
     )
 
 
@@ -106,12 +112,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=10.0, help="measured seconds per run")
     parser.add_argument("--sessions", default="4,16", help="session counts, comma-separated")
+    parser.add_argument("--resolution", default="512x288", help="model input, WxH")
+    parser.add_argument("--fps", type=float, default=30.0, help="source fps of every session")
     parser.add_argument("--json", help="also write the figures as JSON to this path")
     args = parser.parse_args()
+    global RESOLUTION, FPS
+    w, h = (int(v) for v in args.resolution.lower().split("x"))
+    RESOLUTION, FPS = (w, h), args.fps
     rows = []
     print(
         f"sources: {', '.join(Path(s).name for s in default_sources())}; "
-        f"emulated laptop-8gb fp16 512x288, policy all; {args.duration:g} s per run"
+        f"emulated laptop-8gb fp16 {w}x{h}, {FPS:g} fps, policy all; {args.duration:g} s per run"
     )
     head = (
         f"{'sessions':>8} {'thru headless':>14} {'thru UI':>8} {'ratio':>6} "

@@ -8,7 +8,7 @@ from collections import deque
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QResizeEvent
+from PySide6.QtGui import QBrush, QResizeEvent
 from PySide6.QtWidgets import QComboBox
 
 from batchscope.engine.snapshot import Snapshot
@@ -20,6 +20,7 @@ BINS = 60
 PERCENTILES = ("p50", "p95", "p99")  # marked on the histogram (from latency_summary)
 EMPTY_RANGE_MS = 100.0  # the latency axis before any window came back, ms
 SETTLING = "settling…"  # shown instead of figures while a new segment settles
+RANK_ABOVE = 12  # sessions: above this the overwritten bars are sorted, by rank
 
 
 def nice_ceiling(x: float) -> float:
@@ -200,7 +201,8 @@ class OverwrittenBars(PlotCard):
         self.plot.addItem(self.bars)
         self.plot.enableAutoRange(y=False)
         self._history: deque[tuple[float, int]] = deque()
-        self._ids: list[int] = []
+        self._ids: tuple = ()  # the x layout drawn: (ranked, ids) or (ranked, count)
+        self._brushes: dict[int, QBrush] = {}
 
     def rate(self, t: float, total: int) -> float:
         """Overwritten frames per second over about the last second."""
@@ -215,24 +217,51 @@ class OverwrittenBars(PlotCard):
     def update_from(self, snap: Snapshot) -> None:
         ids = [s.id for s in snap.sessions]
         counts = [s.overwritten for s in snap.sessions]
-        self.bars.setOpts(
-            x=ids,
-            height=counts,
-            width=0.7,
-            brushes=[pg.mkBrush(session_colour(i)) for i in ids],
-            pens=[pg.mkPen(None)] * len(ids),
+        ranked = len(ids) > RANK_ABOVE
+        if ranked:
+            # 64–256 bars by id are a comb nobody reads: most overwritten first, by rank
+            order = sorted(range(len(ids)), key=lambda k: (-counts[k], ids[k]))
+            ids, counts = [ids[k] for k in order], [counts[k] for k in order]
+        x = list(range(len(ids))) if ranked else ids
+        # ranked, the bars read as one distribution: one colour (256 would repeat the palette)
+        colours = (
+            {"brush": pg.mkBrush(self.look.theme.accent), "brushes": None}
+            if ranked
+            else {"brushes": [self._brush(i) for i in ids]}
         )
-        if ids != self._ids:
-            self._ids = ids
-            self.plot.getAxis("bottom").setTicks(session_ticks(ids))
-            self.plot.setXRange(-0.6, max(ids, default=0) + 0.6, padding=0)
+        self.bars.setOpts(
+            x=x,
+            height=counts,
+            width=0.9 if ranked else 0.7,
+            pen=pg.mkPen(None),
+            pens=None,
+            **colours,
+        )
+        layout = (ranked, len(ids)) if ranked else (ranked, ids)
+        if layout != self._ids:
+            self._ids = layout
+            axis = self.plot.getAxis("bottom")
+            axis.setTicks(None if ranked else session_ticks(ids))
+            self.set_axis_label(
+                "bottom", "sessions, most overwritten first" if ranked else "session"
+            )
+            self.plot.setXRange(-0.6, max(x, default=0) + 0.6, padding=0)
         self.plot.setYRange(0, max(1, max(counts, default=0)) * 1.08, padding=0)
         total = sum(counts)
         expired = sum(s.expired for s in snap.sessions)
         dropped = (
             f" · expired {expired:,}" if expired or snap.config.drop_after_ms is not None else ""
         )
-        self.set_title(f"Overwritten — total {total:,} · {self.rate(snap.t, total):.1f}/s{dropped}")
+        most = f" · most S{ids[0]} ({counts[0]:,})" if ranked and counts and counts[0] else ""
+        self.set_title(
+            f"Overwritten — total {total:,} · {self.rate(snap.t, total):.1f}/s{dropped}{most}"
+        )
+
+    def _brush(self, sid: int) -> QBrush:
+        brush = self._brushes.get(sid)
+        if brush is None:
+            brush = self._brushes[sid] = pg.mkBrush(session_colour(sid))
+        return brush
 
 
 class BatchSizeBars(ScopedCard):

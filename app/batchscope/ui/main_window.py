@@ -110,6 +110,7 @@ class MainWindow(QMainWindow):
         self.presenter = Presenter(engine, self)
         self.tick_stats = TickStats()
         self._start_note: str | None = None
+        self._noted: set[tuple[str, str]] = set()  # (spec, note) already said in the status line
         self._experiment: Experiment | None = None  # the last one played (for the report)
         self._buses: dict = {}  # segment index -> its last seconds (Engine.keep_buses)
         self._buses_kept_at = -1.0
@@ -386,6 +387,7 @@ class MainWindow(QMainWindow):
             s.source.name: s.source.source_size for s in self.engine.sources if s.source is not None
         }
         self.sessions.update_sessions(snap.sessions, self.engine.sources)
+        self._say_notes()
         self.video.update_from(snap, sizes)
         self.headline.update_from(snap)
         self.status_line.update_from(snap)
@@ -405,6 +407,15 @@ class MainWindow(QMainWindow):
             self.pause_action.blockSignals(False)
 
     # -- reactions ------------------------------------------------------------------------------
+
+    def _say_notes(self) -> None:
+        """Say each source's note ("long file: looping…") once in the status line, as it opens;
+        the session rows keep it as a marker."""
+        for slot in self.engine.sources:
+            note = getattr(slot.source, "note", "") if slot.source is not None else ""
+            if note and (slot.spec, note) not in self._noted:
+                self._noted.add((slot.spec, note))
+                self.status_line.show_message(f"{slot.source.name}: {note}", "info")
 
     def _on_status(self, message: str, level: str) -> None:
         self.status_line.show_message(message, level)

@@ -279,25 +279,108 @@ class TimePlot(PlotCard):
         self.markers.fit(window.x_range)
 
 
+BAND_ABOVE = 12  # sessions: above this the fps plot draws a band, not one line each
+
+
+@dataclass(frozen=True)
+class FpsBand:
+    """Per timeline sample, the min, median and max fps over the sessions (NaN: none)."""
+
+    lo: np.ndarray
+    mid: np.ndarray
+    hi: np.ndarray
+
+
+def fps_band(series: Sequence[np.ndarray]) -> FpsBand:
+    stack = np.vstack(series)
+    seen = np.isfinite(stack).any(axis=0)
+    lo, mid, hi = (np.full(stack.shape[1], np.nan) for _ in range(3))
+    if seen.any():
+        cols = stack[:, seen]
+        lo[seen], mid[seen], hi[seen] = (
+            np.nanmin(cols, axis=0),
+            np.nanmedian(cols, axis=0),
+            np.nanmax(cols, axis=0),
+        )
+    return FpsBand(lo, mid, hi)
+
+
+def slowest(snap: Snapshot) -> int | None:
+    """The running session with the lowest fps now (ties: the lowest id); None if none runs."""
+    running = [s for s in snap.sessions if s.state == "running"]
+    return min(running, key=lambda s: (s.fps, s.id)).id if running else None
+
+
 class FpsPlot(TimePlot):
-    """Frames per second per session (one line each, in its colour) and the target fps."""
+    """Frames per second per session and the target fps.
+
+    Up to ``BAND_ABOVE`` sessions: one line each, in its colour. Above, 64 or 256
+    lines would only tangle: the sessions' min–max is a shaded band with the
+    median through it, and the slowest session (the one a user waits on) is
+    drawn on top in its colour and named in the legend and the title.
+    """
 
     def __init__(self, look: Look) -> None:
         self._curves: dict[int, pg.PlotCurveItem] = {}
         self.target = pg.InfiniteLine(pos=30, angle=0, movable=False)
+        self.band_lo = pg.PlotCurveItem(connect="finite")
+        self.band_hi = pg.PlotCurveItem(connect="finite")
+        self.band = pg.FillBetweenItem(self.band_lo, self.band_hi)
+        self.median = pg.PlotCurveItem(connect="finite")
+        self.slow = pg.PlotCurveItem(connect="finite")
+        self.slowest_id: int | None = None
+        self.slowest_label = ""  # the legend's text for the slowest session
         super().__init__("Frames per second, per session", look, "fps")
         pg.InfLineLabel(self.target, "target", position=0.98, anchors=[(1, 1), (1, 1)])
         self.plot.addItem(self.target, ignoreBounds=True)
+        for item in (self.band_lo, self.band_hi, self.band, self.median, self.slow):
+            self.plot.addItem(item)
+            item.setVisible(False)
+        self.band.setZValue(-1)
+        self.slow.setZValue(2)
+        # bottom left, over the oldest samples: the top holds the target and the marker labels
+        self.legend = self.plot.addLegend(offset=(10, -10), labelTextSize=f"{look.axis_pt}pt")
+        # a stand-in for the band's swatch: a FillBetweenItem in a legend crashes PySide's GC
+        self.band_key = pg.PlotDataItem(fillLevel=0)
+        self.legend.addItem(self.band_key, "min–max of the sessions")
+        self.legend.addItem(self.median, "median")
+        self.legend.addItem(self.slow, "slowest")
+        self.legend.setVisible(False)
         self.plot.enableAutoRange(y=False)
         self.plot.setYRange(0, 35, padding=0)
         self.restyle()
 
+    @property
+    def banded(self) -> bool:
+        return self.band.isVisible()
+
     def restyle(self) -> None:
         lw = self.look.line_width
+        t = self.look.theme
         for sid, curve in self._curves.items():
             curve.setPen(pen(session_colour(sid), lw))
-        self.target.setPen(pen(self.look.theme.text, max(1.0, lw * 0.6), dashed=True))
-        style_labels(self.target, self.look.theme.text, self.look)
+        self.target.setPen(pen(t.text, max(1.0, lw * 0.6), dashed=True))
+        style_labels(self.target, t.text, self.look)
+        fill = pg.mkColor(t.accent)
+        fill.setAlpha(70)
+        self.band.setBrush(pg.mkBrush(fill))
+        self.band.setPen(pg.mkPen(None))
+        if hasattr(self, "band_key"):
+            self.band_key.setPen(pg.mkPen(t.accent, width=1))
+            self.band_key.setFillBrush(pg.mkBrush(fill))
+        edge = pg.mkColor(t.accent)
+        edge.setAlpha(120)
+        for curve in (self.band_lo, self.band_hi):
+            curve.setPen(pg.mkPen(edge, width=1))
+        self.median.setPen(pen(t.accent, lw))
+        if self.slowest_id is not None:
+            self.slow.setPen(pen(session_colour(self.slowest_id), lw * 1.3))
+        if hasattr(self, "legend"):
+            self.legend.setLabelTextColor(t.text)
+            back = pg.mkColor(t.plot)
+            back.setAlpha(210)
+            self.legend.setBrush(pg.mkBrush(back))
+            self.legend.setPen(pg.mkPen(t.grid))
 
     @property
     def curves(self) -> dict[int, pg.PlotCurveItem]:
@@ -308,8 +391,10 @@ class FpsPlot(TimePlot):
         if self.target.value() != target:
             self.target.setValue(target)
         active = {s.id for s in snap.sessions}
+        shown = {sid: v for sid, v in window.fps.items() if sid in active}
+        banded = len(active) > BAND_ABOVE
         top = target
-        for sid, values in window.fps.items():
+        for sid, values in shown.items() if not banded else ():
             curve = self._curves.get(sid)
             if curve is None:
                 curve = self._curves[sid] = pg.PlotCurveItem(
@@ -317,12 +402,38 @@ class FpsPlot(TimePlot):
                 )
                 self.plot.addItem(curve)
             curve.setData(window.t, values)
-            curve.setVisible(sid in active)
+            curve.setVisible(True)
             if len(values) and np.isfinite(values).any():
                 top = max(top, float(np.nanmax(values)))
         for sid, curve in self._curves.items():
-            if sid not in window.fps:
+            if banded or sid not in shown:
                 curve.setVisible(False)
+        for item in (self.band_lo, self.band_hi, self.band, self.median, self.slow, self.legend):
+            item.setVisible(banded)
+        title = "Frames per second, per session"
+        if banded and shown and len(window.t):
+            band = fps_band(list(shown.values()))
+            self.band_lo.setData(window.t, band.lo)
+            self.band_hi.setData(window.t, band.hi)
+            self.median.setData(window.t, band.mid)
+            if np.isfinite(band.hi).any():
+                top = max(top, float(np.nanmax(band.hi)))
+            title = f"fps of {len(active)} sessions: min–median–max"
+            sid = slowest(snap)
+            if sid is not None and sid in shown:
+                if sid != self.slowest_id:
+                    self.slowest_id = sid
+                    self.slow.setPen(pen(session_colour(sid), self.look.line_width * 1.3))
+                self.slow.setData(window.t, shown[sid])
+                fps = next(s.fps for s in snap.sessions if s.id == sid)
+                label = f"slowest: S{sid} ({fps:.1f} fps)"
+                if label != self.slowest_label:
+                    self.slowest_label = label
+                    self.legend.getLabel(self.slow).setText(label)
+                title = f"Slowest S{sid} {fps:.1f} fps · {title}"  # first: a cut keeps it
+            else:
+                self.slow.setVisible(False)
+        self.set_title(title)
         self.plot.setYRange(0, top * 1.15, padding=0)
         self.scroll(window)
 

@@ -41,6 +41,7 @@ COLUMN_TIPS = {
 VIDEO_FILTER = "Videos (*.mp4 *.avi *.mov *.mkv *.webm *.m4v);;All files (*)"
 SESSIONS = KNOBS["sessions"]
 NOT_PLAYED_TIP = "opened, but no session plays it: raise the session count to play it"
+NOTE_MARK = " · note"  # appended to the state of a session whose source has a note (tooltip)
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,12 @@ class _Row:
     tip: str  # the state cell's tooltip (the error)
     colour: str  # the state's colour
     badge: str | None  # the session colour; None for a source row (greyed)
+
+
+def _note(slot: SourceSlot | None) -> str:
+    """What the user should know about a slot's source ("long file: looping…"), or ""."""
+    source = slot.source if slot is not None else None
+    return getattr(source, "note", "") or ""
 
 
 class _ElideMiddle(QStyledItemDelegate):
@@ -78,7 +85,8 @@ class SessionsPanel(QWidget):
         count_row = QHBoxLayout()
         count_row.addWidget(QLabel("Sessions"))
         self.count = QLabeledSlider(Qt.Orientation.Horizontal)
-        self.count.setRange(int(SESSIONS.slider[0]), int(SESSIONS.slider[1]))
+        # the engine's whole range: its spin box takes an exact count, the slider sweeps
+        self.count.setRange(int(SESSIONS.lo), int(SESSIONS.hi))
         count_row.addWidget(self.count, 1)
         layout.addLayout(count_row)
 
@@ -130,9 +138,6 @@ class SessionsPanel(QWidget):
     def show_count(self, n: int) -> None:
         self._emit_count.cancel()
         self.count.blockSignals(True)
-        # a count past the slider's usual range widens it: shown as it is, never clamped
-        if n > self.count.maximum():
-            self.count.setMaximum(min(int(SESSIONS.hi), n))
         self.count.setValue(n)
         self.count.blockSignals(False)
 
@@ -185,9 +190,14 @@ class SessionsPanel(QWidget):
             str(s.overwritten),
             str(s.expired),
         )
-        path = slots[s.id % len(slots)].spec if slots else s.source
+        slot = slots[s.id % len(slots)] if slots else None
+        path = slot.spec if slot is not None else s.source
+        note = _note(slot)
+        tip = "\n".join(t for t in (s.error or "", note) if t)
+        if note:
+            cells = (*cells[:2], state + NOTE_MARK, *cells[3:])
         colour = {"running": t.ok, "error": t.error}.get(s.state, t.muted)
-        return _Row(cells, s.id, path, s.error or "", colour, session_colour(s.id))
+        return _Row(cells, s.id, path, tip, colour, session_colour(s.id))
 
     def _slot_row(self, index: int, slot: SourceSlot) -> _Row:
         t = self._look.theme
@@ -196,6 +206,8 @@ class SessionsPanel(QWidget):
             state, tip, colour = f"error: {slot.error}", slot.error, t.error
         else:
             state, tip, colour = "not played", NOT_PLAYED_TIP, t.muted
+        if _note(slot):
+            state, tip = state + NOTE_MARK, f"{tip}\n{_note(slot)}"
         cells = ("–", name, state, "–", "–", "–", "–")
         return _Row(cells, index, slot.spec, tip, colour, None)
 
