@@ -184,6 +184,7 @@ def test_a_sources_note_marks_its_session_rows(qtbot):
     states = [panel.table.item(r, STATE) for r in range(3)]
     assert [s.text() for s in states] == ["running" + NOTE_MARK, "running", "running" + NOTE_MARK]
     assert states[0].toolTip() == note and states[1].toolTip() == ""
+    assert panel.table.item(0, COLUMNS.index("Source")).toolTip() == f"/v/long.mp4\n{note}"
 
 
 def test_the_note_of_an_opened_source_is_said_in_the_status_line_and_on_its_row(

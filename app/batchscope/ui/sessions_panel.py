@@ -41,7 +41,7 @@ COLUMN_TIPS = {
 VIDEO_FILTER = "Videos (*.mp4 *.avi *.mov *.mkv *.webm *.m4v);;All files (*)"
 SESSIONS = KNOBS["sessions"]
 NOT_PLAYED_TIP = "opened, but no session plays it: raise the session count to play it"
-NOTE_MARK = " · note"  # appended to the state of a session whose source has a note (tooltip)
+NOTE_MARK = " *"  # after the state of a session whose source has a note: see the tooltip
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,7 @@ class _Row:
     tip: str  # the state cell's tooltip (the error)
     colour: str  # the state's colour
     badge: str | None  # the session colour; None for a source row (greyed)
+    note: str = ""  # the source's note ("long file: looping…"), also the source cell's tip
 
 
 def _note(slot: SourceSlot | None) -> str:
@@ -197,7 +198,7 @@ class SessionsPanel(QWidget):
         if note:
             cells = (*cells[:2], state + NOTE_MARK, *cells[3:])
         colour = {"running": t.ok, "error": t.error}.get(s.state, t.muted)
-        return _Row(cells, s.id, path, tip, colour, session_colour(s.id))
+        return _Row(cells, s.id, path, tip, colour, session_colour(s.id), note)
 
     def _slot_row(self, index: int, slot: SourceSlot) -> _Row:
         t = self._look.theme
@@ -209,12 +210,12 @@ class SessionsPanel(QWidget):
         if _note(slot):
             state, tip = state + NOTE_MARK, f"{tip}\n{_note(slot)}"
         cells = ("–", name, state, "–", "–", "–", "–")
-        return _Row(cells, index, slot.spec, tip, colour, None)
+        return _Row(cells, index, slot.spec, tip, colour, None, _note(slot))
 
     def _paint_row(self, row: int, spec: _Row) -> None:
         t = self._look.theme
         n = len(spec.cells)
-        key = (*spec.cells, spec.path, spec.tip, spec.colour, spec.badge, t.name)
+        key = (*spec.cells, spec.path, spec.tip, spec.colour, spec.badge, spec.note, t.name)
         old = self._rows[row]
         if old == key:
             return
@@ -235,7 +236,7 @@ class SessionsPanel(QWidget):
                 item.setForeground(QColor("#101010" if spec.badge else t.muted))
                 item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
             elif col == 1:
-                item.setToolTip(spec.path)
+                item.setToolTip(spec.path + (f"\n{spec.note}" if spec.note else ""))
                 item.setForeground(QColor(t.text if spec.badge else t.muted))
             elif col == 2:
                 item.setForeground(QColor(spec.colour))
