@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from PySide6.QtGui import QColor
 
 from batchscope.config import KNOBS, RunConfig
 from batchscope.engine.metrics import Latest, TimelineSample
@@ -118,6 +119,13 @@ def test_above_a_dozen_sessions_fps_is_a_band_with_the_slowest_named(qtbot, n):
     assert y[-1] == pytest.approx(_fps(7) + 0.1 * (20 % 3))
     lo, hi = plot.band_lo.getData()[1], plot.band_hi.getData()[1]
     assert lo[0] == pytest.approx(4.0) and hi[0] == pytest.approx(max(_fps(i) for i in range(n)))
+    # a live theme change restyles the legend's labels, the slowest's too
+    from batchscope.ui.theme import look_from_name
+
+    light = look_from_name("light")
+    plot.set_look(light)
+    label = plot.legend.getLabel(plot.slow)
+    assert QColor(light.theme.text).name() in label.item.toHtml()
     # back to a few sessions: lines again, no band
     snap = snapshot(4)
     plot.update_from(snap, time_window(snap.timeline, snap.t))

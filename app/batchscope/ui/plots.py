@@ -80,6 +80,13 @@ def style_labels(line: pg.InfiniteLine, colour: str, look: Look) -> None:
             child.textItem.setFont(font)
 
 
+def style_legend(legend: pg.LegendItem, colour: str) -> None:
+    """Colour a legend's labels; each is re-rendered (pyqtgraph only stores the colour)."""
+    legend.setLabelTextColor(colour)
+    for _sample, label in legend.items:
+        label.setText(label.text)
+
+
 class PlotCard(QFrame):
     """A titled frame holding one pyqtgraph plot, styled by the current look."""
 
@@ -376,7 +383,7 @@ class FpsPlot(TimePlot):
         if self.slowest_id is not None:
             self.slow.setPen(pen(session_colour(self.slowest_id), lw * 1.3))
         if hasattr(self, "legend"):
-            self.legend.setLabelTextColor(t.text)
+            style_legend(self.legend, t.text)
             back = pg.mkColor(t.plot)
             back.setAlpha(210)
             self.legend.setBrush(pg.mkBrush(back))
@@ -495,7 +502,7 @@ class MemoryPlot(TimePlot):
         )
         style_labels(self.ceiling, self.look.theme.error, self.look)
         if hasattr(self, "legend"):
-            self.legend.setLabelTextColor(self.look.theme.text)
+            style_legend(self.legend, self.look.theme.text)
 
     def update_from(self, snap: Snapshot, window: TimeWindow) -> None:
         top = 1.0
