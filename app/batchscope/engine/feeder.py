@@ -31,10 +31,13 @@ import threading
 import time
 from collections.abc import Callable
 
+from batchscope.engine.loop import LoopThread
 from batchscope.engine.session import Mailboxes, Session, first_frame_delay
 
 
-class Feeder:
+class Feeder(LoopThread):
+    STOP_TIMEOUT_S = 1.0
+
     def __init__(
         self,
         mailboxes: Mailboxes,
@@ -42,33 +45,18 @@ class Feeder:
         clock: Callable[[], float] = time.perf_counter,
         seed: int = 0,
     ) -> None:
+        super().__init__("batchscope-feeder")
         self._mailboxes = mailboxes
         self._on_error = on_error
         self._clock = clock
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._terminate = False
         self._sessions: dict[int, Session] = {}
         self._fps: dict[int, float] = {}
         self._heap: list[tuple[float, int]] = []
         self._scale: dict[int, float] = {}  # session -> pace factor (0: stalled, K: burst)
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
         self._timer_seq = 0
-        self._thread = threading.Thread(target=self._run, name="batchscope-feeder", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self, timeout: float = 1.0) -> None:
-        self._terminate = True
-        self._wake.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout)
-
-    @property
-    def alive(self) -> bool:
-        return self._thread.is_alive()
 
     def set_sessions(self, sessions: list[Session], fps: float | None) -> None:
         """Replace the set of paced sessions; sessions kept keep their schedule."""

@@ -13,11 +13,11 @@ an event and the loop goes on.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable
 
 import numpy as np
 
+from batchscope.engine.loop import LoopThread
 from batchscope.engine.metrics import MONITOR_PERIOD_S, MetricsStore, TimelineSample
 from batchscope.engine.stats import busy_fraction, live_fps
 
@@ -47,7 +47,9 @@ def sample_timeline(
     )
 
 
-class Monitor:
+class Monitor(LoopThread):
+    STOP_TIMEOUT_S = 1.0
+
     def __init__(
         self,
         store: MetricsStore,
@@ -55,26 +57,11 @@ class Monitor:
         on_error: Callable[[str], None],
         period_s: float = MONITOR_PERIOD_S,
     ) -> None:
+        super().__init__("batchscope-monitor")
         self._store = store
         self._sample = sample
         self._on_error = on_error
         self._period_s = period_s
-        self._terminate = False
-        self._wake = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="batchscope-monitor", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self, timeout: float = 1.0) -> None:
-        self._terminate = True
-        self._wake.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout)
-
-    @property
-    def alive(self) -> bool:
-        return self._thread.is_alive()
 
     def _run(self) -> None:
         while not self._terminate:

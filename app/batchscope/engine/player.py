@@ -31,6 +31,7 @@ from collections.abc import Callable
 
 from batchscope.config import ConfigError, RunConfig
 from batchscope.engine.engine import Engine
+from batchscope.engine.loop import LoopThread
 from batchscope.experiment import Experiment, Step
 
 
@@ -42,7 +43,7 @@ def first_config(experiment: Experiment) -> RunConfig:
     return experiment.base
 
 
-class ExperimentPlayer:
+class ExperimentPlayer(LoopThread):
     """Plays ``experiment`` on ``engine`` (already started on :func:`first_config`).
 
     ``on_step(index, error)`` is called from the player's thread after each
@@ -57,30 +58,18 @@ class ExperimentPlayer:
         on_step: Callable[[int, str | None], None] | None = None,
         on_end: Callable[[], None] | None = None,
     ) -> None:
+        super().__init__("batchscope-player")
         self._engine = engine
         self.experiment = experiment
         self._on_step = on_step
         self._on_end = on_end
-        self._terminate = False
-        self._wake = threading.Event()
         self.finished = threading.Event()
         self.steps_done = 0
         self._origin: float | None = None
-        self._thread = threading.Thread(target=self._run, name="batchscope-player", daemon=True)
 
     def start(self) -> None:
         self._origin = self._engine.now()
-        self._thread.start()
-
-    def stop(self, timeout: float = 2.0) -> None:
-        self._terminate = True
-        self._wake.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout)
-
-    @property
-    def alive(self) -> bool:
-        return self._thread.is_alive()
+        super().start()
 
     def elapsed(self) -> float:
         """Seconds since the experiment started (0 before), at most its duration."""
