@@ -187,9 +187,17 @@ def take_snapshot(
     items = items[(items["result"] >= since) & (items["result"] <= end)]
     in_scope = batches["size"][(batches["end"] >= since) & (batches["end"] <= end)]
     sizes, counts = np.unique(in_scope, return_counts=True)
+    # group the windows by session once (a stable sort keeps each one's time order),
+    # instead of one pass over all of them per session
+    by_session = items[np.argsort(items["session"], kind="stable")]
+    present, first, count = np.unique(by_session["session"], return_index=True, return_counts=True)
+    spans = {
+        int(sid): (int(a), int(a + c)) for sid, a, c in zip(present, first, count, strict=True)
+    }
     views, recent = [], {}
     for s in sessions:
-        mine = items[items["session"] == s.id]
+        lo, hi = spans.get(s.id, (0, 0))
+        mine = by_session[lo:hi]
         lat = latencies_ms(mine)
         recent[s.id] = lat
         views.append(
