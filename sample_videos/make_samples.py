@@ -4,7 +4,7 @@ The clips ship with BatchScope so that opening "a video file" works out of the b
 file-source path is exercised with known answers. Each clip is a ``SyntheticScene`` with its
 own seed and look, written as 640x360, 30 fps MPEG-4 Part 2 ('mp4v', which every OpenCV build
 can write), with a CSV beside it in the BlurBall label format:
-``Frame,Visibility,X,Y,l,theta`` (pixels, radians; zeros when the ball is not visible).
+``Frame,Visibility,X,Y,l,theta`` (pixels, degrees; zeros when the ball is not visible).
 
 Run ``python sample_videos/make_samples.py`` to regenerate them in this folder.
 """
@@ -64,7 +64,7 @@ def write_clip(scene: SyntheticScene, video: Path, frames: int) -> None:
                         f"{truth.x:.2f}",
                         f"{truth.y:.2f}",
                         f"{truth.length:.2f}",
-                        f"{truth.theta:.4f}",
+                        f"{truth.theta:.2f}",
                     )
                 )
     finally:

@@ -10,12 +10,20 @@ import time
 import numpy as np
 import pytest
 
-from batchscope.config import RunConfig
+from batchscope.config import UNTRAINED, RunConfig
 from batchscope.engine.engine import Engine
 from batchscope.engine.metrics import Ring
 from batchscope.engine.session import Mailboxes, Window
+from batchscope.engine.accuracy import UNSCORED
 from batchscope.engine.stats import ITEM_DTYPE, jain, latency_summary
-from contract import OVERALL_KEYS, REPORT_KEYS, SESSION_KEYS, SMALL_EMULATED, wait_for
+from contract import (
+    ACCURACY_KEYS,
+    OVERALL_KEYS,
+    REPORT_KEYS,
+    SESSION_KEYS,
+    SMALL_EMULATED,
+    wait_for,
+)
 
 SMALL = SMALL_EMULATED
 
@@ -63,7 +71,7 @@ def test_mailbox_keeps_latest_and_counts_overwritten():
 def test_ring_is_bounded_and_ordered():
     ring = Ring(ITEM_DTYPE, 8)
     for i in range(20):
-        ring.append((i, 1, float(i), 0, 0, 0, 0))
+        ring.append((i, 1, float(i), 0, 0, 0, 0, *UNSCORED))
     assert ring.total == 20
     assert list(ring.view()["session"]) == list(range(12, 20))
     assert list(ring.tail(3)["session"]) == [17, 18, 19]
@@ -78,7 +86,7 @@ def test_ring_memory_is_committed_when_made_not_as_it_fills():
         "from batchscope.engine.metrics import Ring\n"
         "from batchscope.engine.stats import ITEM_DTYPE\n"
         "before = rss_mb()\n"
-        "ring = Ring(ITEM_DTYPE, 1 << 21)\n"  # 96 MB of records
+        "ring = Ring(ITEM_DTYPE, 1 << 21)\n"  # 116 MB of records
         "print(rss_mb() - before, ring.view().size)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -122,7 +130,8 @@ def test_emulated_run_delivers_and_reports_in_schema(engines):
     assert wait_for(lambda: min(s["delivered"] for s in e.report()["sessions"]) >= 45)
     r = e.report()
     assert r.keys() >= REPORT_KEYS
-    assert set(r["overall"]) == OVERALL_KEYS
+    assert set(r["overall"]) == OVERALL_KEYS | {"accuracy"}  # the synthetic scene has truth
+    assert set(r["overall"]["accuracy"]) == ACCURACY_KEYS
     assert len(r["sessions"]) == 3
     for s in r["sessions"]:
         assert s.keys() >= SESSION_KEYS
@@ -242,6 +251,7 @@ def test_real_model_on_cpu_runs_and_says_untrained(engines):
         resolution=(128, 72),
         sessions=2,
         profile=None,
+        checkpoint=UNTRAINED,
     )
     engines.append(e)
     assert wait_for(lambda: sum(s.delivered for s in e.snapshot().sessions) >= 4, timeout=20)
@@ -251,18 +261,20 @@ def test_real_model_on_cpu_runs_and_says_untrained(engines):
     r = e.report()
     assert all(s["stages_ms"]["compute"] > 1.0 for s in r["sessions"] if s["delivered"])
     assert "rss_mb" in r["memory"]
+    assert r["config"]["weights"] == "untrained"
+    assert r["overall"]["accuracy"]["scored"] == 0  # untrained weights are not scored
 
 
 def test_ring_appended_since_survives_clear():
     ring = Ring(ITEM_DTYPE, 8)
     for i in range(5):
-        ring.append((i, 1, float(i), 0, 0, 0, 0))
+        ring.append((i, 1, float(i), 0, 0, 0, 0, *UNSCORED))
     ring.clear()
-    ring.append((5, 1, 5.0, 0, 0, 0, 0))
+    ring.append((5, 1, 5.0, 0, 0, 0, 0, *UNSCORED))
     assert list(ring.view()["session"]) == [5]
     assert list(ring.appended_since(3)["session"]) == [3, 4, 5]
     for i in range(6, 20):
-        ring.append((i, 1, float(i), 0, 0, 0, 0))
+        ring.append((i, 1, float(i), 0, 0, 0, 0, *UNSCORED))
     assert list(ring.appended_since(3)["session"]) == list(range(12, 20))  # capacity
 
 

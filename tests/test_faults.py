@@ -122,6 +122,6 @@ def test_checkpoint_swapped_for_garbage_is_refused_and_the_old_model_keeps_runni
     assert wait_for(lambda: done, timeout=30)
     assert "blurball_best" in done[0] and "not a torch checkpoint" in done[0]
     assert e.config.checkpoint is None  # reverted
-    assert e.snapshot().weights == "untrained weights: timing only"
+    assert e.snapshot().weights == "demo weights (synthetic scene)"
     n = sum(delivered(e).values())
     assert wait_for(lambda: sum(delivered(e).values()) > n + 2, timeout=30)

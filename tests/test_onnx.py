@@ -101,7 +101,7 @@ def test_the_backend_runs_in_the_engine_on_cpu_and_reports_its_stages() -> None:
         engine.stop()
     assert report["device_label"] == "cpu onnxruntime (CPU)"
     assert report["config"]["runtime"] == "onnxruntime"
-    assert report["weights"] == "untrained weights: timing only"
+    assert report["weights"] == "demo weights (synthetic scene)"
     served = [s for s in report["sessions"] if s["delivered"]]
     assert served and all(s["stages_ms"]["compute"] > 1.0 for s in served)
     assert all(s["stages_ms"]["post"] > 0.0 for s in served)

@@ -95,7 +95,7 @@ def test_truth_values_in_range(scene: SyntheticScene, truths: list) -> None:
             assert 0 <= t.x <= scene.width - 1
             assert 0 <= t.y <= scene.height - 1
             assert t.length >= 0
-            assert -math.pi / 2 < t.theta <= math.pi / 2
+            assert -90.0 < t.theta <= 90.0  # degrees, as in the label files
 
 
 def test_blur_half_length_follows_speed(scene: SyntheticScene, truths: list) -> None:
@@ -137,8 +137,9 @@ def test_ball_is_drawn_where_the_truth_says() -> None:
                 np.average(xs, weights=weights) - truth.x, np.average(ys, weights=weights) - truth.y
             )
         )
-        along = (xs - truth.x) * math.cos(truth.theta) + (ys - truth.y) * math.sin(truth.theta)
-        across = -(xs - truth.x) * math.sin(truth.theta) + (ys - truth.y) * math.cos(truth.theta)
+        theta = math.radians(truth.theta)
+        along = (xs - truth.x) * math.cos(theta) + (ys - truth.y) * math.sin(theta)
+        across = -(xs - truth.x) * math.sin(theta) + (ys - truth.y) * math.cos(theta)
         ball_width = np.ptp(across) + 1
         assert 4 <= ball_width <= 14, f"frame {index}"
         assert np.ptp(along) + 1 == pytest.approx(2 * truth.length + ball_width, abs=4)
@@ -166,7 +167,7 @@ def test_make_samples_writes_videos_and_truth(tmp_path: Path) -> None:
         for row in rows[1:]:
             assert row[1] in ("0", "1")
             assert all(len(v.split(".")[1]) == 2 for v in row[2:5])
-            assert len(row[5].split(".")[1]) == 4
+            assert len(row[5].split(".")[1]) == 2
             if row[1] == "0":
                 assert [float(v) for v in row[2:]] == [0.0] * 4
         capture = cv2.VideoCapture(str(video))

@@ -300,7 +300,7 @@ def test_checkpoint_loads_on_the_real_model_and_is_refused_on_emulated(
             "resolution": (128, 72),
         }
     )
-    qtbot.waitUntil(lambda: engine.backend.weights.startswith("untrained"), timeout=30_000)
+    qtbot.waitUntil(lambda: engine.backend.weights.startswith("demo weights"), timeout=30_000)
     ckpt = tmp_path / "blurball_best.pt"
     torch.save({"model_state_dict": BlurBall().state_dict()}, ckpt)
     assert dashboard.presenter.load_checkpoint(str(ckpt)) is True

@@ -55,6 +55,18 @@ BACKEND_FIELDS = (
 DEFAULT_RESOLUTION = (512, 288)
 
 
+UNTRAINED = "untrained"
+"""``checkpoint`` value for PyTorch's initial weights (``--no-weights``: timing only);
+``checkpoint=None`` runs the shipped demo weights (see models/weights.py)."""
+
+
+def weights_kind(checkpoint: str | None) -> str:
+    """What a report's ``config.weights`` says: demo, untrained or checkpoint."""
+    if checkpoint is None:
+        return "demo"
+    return "untrained" if checkpoint == UNTRAINED else "checkpoint"
+
+
 def default_runtime(device: str) -> str:
     """The runtime the real model uses on ``device`` when none is asked for.
 
@@ -416,7 +428,7 @@ class RunConfig:
             "channels_last": self.channels_last,
             "cudnn_benchmark": self.cudnn_benchmark,
             "checkpoint": self.checkpoint,
-            "weights": "checkpoint" if self.checkpoint else "untrained",
+            "weights": weights_kind(self.checkpoint),
             "lean": self.lean,
             "compile": self.compile,
             "cuda_graphs": self.cuda_graphs,

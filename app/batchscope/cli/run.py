@@ -33,6 +33,7 @@ from batchscope.config import (
     POLICIES,
     PRECISIONS,
     RUNTIMES,
+    UNTRAINED,
     ConfigError,
     RunConfig,
     default_runtime,
@@ -129,7 +130,13 @@ def add_run_command(sub: Any) -> None:
     )
     run.add_argument(
         "--checkpoint",
-        help="BlurBall checkpoint to load (torch backend), or an .onnx file (onnxruntime)",
+        help="BlurBall checkpoint to load (torch backend), or an .onnx file (onnxruntime); "
+        "default: the demo weights trained on the synthetic scene (docs/DEMO_WEIGHTS.md)",
+    )
+    run.add_argument(
+        "--no-weights",
+        action="store_true",
+        help="run the model with its untrained initial weights: timing only, no detections",
     )
     run.add_argument("--channels-last", action="store_true")
     run.add_argument("--no-cudnn-benchmark", action="store_true")
@@ -196,6 +203,9 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         raise ConfigError("warmup", args.warmup, "must be 0 or more seconds")
     if args.checkpoint and backend != "torch":
         raise ConfigError("checkpoint", args.checkpoint, "needs the torch backend (--device)")
+    no_weights = getattr(args, "no_weights", False)
+    if args.checkpoint and no_weights:
+        raise ConfigError("no_weights", True, "give --checkpoint or --no-weights, not both")
     runtime = args.runtime or _runtime_for(args, backend, device)
     config = RunConfig(
         sources=tuple(args.sources),
@@ -216,7 +226,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         resolution=args.resolution,
         channels_last=args.channels_last,
         cudnn_benchmark=not args.no_cudnn_benchmark,
-        checkpoint=args.checkpoint,
+        checkpoint=UNTRAINED if no_weights else args.checkpoint,
         lean=args.lean,
         compile=args.compile,
         cuda_graphs=args.cuda_graphs,

@@ -17,6 +17,7 @@ from batchscope.engine.segment_rows import (
     has_predictions,
     segment_cells,
     segments_csv,
+    with_accuracy,
 )
 
 #: key -> (heading, width); a negative width is left-aligned.
@@ -36,6 +37,9 @@ LAYOUT: dict[str, tuple[str, int]] = {
     "mean_batch": ("batch", 5),
     "busy": ("busy%", 5),
     "stable": ("stable", 6),
+    "hit_rate": ("hit%", 5),
+    "error_px": ("err", 5),
+    "fresh_px": ("fresh", 5),
     "pred_fps": ("sim fps", 7),
     "ratio_fps": ("÷", 5),
     "pred_p50": ("sim p50", 7),
@@ -66,7 +70,7 @@ def format_segments(report: Mapping[str, Any]) -> str:
     """
     segments = report.get("segments", [])
     rows = [segment_cells(seg) for seg in segments]
-    parts = [_text_table(rows, LIVE_KEYS)]
+    parts = [_text_table(rows, with_accuracy(LIVE_KEYS, segments))]
     if has_predictions(segments):
         parts += ["", "live vs the simulator's prediction (÷: live ÷ predicted)"]
         parts.append(_text_table(rows, VERSUS_KEYS))

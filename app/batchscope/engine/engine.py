@@ -33,6 +33,7 @@ from batchscope.config import (
     RunConfig,
 )
 from batchscope.device.load import NeighbourLoad
+from batchscope.engine.accuracy import UNSCORED, score
 from batchscope.engine.backends import Backend, BackendError, BuildCancelled, make_backend
 from batchscope.engine.faults import fault_actions
 from batchscope.engine.feeder import Feeder
@@ -45,7 +46,7 @@ from batchscope.engine.report import SessionInfo
 from batchscope.engine.roster import Roster, SourceSlot, close_slots, default_sources, open_slots
 from batchscope.engine.run_report import run_report
 from batchscope.engine.segments import SegmentLog
-from batchscope.engine.session import Mailboxes
+from batchscope.engine.session import Mailboxes, Window
 from batchscope.engine.snapshot import (
     BUS_S,
     BusRecords,
@@ -118,6 +119,7 @@ class Engine:
                 self.mailboxes, self.store, make_policy(config), self.event, self._clock
             )
             self._set_worker_knobs(config)
+            self._worker.scorer = self._score
         try:
             slots = self._open_slots(config.sources or default_sources(), config.resolution)
         except BaseException:
@@ -382,6 +384,15 @@ class Engine:
         if set(SESSION_FIELDS) & changes.keys():
             self._sync_sessions()
 
+    def _score(self, window: Window, detection: Any, positions: bool) -> tuple:
+        """Worker thread: one delivered result against its source's ground truth."""
+        session = self.roster.session(window.session)
+        if session is None or not session.source.has_truth:
+            return UNSCORED
+        source = session.source
+        truth_now = source.truth(session.current_index())
+        return score(detection, source.truth(window.frame_index), truth_now, positions)
+
     def _set_worker_knobs(self, config: RunConfig) -> None:
         """Worker thread: the knobs it applies to every policy."""
         ms = config.drop_after_ms
@@ -548,7 +559,7 @@ class Engine:
     def report(self, kind: str = "run") -> dict[str, Any]:
         """The JSON report over the interval since the last statistics reset (or start)."""
         infos = [
-            SessionInfo(s.id, s.source.spec, s.state, s.error, s.source.own_fps)
+            SessionInfo(s.id, s.source.spec, s.state, s.error, s.source.own_fps, s.source.has_truth)
             for s in self.roster.sessions()
         ]
         return run_report(

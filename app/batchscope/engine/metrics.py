@@ -17,7 +17,7 @@ import numpy as np
 
 from batchscope.engine.stats import BATCH_DTYPE, ITEM_DTYPE, OVERWRITE_DTYPE
 
-ITEM_CAPACITY = 1 << 18  # ≈ 2.4 h of 1 session at 30 fps; 12.6 MB
+ITEM_CAPACITY = 1 << 18  # ≈ 2.4 h of 1 session at 30 fps; 15.2 MB
 BATCH_CAPACITY = 1 << 16
 MONITOR_PERIOD_S = 0.25  # one timeline sample every 0.25 s
 TIMELINE_S = 300  # history kept in memory (the dashboard shows the last 60 s;

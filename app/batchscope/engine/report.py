@@ -12,6 +12,7 @@ import numpy as np
 from batchscope.config import RunConfig
 from batchscope.engine.policies import REASONS
 from batchscope.engine.stats import (
+    accuracy_summary,
     busy_fraction,
     fps_figures,
     latencies_ms,
@@ -27,6 +28,7 @@ class SessionInfo:
     state: str = "running"
     error: str | None = None
     source_fps: float | None = None  # the source's own frame rate, where it has one
+    has_truth: bool = False  # its source knows the ball's position: results are scored
 
 
 def build_report(
@@ -64,6 +66,8 @@ def build_report(
             "latency_ms": latency_summary(latencies_ms(mine)),
             "stages_ms": stage_means(mine),
         }
+        if s.has_truth:
+            entry["accuracy"] = accuracy_summary(mine)
         if s.source_fps is not None:
             paced = config.fps or s.source_fps
             entry["source_fps"] = round(s.source_fps, 3)
@@ -90,6 +94,9 @@ def build_report(
         "batch_reasons": {r: reasons[r] for r in REASONS if r in reasons},
         "busy": round(busy_fraction(float(batches["compute_s"].sum()), duration_s), 4),
     }
+    truth = [s.id for s in sessions if s.has_truth]
+    if truth:
+        overall["accuracy"] = accuracy_summary(items[np.isin(items["session"], truth)])
     report: dict[str, Any] = {
         "kind": kind,
         "config": config.to_json(),
@@ -194,12 +201,15 @@ def format_table(reports: Sequence[Mapping[str, Any]]) -> str:
 
 
 def format_sessions(report: Mapping[str, Any]) -> str:
-    """Per-session table of one report (an expired column when windows expired)."""
+    """Per-session table of one report (an expired column when windows expired; hit %,
+    error and freshness when a source has ground truth)."""
     expiring = any(s.get("expired") for s in report["sessions"])
+    scoring = any("accuracy" in s for s in report["sessions"])
     lines = [
         f"{'id':>3}  {'source':<24}{'fps':>7}{'delivered':>10}{'overwr':>8}"
         + (f"{'expired':>8}" if expiring else "")
         + f"{'p50 ms':>8}{'p99 ms':>8}{'wait':>7}{'prep':>7}{'comp':>7}{'post':>7}"
+        + (f"{'hit %':>7}{'err px':>8}{'fresh px':>9}" if scoring else "")
     ]
     for s in report["sessions"]:
         lat, st = s["latency_ms"], s["stages_ms"]
@@ -209,7 +219,21 @@ def format_sessions(report: Mapping[str, Any]) -> str:
             + (f"{s.get('expired', 0):>8}" if expiring else "")
             + f"{lat['p50']:>8.1f}{lat['p99']:>8.1f}{st['wait']:>7.1f}{st['prep']:>7.1f}"
             f"{st['compute']:>7.1f}{st['post']:>7.1f}"
+            + (_accuracy_cells(s.get("accuracy")) if scoring else "")
             + (f"  ERROR: {s['error']}" if s.get("error") else "")
             + (f"  ({s['pacing']})" if s.get("pacing") else "")
         )
     return "\n".join(lines)
+
+
+def _accuracy_cells(accuracy: Mapping[str, Any] | None) -> str:
+    def cell(value: float | None, width: int, digits: int) -> str:
+        return f"{'–':>{width}}" if value is None else f"{value:>{width}.{digits}f}"
+
+    a = accuracy or {}
+    hit = a.get("hit_rate")
+    return (
+        cell(None if hit is None else 100 * hit, 7, 0)
+        + cell(a.get("median_error_px"), 8, 1)
+        + cell(a.get("median_freshness_px"), 9, 1)
+    )

@@ -49,6 +49,9 @@ COLUMNS: dict[str, Column] = {
         Column("mean_batch", "batch", "mean batch"),
         Column("busy", "busy %", "busy %"),
         Column("stable", "stable", "stable"),
+        Column("hit_rate", "hit %", "hit rate %"),
+        Column("error_px", "err px", "median error px"),
+        Column("fresh_px", "fresh px", "median freshness px"),
         Column("pred_fps", "sim fps", "predicted mean fps"),
         Column("ratio_fps", "fps ÷ sim", "live ÷ predicted fps"),
         Column("pred_p50", "sim p50", "predicted p50 ms"),
@@ -75,6 +78,9 @@ LIVE_KEYS = (
     "busy",
     "stable",
 )
+#: Accuracy and freshness (sources with ground truth): after the live ones, where a
+#: segment has them (:func:`with_accuracy`).
+ACCURACY_KEYS = ("hit_rate", "error_px", "fresh_px")
 #: The simulator's figures and live ÷ predicted, after the live ones in the app's table.
 PREDICTED_KEYS = ("pred_fps", "ratio_fps", "pred_p50", "ratio_p50", "pred_p99", "ratio_p99")
 #: The table against the simulator (the CLI's and the HTML report's second table).
@@ -175,7 +181,9 @@ def segment_cells(segment: Mapping[str, Any]) -> dict[str, str]:
         "changed": describe_changes(segment),
         "sessions": str(cfg.get("sessions", DASH)),
         "policy": policy_text(cfg),
-        **dict.fromkeys((*FIGURE_KEYS, "mean_batch", "busy", "stable", *PREDICTED_KEYS), DASH),
+        **dict.fromkeys(
+            (*FIGURE_KEYS, "mean_batch", "busy", "stable", *ACCURACY_KEYS, *PREDICTED_KEYS), DASH
+        ),
         "caption": segment.get("caption") or "",
         "error": segment.get("error") or "",
     }
@@ -194,6 +202,14 @@ def segment_cells(segment: Mapping[str, Any]) -> dict[str, str]:
         "busy": _num(100 * o.get("busy", 0.0), 0),
         "stable": "yes" if segment.get("stable") else "no",
     }
+    accuracy = o.get("accuracy")
+    if accuracy:
+        hit_rate = accuracy["hit_rate"]
+        cells |= {
+            "hit_rate": _num(None if hit_rate is None else 100 * hit_rate, 0),
+            "error_px": _num(accuracy["median_error_px"]),
+            "fresh_px": _num(accuracy["median_freshness_px"]),
+        }
     pred = segment.get("predicted")
     if pred:
         ratio = live_vs_predicted(segment) or {}
@@ -212,8 +228,18 @@ def has_predictions(segments: Sequence[Mapping[str, Any]]) -> bool:
     return any(seg.get("predicted") for seg in segments)
 
 
-#: The CSV's columns: the live table, the simulator's figures, then the texts.
-CSV_KEYS = (*LIVE_KEYS, *PREDICTED_KEYS, "caption", "error")
+def has_accuracy(segments: Sequence[Mapping[str, Any]]) -> bool:
+    """A segment's sources have ground truth (its ``overall`` carries ``accuracy``)."""
+    return any("accuracy" in seg.get("overall", {}) for seg in segments)
+
+
+def with_accuracy(keys: Sequence[str], segments: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """``keys``, then the accuracy columns when a segment has them."""
+    return (*keys, *ACCURACY_KEYS) if has_accuracy(segments) else tuple(keys)
+
+
+#: The CSV's columns: the live table, accuracy, the simulator's figures, then the texts.
+CSV_KEYS = (*LIVE_KEYS, *ACCURACY_KEYS, *PREDICTED_KEYS, "caption", "error")
 
 
 def segments_csv(segments: Sequence[Mapping[str, Any]]) -> str:

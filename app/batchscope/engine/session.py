@@ -71,6 +71,10 @@ class Session:
             return None
         return Window(self.id, self.seq, index, tuple(self._frames), now, self._scale)
 
+    def current_index(self) -> int:
+        """Index in the source of the session's newest frame (-1 before its first)."""
+        return self.phase_frames + self.seq - 1
+
     def fail(self, message: str) -> None:
         self.state = "error"
         self.error = message

@@ -19,6 +19,7 @@ from batchscope.engine.metrics import Latest, MetricsStore, TimelineSample
 from batchscope.engine.session import Session
 from batchscope.engine.stats import (
     OVERWRITE_DTYPE,
+    accuracy_summary,
     latencies_ms,
     latency_summary,
     live_fps,
@@ -64,6 +65,8 @@ class SessionView:
     stages_ms: dict[str, float]
     latest: Latest | None
     expired: int = 0  # windows discarded for waiting past drop_after_ms
+    accuracy: dict | None = None  # stats.accuracy_summary over the scope, if it has truth
+    truth: Any = None  # the ball's truth (BallTruth) in the latest window's newest frame
 
 
 @dataclass(frozen=True)
@@ -196,6 +199,8 @@ def take_snapshot(
     }
     views, recent = [], {}
     for s in sessions:
+        shown = latest.get(s.id)
+        has_truth = s.source.has_truth
         lo, hi = spans.get(s.id, (0, 0))
         mine = by_session[lo:hi]
         lat = latencies_ms(mine)
@@ -211,8 +216,10 @@ def take_snapshot(
                 overwritten=overwritten.get(s.id, 0),
                 latency_ms=latency_summary(lat),
                 stages_ms=stage_means(mine),
-                latest=latest.get(s.id),
+                latest=shown,
                 expired=(expired or {}).get(s.id, 0),
+                accuracy=accuracy_summary(mine) if has_truth else None,
+                truth=s.source.truth(shown.frame_index) if has_truth and shown else None,
             )
         )
     last = timeline[-1] if timeline else None

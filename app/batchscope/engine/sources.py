@@ -76,6 +76,8 @@ class FrameSource(ABC):
     def n_frames(self) -> int | None:
         return None
 
+    has_truth: bool = False  # whether truth() gives the ball's position (labels, the scene)
+
     def truth(self, index: int) -> BallTruth | None:
         """Ground truth for frame ``index`` in source pixels, when the source knows it."""
         return None
@@ -170,18 +172,27 @@ class VideoFileSource(CachedSource):
         super().__init__(spec, path.name, frames, fps, size)
         self.own_fps = own
         self.path = path
-        self._truth = _read_truth_csv(path.with_suffix(".csv"))
+        notes = []
         if longer:
-            self.note = (
+            notes.append(
                 f"long file: looping its first {n} frames "
                 f"({n / fps:.0f} s, the {budget_bytes // 2**20} MB frame cache)"
             )
         elif expected and n < 0.9 * expected:
-            self.note = f"truncated or corrupt: decoded {n} of the {expected} frames it announces"
+            notes.append(f"truncated or corrupt: decoded {n} of the {expected} frames it announces")
+        try:
+            self._truth = read_labels(path.with_suffix(".csv"), n, size)
+        except LabelError as error:
+            self._truth = []
+            notes.append(f"no accuracy: {error}")
+        self.note = "; ".join(notes)
+
+    @property
+    def has_truth(self) -> bool:
+        return bool(self._truth)
 
     def truth(self, index: int) -> BallTruth | None:
-        i = index % self.n_frames
-        return self._truth[i] if i < len(self._truth) else None
+        return self._truth[index % self.n_frames] if self._truth else None
 
 
 class SyntheticSource(CachedSource):
@@ -204,6 +215,8 @@ class SyntheticSource(CachedSource):
         spec = "synthetic" if seed == 0 else f"synthetic:{seed}"
         super().__init__(spec, spec, np.stack(frames), fps, SYNTHETIC_SIZE)
         self._truths = truths
+
+    has_truth = True
 
     def truth(self, index: int) -> BallTruth:
         return self._truths[index % len(self._truths)]
@@ -407,18 +420,51 @@ def _to_model(bgr: np.ndarray, resolution: tuple[int, int]) -> np.ndarray:
     return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
 
 
-def _read_truth_csv(path: Path) -> list[BallTruth]:
-    """The BlurBall label CSV beside a clip (Frame,Visibility,X,Y,l,theta), if there is one."""
-    if not path.is_file():
+LABEL_COLUMNS = ("Frame", "Visibility", "X", "Y", "l", "theta")
+
+
+class LabelError(ValueError):
+    """A label CSV that cannot score a clip; ``str()`` names the file and the reason."""
+
+
+def read_labels(path: Path, frames: int, size: tuple[int, int]) -> list[BallTruth]:
+    """The BlurBall label CSV beside a clip, one truth per frame ([] when there is none).
+
+    The format: a header ``Frame,Visibility,X,Y,l,theta``, then one row per frame in
+    order from 0: visibility 0 or 1, the ball's centre (X, Y) and half streak length
+    ``l`` in the clip's pixels, ``theta`` in degrees. Raises :class:`LabelError` for a
+    file that is there but cannot be trusted: other columns, a cell that is not a
+    number, fewer rows than the ``frames`` decoded, frames out of order, or positions
+    outside a ``size`` (width, height) frame (labels made for another resolution).
+    """
+    if not path.exists():
         return []
-    truths = []
+    name = path.name
     try:
-        lines = path.read_text().splitlines()[1:]
-        for line in lines:
-            _, vis, x, y, length, theta = line.split(",")[:6]
-            truths.append(
-                BallTruth(vis.strip() == "1", float(x), float(y), float(length), float(theta))
+        lines = [line for line in path.read_text().splitlines() if line.strip()]
+    except (OSError, UnicodeDecodeError) as error:
+        raise LabelError(f"{name}: cannot be read ({type(error).__name__})") from None
+    header = tuple(c.strip() for c in lines[0].split(",")) if lines else ()
+    if header[:6] != LABEL_COLUMNS:
+        raise LabelError(f"{name}: columns are not {','.join(LABEL_COLUMNS)}")
+    if len(lines) - 1 < frames:
+        raise LabelError(f"{name}: {len(lines) - 1} label rows for {frames} frames")
+    width, height = size
+    truths = []
+    for row, line in enumerate(lines[1 : frames + 1], start=2):
+        cells = line.split(",")
+        if len(cells) < 6:
+            raise LabelError(f"{name}: line {row} has {len(cells)} cells, not 6")
+        try:
+            frame, visible, x, y, length, theta = (float(c) for c in cells[:6])
+        except ValueError:
+            raise LabelError(f"{name}: line {row} has a cell that is not a number") from None
+        if frame != row - 2:
+            raise LabelError(f"{name}: line {row} is frame {frame:g}, expected {row - 2}")
+        if visible and not (-0.5 <= x <= width - 0.5 and -0.5 <= y <= height - 0.5):
+            raise LabelError(
+                f"{name}: frame {row - 2} puts the ball at ({x:g}, {y:g}), outside the "
+                f"{width}x{height} clip (labels for another resolution?)"
             )
-    except (OSError, ValueError):
-        return []
+        truths.append(BallTruth(bool(visible), x, y, length, theta))
     return truths

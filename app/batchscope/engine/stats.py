@@ -18,6 +18,10 @@ a name says otherwise.
   starved session on every figure. Each session's entry carries its state and
   error, so what was left out is on the same page.
 - busy: fraction of wall time the device spent in compute.
+- accuracy and freshness (sessions with ground truth): hit rate and median
+  position error of the results scored against their own newest frame;
+  freshness is the distance from the answer to the ball's true position when
+  the answer arrives (definitions in ``engine/accuracy.py``).
 """
 
 from __future__ import annotations
@@ -58,6 +62,26 @@ def stage_means(items: np.ndarray) -> dict[str, float]:
 
 def latencies_ms(items: np.ndarray) -> np.ndarray:
     return (items["result"] - items["arrival"]) * 1000.0
+
+
+def accuracy_summary(items: np.ndarray) -> dict[str, float | int | None]:
+    """The accuracy block of item records: hit rate and median error over the scored
+    results, median freshness over those with one (see ``engine/accuracy.py``).
+
+    ``scored``: results scored for accuracy; ``hit_rate`` (0-1) and ``median_error_px``
+    are None when none were (the emulated device, untrained weights), and
+    ``median_error_px`` also when no visible ball was detected; ``median_freshness_px``
+    is None when no result had a freshness.
+    """
+    scored = items[items["scored"]]
+    errors = scored["error_px"][~np.isnan(scored["error_px"])]
+    fresh = items["fresh_px"][~np.isnan(items["fresh_px"])]
+    return {
+        "scored": len(scored),
+        "hit_rate": round(float(scored["hit"].mean()), 4) if len(scored) else None,
+        "median_error_px": round(float(np.median(errors)), 2) if len(errors) else None,
+        "median_freshness_px": round(float(np.median(fresh)), 2) if len(fresh) else None,
+    }
 
 
 def live_fps(result_times: np.ndarray, now: float, window_s: float = LIVE_FPS_WINDOW_S) -> float:
@@ -106,8 +130,24 @@ ITEM_DTYPE = np.dtype(
         ("prep_end", np.float64),
         ("compute_end", np.float64),
         ("result", np.float64),
+        # scored against ground truth (see engine/accuracy.py): whether the result was
+        # scored for accuracy, whether it was a hit, its position error and its
+        # freshness (source px; NaN where they do not apply)
+        ("scored", np.bool_),
+        ("hit", np.bool_),
+        ("error_px", np.float32),
+        ("fresh_px", np.float32),
     ]
 )
+
+
+def item_records(n: int) -> np.ndarray:
+    """``n`` zeroed :data:`ITEM_DTYPE` records, not scored (error and freshness NaN)."""
+    items = np.zeros(n, ITEM_DTYPE)
+    items["error_px"] = np.nan
+    items["fresh_px"] = np.nan
+    return items
+
 
 #: One record per batch.
 BATCH_DTYPE = np.dtype(

@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
+from batchscope.engine.accuracy import UNSCORED
 from batchscope.engine.backends import Backend, BatchResult, DeviceOutOfMemory, sleep_until
 from batchscope.engine.metrics import Latest, MetricsStore
 from batchscope.engine.policies import BatchPolicy
@@ -68,6 +69,9 @@ class Worker:
         self.oom_cap: int | None = None  # set after an out-of-memory, cleared by a new backend
         self.slowdown = 1.0  # every batch's compute takes this × longer (a slow-device fault)
         self.drop_after_s: float | None = None  # discard windows older than this (expired)
+        # (window, detection, positions) -> (scored, hit, error_px, fresh_px) of each
+        # delivered result, against its source's ground truth (engine/accuracy.py)
+        self.scorer: Callable[[Window, Any, bool], tuple] | None = None
         self._thread = threading.Thread(target=self._run, name="batchscope-worker", daemon=True)
         self._thread.start()
 
@@ -230,10 +234,11 @@ class Worker:
         records = []
         latest: dict[int, Latest] = {}
         worst = 0.0
+        positions = self.backend.draws_detections
         for win, det in zip(windows, result.detections, strict=True):
-            records.append(
-                (win.session, n, win.arrival, start, result.prep_end, result.compute_end, end)
-            )
+            scored = UNSCORED if self.scorer is None else self.scorer(win, det, positions)
+            times = (win.arrival, start, result.prep_end, result.compute_end, end)
+            records.append((win.session, n, *times, *scored))
             lat_ms = (end - win.arrival) * 1000.0
             worst = max(worst, lat_ms)
             latest[win.session] = Latest(win.frames[-1], det, win.seq, win.frame_index, lat_ms)

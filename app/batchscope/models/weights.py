@@ -17,6 +17,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from batchscope.config import UNTRAINED
+from batchscope.paths import assets_dir
+
 if TYPE_CHECKING:
     from torch import Tensor, nn
 
@@ -28,6 +31,33 @@ _REFUSED_MARKER = "WeightsUnpickler error:"
 """Where torch's weights_only refusal message states what it refused."""
 _SHOWN_NAMES = 3
 """How many offending names an error message lists before summarising the rest."""
+
+
+DEMO_WEIGHTS = "weights/blurball_synthetic_demo.pt"
+"""The demo weights, under assets/: BlurBall trained on the synthetic scene
+(``training/train_demo_weights.py``; model card in docs/DEMO_WEIGHTS.md)."""
+
+UNTRAINED_LABEL = "untrained weights: timing only"
+
+
+def demo_weights() -> Path:
+    return assets_dir() / DEMO_WEIGHTS
+
+
+def resolve_weights(checkpoint: str | None) -> tuple[str | None, str]:
+    """(file to load or None, what the status bar and reports call the weights).
+
+    ``checkpoint`` is RunConfig's: None for the demo weights (the default), ``UNTRAINED``
+    for PyTorch's initial weights (timing only), else a path.
+    """
+    if checkpoint == UNTRAINED:
+        return None, UNTRAINED_LABEL
+    if checkpoint is None:
+        demo = demo_weights()
+        if not demo.is_file():
+            return None, f"{UNTRAINED_LABEL} (the demo weights {DEMO_WEIGHTS} are missing)"
+        return str(demo), "demo weights (synthetic scene)"
+    return checkpoint, f"checkpoint {checkpoint}"
 
 
 class CheckpointError(ValueError):

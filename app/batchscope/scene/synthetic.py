@@ -52,8 +52,8 @@ class BallTruth:
 
     ``x``, ``y``: centre of the blur streak in pixels of the rendered frame (pixel centres at
     integer coordinates). ``length``: half the streak length in pixels. ``theta``: angle of the
-    streak in radians, in (-pi/2, pi/2], image axes (x right, y down). All zero when the ball is
-    not visible.
+    streak in degrees, in (-90, 90], from +x towards +y (image axes: x right, y down), as in the
+    label files' ``theta`` and a detection's ``blur_angle``. All zero when the ball is not visible.
     """
 
     visible: bool
@@ -253,11 +253,11 @@ def _splat(
 
 
 def _fold_angle(theta: float) -> float:
-    """An angle of a line (no direction) in (-pi/2, pi/2]."""
-    if theta > math.pi / 2:
-        return theta - math.pi
-    if theta <= -math.pi / 2:
-        return theta + math.pi
+    """An angle of a line (no direction), degrees, in (-90, 90]."""
+    if theta > 90.0:
+        return theta - 180.0
+    if theta <= -90.0:
+        return theta + 180.0
     return theta
 
 
@@ -339,7 +339,7 @@ class SyntheticScene:
         self._draw_ball(frame, points_m)
         dx, dy = ends_px[1] - ends_px[0]
         length = 0.5 * math.hypot(dx, dy)
-        theta = _fold_angle(math.atan2(dy, dx)) if length > 0 else 0.0
+        theta = _fold_angle(math.degrees(math.atan2(dy, dx))) if length > 0 else 0.0
         return BallTruth(True, float(x), float(y), length, theta)
 
     def _samples(self, ends_px: np.ndarray) -> int:

@@ -80,7 +80,7 @@ from batchscope.engine.policies import ARRIVAL, SESSION, BatchPolicy, make_polic
 from batchscope.engine.report import SessionInfo, build_report
 from batchscope.engine.segments import Segment, SegmentLog
 from batchscope.engine.session import WINDOW, first_frame_delay
-from batchscope.engine.stats import BATCH_DTYPE, ITEM_DTYPE, OVERWRITE_DTYPE
+from batchscope.engine.stats import BATCH_DTYPE, OVERWRITE_DTYPE, item_records
 from batchscope.experiment import Experiment, Fault, Step
 from batchscope.profiles.profile import BatchCurve, DeviceProfile, ProfileError, load_profile
 
@@ -612,7 +612,7 @@ def _records(
     """:data:`ITEM_DTYPE` and :data:`BATCH_DTYPE` rows of the measured batches (filled by
     column: a row per item from a list of tuples cost 1 ms a run)."""
     batches = np.zeros(len(measured), BATCH_DTYPE)
-    items = np.zeros(len(delivered), ITEM_DTYPE)
+    items = item_records(len(delivered))
     if not measured:
         return items, batches
     starts, sizes, ends, _, reasons, caps = zip(*measured, strict=True)

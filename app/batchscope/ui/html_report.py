@@ -40,6 +40,7 @@ from batchscope.engine.segment_rows import (
     describe_changes,
     has_predictions,
     segment_cells,
+    with_accuracy,
 )
 from batchscope.experiment import Experiment
 
@@ -263,7 +264,7 @@ def build_html(report: Mapping[str, Any], buses: Mapping[int, BusRecords] | None
             '<p class="note">A segment runs from one applied change to the next; its figures '
             "leave out its first second, which settles.</p>"
         )
-        out.append(_table(rows, LIVE_KEYS, "segments"))
+        out.append(_table(rows, with_accuracy(LIVE_KEYS, segments), "segments"))
         if has_predictions(segments):
             out.append("<h3>Live vs the simulator's prediction</h3>")
             out.append(_table(rows, VERSUS_KEYS, "segments"))

@@ -205,7 +205,8 @@ class Presenter(QObject):
         return True
 
     def load_checkpoint(self, path: str | None) -> bool:
-        """Use a BlurBall checkpoint (None: back to untrained weights) on the real model.
+        """Use a BlurBall checkpoint on the real model: a path, None for the demo weights,
+        ``UNTRAINED`` for the untrained initial weights (timing only).
 
         A bad file is refused by the worker with one line naming it and why; the
         running model stays.

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from batchscope.engine.segment_rows import COLUMNS as CELLS
 from batchscope.engine.segment_rows import (
+    ACCURACY_KEYS,
     DASH,
     FIGURE_KEYS,
     FIGURES,
@@ -21,6 +21,7 @@ from batchscope.engine.segment_rows import (
     has_figures,
     segment_cells,
 )
+from batchscope.engine.segment_rows import COLUMNS as CELLS
 
 SETTLING = "settling…"
 
@@ -48,6 +49,11 @@ TIPS = {
     "mean_batch": "mean batch size (windows)",
     "busy": "share of the time the device spent computing",
     "stable": "its last three 1 s windows agree within 10%",
+    "hit_rate": "results within 5 px of the ball (or rightly empty), % of those scored "
+    "against their own frame's ground truth",
+    "error_px": "median distance from a detection to the ball in its own frame (source px)",
+    "fresh_px": "median distance from the answer to where the ball is when it arrives "
+    "(source px): latency in pixels of ball travel",
     "pred_fps": "the simulator's mean fps for this config and duration",
     "ratio_fps": "live mean fps ÷ predicted",
     "pred_p50": "the simulator's p50 latency (ms)",
@@ -55,9 +61,10 @@ TIPS = {
     "pred_p99": "the simulator's p99 latency (ms)",
     "ratio_p99": "live p99 ÷ predicted",
 }
-#: The app's columns: the live ones, then the simulator's (keys of segment_cells).
+#: The app's columns: the live ones, accuracy (hidden without ground truth), then the
+#: simulator's (keys of segment_cells).
 COLUMNS: tuple[Column, ...] = tuple(
-    Column(k, CELLS[k].head, TIPS[k]) for k in (*LIVE_KEYS, *PREDICTED_KEYS)
+    Column(k, CELLS[k].head, TIPS[k]) for k in (*LIVE_KEYS, *ACCURACY_KEYS, *PREDICTED_KEYS)
 )
 
 

@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
 )
 
 from batchscope.config import RunConfig
-from batchscope.engine.segment_rows import TEXT_KEYS, describe_changes
+from batchscope.engine.segment_rows import ACCURACY_KEYS, TEXT_KEYS, describe_changes, has_accuracy
 from batchscope.engine.snapshot import Snapshot
 from batchscope.ui.dist_plots import LatencyHistogram, StageBars
 from batchscope.ui.segment_feed import SegmentUpdate
@@ -148,6 +148,10 @@ class SegmentTable(QWidget):
         self.open_index = update.open_index
         follow = not self.table.selectedItems()
         cells = [segment_row(s, s["index"] == update.open_index) for s in update.segments]
+        scored = has_accuracy(update.segments)
+        for col, column in enumerate(COLUMNS):
+            if column.key in ACCURACY_KEYS:
+                self.table.setColumnHidden(col, not scored)
         if self.table.rowCount() != len(cells):
             self.table.setRowCount(len(cells))
             self._cells.extend([{}] * (len(cells) - len(self._cells)))

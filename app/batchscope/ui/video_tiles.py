@@ -22,6 +22,8 @@ from batchscope.engine.snapshot import SessionView, Snapshot
 from batchscope.ui.theme import Look, session_colour
 
 MAX_TILES = 16
+TRUTH_COLOUR = "#39FF14"  # the ground-truth marker (dashed diamond): a neon green, brighter
+# than any session colour
 GAP = 6
 FOOTER_MIN_PT = 6.5  # the smallest footer type, pt: below it the footer is cut instead
 
@@ -34,6 +36,8 @@ class _Tile:
     image: QImage | None = None
     frame_size: tuple[int, int] = (16, 9)  # (w, h) of the model-resolution frame
     detection: object | None = None
+    truth: object | None = None  # BallTruth of the shown frame, when the source has one
+    accuracy: dict | None = None
     to_frame: tuple[float, float] = (1.0, 1.0)  # source pixels -> frame pixels
     fps: float = 0.0
     state: str = "running"
@@ -86,6 +90,7 @@ class VideoWall(QWidget):
         rects = self._rects(len(sessions))
         for tile, view, rect in zip(self._tiles, sessions, rects, strict=True):
             tile.fps, tile.state, tile.error = view.fps, view.state, view.error
+            tile.accuracy = view.accuracy
             latest = view.latest
             if latest is None or (latest.seq == tile.seq and tile.image is not None):
                 continue
@@ -95,6 +100,7 @@ class VideoWall(QWidget):
             sw, sh = source_sizes.get(view.source, (w, h))
             tile.to_frame = (w / sw, h / sh)
             tile.detection = latest.detection if snap.draws_detections else None
+            tile.truth = view.truth
             target = _fit(rect, w / h)
             tw, th = max(1, int(target.width())), max(1, int(target.height()))
             small = np.ascontiguousarray(
@@ -150,8 +156,11 @@ class VideoWall(QWidget):
         target = _fit(rect, tile.frame_size[0] / tile.frame_size[1])
         if tile.image is not None:
             p.drawImage(target, tile.image)
-        if tile.detection is not None and tile.state == "running":
-            self._paint_detection(p, tile, target, colour)
+        if tile.state == "running":
+            if tile.truth is not None and tile.truth.visible:
+                self._paint_truth(p, tile, target)
+            if tile.detection is not None:
+                self._paint_detection(p, tile, target, colour)
         font = QFont(p.font())
         font.setPointSizeF(min(max(7.0, rect.height() / 11), 20.0))
         font.setBold(True)
@@ -188,18 +197,35 @@ class VideoWall(QWidget):
         elif tile.state != "running":
             p.setPen(QColor("#BBBBBB"))
             p.drawText(rect, Qt.AlignmentFlag.AlignCenter, tile.state)
-        elif self._message:
-            p.setPen(QColor(255, 255, 255, 150))
-            text = footer_text(p, self._message, inner.width())
+        elif self._message or tile.accuracy:
+            p.setPen(QColor(255, 255, 255, 170))
+            footer = " · ".join(filter(None, (self._message, accuracy_text(tile.accuracy))))
+            text = footer_text(p, footer, inner.width())
             p.drawText(inner, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignBottom, text)
+
+    def _paint_truth(self, p: QPainter, tile: _Tile, target: QRectF) -> None:
+        """Where the ball truly is: a diamond and its streak (dashed), in the truth colour."""
+        truth = tile.truth
+        centre, (dx, dy) = _streak(tile, target, truth.x, truth.y, truth.length, truth.theta)
+        width = 2.5 if self._look.presentation else 1.5
+        pen = QPen(QColor(TRUTH_COLOUR), width, Qt.PenStyle.DashLine, Qt.PenCapStyle.RoundCap)
+        p.setPen(pen)
+        p.setBrush(Qt.BrushStyle.NoBrush)
+        p.drawLine(centre - QPointF(dx, dy), centre + QPointF(dx, dy))
+        r = max(4.0, target.width() * 0.016)
+        p.setPen(QPen(QColor(TRUTH_COLOUR), width))
+        p.drawPolygon(
+            [
+                centre + QPointF(0, -r),
+                centre + QPointF(r, 0),
+                centre + QPointF(0, r),
+                centre + QPointF(-r, 0),
+            ]
+        )
 
     def _paint_detection(self, p: QPainter, tile: _Tile, target: QRectF, colour: QColor) -> None:
         det = tile.detection
-        kx = tile.to_frame[0] * target.width() / tile.frame_size[0]
-        ky = tile.to_frame[1] * target.height() / tile.frame_size[1]
-        centre = QPointF(target.left() + det.x * kx, target.top() + det.y * ky)
-        dx = math.cos(math.radians(det.blur_angle)) * det.blur_length * kx
-        dy = math.sin(math.radians(det.blur_angle)) * det.blur_length * ky
+        centre, (dx, dy) = _streak(tile, target, det.x, det.y, det.blur_length, det.blur_angle)
         width = 4 if self._look.presentation else 3
         p.setPen(QPen(QColor("#FFFFFF"), width, Qt.PenStyle.SolidLine, Qt.PenCapStyle.RoundCap))
         p.drawLine(centre - QPointF(dx, dy), centre + QPointF(dx, dy))
@@ -212,6 +238,32 @@ class VideoWall(QWidget):
             centre + QPointF(r + 4, -r),
             f"{det.blur_length:.0f} px · {det.blur_angle:.0f}°",
         )
+
+
+def _streak(
+    tile: _Tile, target: QRectF, x: float, y: float, half_length: float, angle_deg: float
+) -> tuple[QPointF, tuple[float, float]]:
+    """A source-pixel position and half streak as the tile's centre point and half vector."""
+    kx = tile.to_frame[0] * target.width() / tile.frame_size[0]
+    ky = tile.to_frame[1] * target.height() / tile.frame_size[1]
+    centre = QPointF(target.left() + x * kx, target.top() + y * ky)
+    dx = math.cos(math.radians(angle_deg)) * half_length * kx
+    dy = math.sin(math.radians(angle_deg)) * half_length * ky
+    return centre, (dx, dy)
+
+
+def accuracy_text(accuracy: dict | None) -> str:
+    """A tile's accuracy line: hit rate, error and freshness over the scope (``""``: none)."""
+    if not accuracy:
+        return ""
+    parts = []
+    if accuracy["hit_rate"] is not None:
+        parts.append(f"hit {accuracy['hit_rate']:.0%}")
+    if accuracy["median_error_px"] is not None:
+        parts.append(f"err {accuracy['median_error_px']:.1f} px")
+    if accuracy["median_freshness_px"] is not None:
+        parts.append(f"fresh {accuracy['median_freshness_px']:.1f} px")
+    return " · ".join(parts)
 
 
 def footer_text(p: QPainter, text: str, width: float) -> str:

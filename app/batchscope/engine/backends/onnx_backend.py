@@ -32,6 +32,7 @@ from batchscope.engine.backends.torch_device import (
     warm_up,
 )
 from batchscope.engine.session import Window
+from batchscope.models.weights import resolve_weights
 
 #: The export's output type per precision (as ONNX Runtime names it).
 OUTPUT_TYPES = {"fp32": "tensor(float)", "fp16": "tensor(float16)"}
@@ -82,11 +83,9 @@ class OnnxBackend(Backend):
         else:
             if cancelled():  # the export cannot be interrupted: ask before it
                 raise BuildCancelled()
-            data = _exported(precision, resolution, checkpoint, _stamp(checkpoint), lean)
-            if checkpoint:
-                self.weights = f"checkpoint {checkpoint}"
-            else:
-                self.weights = "untrained weights: timing only"
+            path, self.weights = resolve_weights(checkpoint)
+            data = _exported(precision, resolution, path, _stamp(path), lean)
+            if not path:
                 self.draws_detections = False
         origin = checkpoint if self.weights.startswith("ONNX") else "the export"
         self._session, self.providers = open_session(

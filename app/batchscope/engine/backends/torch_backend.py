@@ -55,7 +55,7 @@ class TorchBackend(Backend):
         import torch
 
         from batchscope.models.blurball import BlurBall
-        from batchscope.models.weights import load_checkpoint
+        from batchscope.models.weights import load_checkpoint, resolve_weights
 
         self.torch = torch
         self.device = check_device(device)
@@ -74,11 +74,10 @@ class TorchBackend(Backend):
         else:
             self.label = "cpu"
         model = BlurBall(lean=lean).eval()
-        if checkpoint:
-            load_checkpoint(model, checkpoint)  # raises CheckpointError, one line
-            self.weights = f"checkpoint {checkpoint}"
+        path, self.weights = resolve_weights(checkpoint)
+        if path:
+            load_checkpoint(model, path)  # raises CheckpointError, one line
         else:
-            self.weights = "untrained weights: timing only"
             self.draws_detections = False
         model = model.to(self.device, self.dtype)
         if channels_last:
