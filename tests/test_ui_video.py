@@ -8,6 +8,7 @@ import pytest
 from batchscope.config import RunConfig
 from batchscope.engine.metrics import Latest
 from batchscope.engine.snapshot import SessionView, Snapshot
+from batchscope.engine.sources import placement
 from batchscope.models.postprocess import Detection
 from batchscope.ui.theme import Look
 from batchscope.ui.video_tiles import VideoWall, grid_shape
@@ -59,7 +60,7 @@ def test_detection_is_drawn_at_the_ball_in_source_pixels(qtbot):
     det = Detection(
         x=640.0, y=360.0, score=3.0, blur_length=40.0, blur_length_heatmap=8.0, blur_angle=45.0
     )
-    wall.update_from(snapshot(True, det), {"clip.mp4": (1280, 720)})
+    wall.update_from(snapshot(True, det), {"clip.mp4": placement((1280, 720), (256, 144))})
     image = wall.grab().toImage()
     ring = image.pixelColor(256 + 13, 144)  # on the circle (radius ≈ 2.5% of the width)
     assert (ring.red(), ring.green(), ring.blue()) != (0, 0, 0)

@@ -17,6 +17,9 @@ PRECISIONS = ("fp32", "fp16", "bf16")
 #: Precisions an ONNX export can have: ONNX Runtime's CPU provider has no bf16 convolutions.
 EXPORT_PRECISIONS = ("fp32", "fp16")
 BACKENDS = ("torch", "emulated")
+FITS = ("letterbox", "stretch")
+"""How a source frame of another aspect becomes a model frame: scaled to fit and padded
+(the default, so a portrait clip keeps its shape), or stretched to the model's size."""
 #: What runs the real model (torch backend): torch itself, or its ONNX export in ONNX Runtime.
 RUNTIMES = ("torch", "onnxruntime")
 
@@ -300,6 +303,7 @@ class RunConfig:
     profile: str | None = "laptop-8gb"
     precision: str = "fp16"
     resolution: tuple[int, int] = DEFAULT_RESOLUTION
+    fit: str = FITS[0]  # letterbox or stretch (sources of another aspect)
     channels_last: bool = False
     cudnn_benchmark: bool = True
     checkpoint: str | None = None
@@ -342,6 +346,8 @@ class RunConfig:
             raise ConfigError(
                 "cuda_graphs", True, "use CUDA graphs or torch.compile, not both in one run"
             )
+        if self.fit not in FITS:
+            raise ConfigError("fit", self.fit, f"choose from {_or(FITS)}")
         if self.runtime not in RUNTIMES:
             raise ConfigError("runtime", self.runtime, f"choose from {_or(RUNTIMES)}")
         if self.runtime != "torch":
@@ -416,6 +422,7 @@ class RunConfig:
             "sessions": self.sessions,
             "precision": self.precision,
             "resolution": list(self.resolution),
+            "fit": self.fit,
             "fps": self.fps,
             "duration_s": self.duration_s,
             "backend": self.backend,

@@ -36,7 +36,7 @@ from batchscope.paths import assets_dir, user_config_dir
 #: RunConfig fields an experiment may set (``extra`` is internal).
 CONFIG_FIELDS = tuple(f.name for f in fields(RunConfig) if f.name != "extra")
 BOOL_FIELDS = tuple(f.name for f in fields(RunConfig) if f.type in ("bool", bool))
-TEXT_FIELDS = ("policy", "backend", "device", "profile", "precision", "checkpoint")
+TEXT_FIELDS = ("policy", "backend", "device", "profile", "precision", "checkpoint", "fit")
 #: A step's fault keys and the fields each takes (all end by themselves after ``for_s``).
 FAULT_FIELDS: dict[str, tuple[str, ...]] = {
     "stall": ("session", "for_s"),  # the session's source sends nothing

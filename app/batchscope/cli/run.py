@@ -29,6 +29,7 @@ from batchscope.cli.tables import write_csv
 from batchscope.config import (
     BACKENDS,
     DEFAULT_RESOLUTION,
+    FITS,
     KNOBS,
     POLICIES,
     PRECISIONS,
@@ -104,6 +105,13 @@ def add_run_command(sub: Any) -> None:
         metavar="WxH",
         help="the model's input size in pixels; frames are scaled to it "
         f"(default {format_resolution(DEFAULT_RESOLUTION)})",
+    )
+    run.add_argument(
+        "--fit",
+        choices=FITS,
+        default=FITS[0],
+        help="a source of another aspect (portrait, 4:3): letterbox keeps its shape on "
+        "black bars, stretch fills the frame (default %(default)s)",
     )
     add_knob(
         run,
@@ -224,6 +232,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         profile=args.profile if backend == "emulated" else None,
         precision=precision,
         resolution=args.resolution,
+        fit=getattr(args, "fit", FITS[0]),
         channels_last=args.channels_last,
         cudnn_benchmark=not args.no_cudnn_benchmark,
         checkpoint=UNTRAINED if no_weights else args.checkpoint,

@@ -63,7 +63,7 @@ from batchscope.models.weights import CheckpointError
 from batchscope.profiles.profile import ProfileError
 
 #: Fields whose change re-makes the sessions (sources re-opened, or re-paced).
-SESSION_FIELDS = ("sessions", "fps", "resolution", "sources")
+SESSION_FIELDS = ("sessions", "fps", "resolution", "fit", "sources")
 
 
 class EngineStopped(RuntimeError):
@@ -121,7 +121,7 @@ class Engine:
             self._set_worker_knobs(config)
             self._worker.scorer = self._score
         try:
-            slots = self._open_slots(config.sources or default_sources(), config.resolution)
+            slots = self._open_slots(config.sources or default_sources(), config)
         except BaseException:
             self._worker.stop()
             raise
@@ -270,10 +270,10 @@ class Engine:
 
     # -- sources and sessions -----------------------------------------------------------
 
-    def _open_slots(self, specs: tuple[str, ...], resolution: tuple[int, int]) -> list[SourceSlot]:
+    def _open_slots(self, specs: tuple[str, ...], config: RunConfig) -> list[SourceSlot]:
         """Open sources; EngineStopped (with nothing left open) if ``stop()`` came meanwhile."""
         try:
-            return open_slots(specs, resolution, cancel=self._stopping)
+            return open_slots(specs, config.resolution, cancel=self._stopping, fit=config.fit)
         except OpenCancelled:
             raise EngineStopped() from None
 
@@ -287,7 +287,7 @@ class Engine:
 
     def add_source(self, spec: str) -> SourceSlot:
         """Open one more source (UI); a bad one shows its error on its sessions' rows."""
-        slot = self._open_slots((spec,), self.config.resolution)[0]
+        slot = self._open_slots((spec,), self.config)[0]
         self._report_bad([slot])
         self.roster.add(slot)
         self.config = self.config.with_changes(sources=tuple(s.spec for s in self.roster.slots))
@@ -353,7 +353,7 @@ class Engine:
         policy = make_policy(new) if new.policy != old.policy else None
         backend = self._build(new) if set(BACKEND_FIELDS) & changes.keys() else None
         slots = None
-        if {"resolution", "sources"} & changes.keys():
+        if {"resolution", "fit", "sources"} & changes.keys():
             try:
                 slots = self._reopen(new)
             except BaseException:
@@ -423,7 +423,7 @@ class Engine:
 
     def _reopen(self, new: RunConfig) -> list[SourceSlot]:
         """The sources of ``new``; refused if one that works now would fail after the change."""
-        slots = self._open_slots(new.sources or default_sources(), new.resolution)
+        slots = self._open_slots(new.sources or default_sources(), new)
         working = {s.spec for s in self.roster.slots if s.error is None}
         broken = [s for s in slots if s.error and s.spec in working]
         if broken:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from batchscope.config import FITS
 from batchscope.engine.feeder import Feeder
 from batchscope.engine.session import Mailboxes, Session
 from batchscope.engine.sources import (
@@ -45,7 +46,10 @@ def default_sources() -> tuple[str, ...]:
 
 
 def open_slots(
-    specs: Iterable[str], resolution: tuple[int, int], cancel: threading.Event | None = None
+    specs: Iterable[str],
+    resolution: tuple[int, int],
+    cancel: threading.Event | None = None,
+    fit: str = FITS[0],
 ) -> list[SourceSlot]:
     """Open each source; a bad one keeps its reason. OpenCancelled leaves none open.
 
@@ -59,7 +63,7 @@ def open_slots(
     try:
         for spec in specs:
             try:
-                slots.append(SourceSlot(spec, open_source(spec, resolution, cancel, budget)))
+                slots.append(SourceSlot(spec, open_source(spec, resolution, cancel, budget, fit)))
             except SourceError as exc:
                 slots.append(SourceSlot(spec, error=exc.reason))
     except OpenCancelled:

@@ -35,6 +35,7 @@ class Window:
     frames: tuple[np.ndarray, ...]
     arrival: float  # s, perf_counter clock
     scale: tuple[float, float] = (1.0, 1.0)  # model pixels -> source pixels (x, y)
+    offset: tuple[int, int] = (0, 0)  # model pixels of the source's top-left (letterbox bars)
 
 
 def first_frame_delay(rng: random.Random, fps: float) -> float:
@@ -59,8 +60,8 @@ class Session:
         self.state = "running"  # running | error | stopped
         self.error: str | None = None
         self._frames: deque[np.ndarray] = deque(maxlen=WINDOW)
-        (sw, sh), (mw, mh) = source.source_size, source.resolution
-        self._scale = (sw / mw, sh / mh)
+        where = source.placement
+        self._scale, self._offset = where.scale, where.offset
 
     def next_window(self, now: float) -> Window | None:
         """Advance one frame; the new window once 3 frames are in, else None."""
@@ -69,7 +70,7 @@ class Session:
         self.seq += 1
         if len(self._frames) < WINDOW:
             return None
-        return Window(self.id, self.seq, index, tuple(self._frames), now, self._scale)
+        return Window(self.id, self.seq, index, tuple(self._frames), now, self._scale, self._offset)
 
     def current_index(self) -> int:
         """Index in the source of the session's newest frame (-1 before its first)."""

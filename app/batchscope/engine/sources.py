@@ -6,7 +6,10 @@ hidden bottleneck of the experiment; sessions replay the cache at their own
 phase, looping. A camera is live: one capture thread per physical camera,
 whose latest frame is shared by every session that uses it.
 
-Frames are RGB uint8 arrays of shape (H, W, 3) at the model resolution.
+Frames are RGB uint8 arrays of shape (H, W, 3) at the model resolution. A source of
+another aspect is letterboxed by default: scaled by one factor to fit and centred on
+black bars (:func:`placement`), so a portrait clip keeps its shape; ``fit="stretch"``
+stretches it instead. Detections map back through the same placement.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 import cv2
 import numpy as np
 
+from batchscope.config import FITS
 from batchscope.scene.synthetic import BallTruth, SyntheticScene
 
 # OpenCV and its FFmpeg print their own warnings on stderr for every failed open
@@ -36,6 +40,54 @@ os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")  # AV_LOG_QUIET
 CACHE_BYTES = 768 * 1024 * 1024
 
 SYNTHETIC_SIZE = (640, 360)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a source frame lies in the model frame, and how model pixels map back."""
+
+    offset: tuple[int, int]
+    """(x, y) model pixels of the content's top-left corner (the bars' width and height)."""
+    size: tuple[int, int]
+    """(width, height) model pixels of the content."""
+    scale: tuple[float, float]
+    """Source pixels per content pixel (x, y): the same on both axes when letterboxed."""
+
+
+def placement(
+    source_size: tuple[int, int], resolution: tuple[int, int], fit: str = FITS[0]
+) -> Placement:
+    """How a ``source_size`` frame becomes a ``resolution`` one (see the module doc).
+
+    A source model pixel ``x`` (pixel centres at integers) lies at source pixel
+    ``(x - offset + 0.5) * scale - 0.5``.
+    """
+    (sw, sh), (mw, mh) = source_size, resolution
+    if fit == "stretch" or sw * mh == sh * mw:
+        return Placement((0, 0), (mw, mh), (sw / mw, sh / mh))
+    k = min(mw / sw, mh / sh)
+    w, h = min(mw, max(1, round(sw * k))), min(mh, max(1, round(sh * k)))
+    return Placement(((mw - w) // 2, (mh - h) // 2), (w, h), (sw / w, sh / h))
+
+
+def to_model(
+    image: np.ndarray,
+    resolution: tuple[int, int],
+    fit: str = FITS[0],
+    code: int | None = cv2.COLOR_BGR2RGB,
+) -> np.ndarray:
+    """``image`` (BGR from a decoder; RGB with ``code=None``) as an RGB model frame."""
+    where = placement((image.shape[1], image.shape[0]), resolution, fit)
+    if (image.shape[1], image.shape[0]) != where.size:
+        image = cv2.resize(image, where.size, interpolation=cv2.INTER_AREA)
+    if code is not None:
+        image = cv2.cvtColor(image, code)
+    if where.size == resolution:
+        return image
+    (x, y), (w, h) = where.offset, where.size
+    frame = np.zeros((resolution[1], resolution[0], 3), np.uint8)
+    frame[y : y + h, x : x + w] = image
+    return frame
 
 
 class SourceError(ValueError):
@@ -65,6 +117,7 @@ class FrameSource(ABC):
     own_fps: float | None = None  # the rate the file or camera declares, if it does
     source_size: tuple[int, int]  # (width, height) of the original frames
     resolution: tuple[int, int]  # (width, height) of the frames handed out
+    fit: str = FITS[0]  # how frames of another aspect were fitted (letterbox or stretch)
     live: bool = False
     note: str = ""  # something the user should know (e.g. cache truncated)
 
@@ -75,6 +128,11 @@ class FrameSource(ABC):
     @property
     def n_frames(self) -> int | None:
         return None
+
+    @property
+    def placement(self) -> Placement:
+        """Where its frames lie in the model frame (see :func:`placement`)."""
+        return placement(self.source_size, self.resolution, self.fit)
 
     has_truth: bool = False  # whether truth() gives the ball's position (labels, the scene)
 
@@ -95,9 +153,16 @@ class CachedSource(FrameSource):
     """Frames decoded once into memory and looped."""
 
     def __init__(
-        self, spec: str, name: str, frames: np.ndarray, fps: float, source_size: tuple[int, int]
+        self,
+        spec: str,
+        name: str,
+        frames: np.ndarray,
+        fps: float,
+        source_size: tuple[int, int],
+        fit: str = FITS[0],
     ) -> None:
         frames.setflags(write=False)
+        self.fit = fit
         self.spec = spec
         self.name = name
         self._frames = frames
@@ -127,6 +192,7 @@ class VideoFileSource(CachedSource):
         resolution: tuple[int, int],
         cancel: threading.Event | None = None,
         budget_bytes: int = CACHE_BYTES,
+        fit: str = FITS[0],
     ) -> None:
         spec = str(path)
         _check_file(path)
@@ -158,7 +224,7 @@ class VideoFileSource(CachedSource):
                 if n == len(frames):  # the file said fewer frames than it has
                     frames = _grown(frames, limit)
                 size = (bgr.shape[1], bgr.shape[0])
-                frames[n] = _to_model(bgr, resolution)
+                frames[n] = to_model(bgr, resolution, fit)
                 n += 1
             longer = n == limit and cap.read()[0]
             width = cap.get(cv2.CAP_PROP_FRAME_WIDTH)
@@ -169,7 +235,7 @@ class VideoFileSource(CachedSource):
             raise SourceError(spec, _no_frames_reason(width, codec))
         if n < len(frames):  # fewer than the file announced: give the rest back
             frames = frames[:n].copy()
-        super().__init__(spec, path.name, frames, fps, size)
+        super().__init__(spec, path.name, frames, fps, size, fit)
         self.own_fps = own
         self.path = path
         notes = []
@@ -204,16 +270,17 @@ class SyntheticSource(CachedSource):
         seed: int = 0,
         fps: float = 30.0,
         cancel: threading.Event | None = None,
+        fit: str = FITS[0],
     ) -> None:
         scene = SyntheticScene(*SYNTHETIC_SIZE, fps=fps, seed=seed)
         frames, truths = [], []
         for i in range(scene.period_frames):
             _check_cancel(cancel)
             rgb, truth = scene.render(i)
-            frames.append(cv2.resize(rgb, resolution, interpolation=cv2.INTER_AREA))
+            frames.append(to_model(rgb, resolution, fit, code=None))
             truths.append(truth)
         spec = "synthetic" if seed == 0 else f"synthetic:{seed}"
-        super().__init__(spec, spec, np.stack(frames), fps, SYNTHETIC_SIZE)
+        super().__init__(spec, spec, np.stack(frames), fps, SYNTHETIC_SIZE, fit)
         self._truths = truths
 
     has_truth = True
@@ -235,8 +302,15 @@ class CameraSource(FrameSource):
 
     live = True
 
-    def __init__(self, index: int, resolution: tuple[int, int], capture: Any = None) -> None:
+    def __init__(
+        self,
+        index: int,
+        resolution: tuple[int, int],
+        capture: Any = None,
+        fit: str = FITS[0],
+    ) -> None:
         self.spec = f"camera:{index}"
+        self.fit = fit
         self.name = camera_name(index) or self.spec
         self.resolution = resolution
         if capture is None:
@@ -256,7 +330,7 @@ class CameraSource(FrameSource):
         self.fps = self.own_fps or 30.0
         self.source_size = (bgr.shape[1], bgr.shape[0])
         self._cap = cap
-        self._latest = _to_model(bgr, resolution)
+        self._latest = to_model(bgr, resolution, fit)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.error: str | None = None
@@ -271,7 +345,7 @@ class CameraSource(FrameSource):
                     self.error = "camera stopped delivering frames"
                     self._stop.wait(0.2)
                     continue
-                frame = _to_model(bgr, self.resolution)
+                frame = to_model(bgr, self.resolution, self.fit)
             except Exception as exc:  # one bad frame must not end the capture
                 self.error = f"camera frame failed: {type(exc).__name__}: {exc}"
                 self._stop.wait(0.2)
@@ -301,22 +375,24 @@ def open_source(
     resolution: tuple[int, int],
     cancel: threading.Event | None = None,
     budget_bytes: int = CACHE_BYTES,
+    fit: str = FITS[0],
 ) -> FrameSource:
     """Open a source spec: a video path, ``camera:N``, ``synthetic`` or ``synthetic:SEED``.
 
-    Decoding a file stops half-way with OpenCancelled once ``cancel`` is set.
+    Decoding a file stops half-way with OpenCancelled once ``cancel`` is set; ``fit``:
+    how frames of another aspect than ``resolution`` become model frames.
     """
     if spec == "synthetic" or spec.startswith("synthetic:"):
         seed_text = spec.partition(":")[2] or "0"
         if not seed_text.isdigit():
             raise SourceError(spec, "expected synthetic or synthetic:SEED (a whole number)")
-        return SyntheticSource(resolution, seed=int(seed_text), cancel=cancel)
+        return SyntheticSource(resolution, seed=int(seed_text), cancel=cancel, fit=fit)
     if spec.startswith("camera:"):
         index_text = spec.partition(":")[2]
         if not index_text.isdigit():
             raise SourceError(spec, "expected camera:N with N a camera index (0, 1, …)")
-        return CameraSource(int(index_text), resolution)
-    return VideoFileSource(Path(spec), resolution, cancel, budget_bytes)
+        return CameraSource(int(index_text), resolution, fit=fit)
+    return VideoFileSource(Path(spec), resolution, cancel, budget_bytes, fit)
 
 
 def is_live_or_synthetic(spec: str) -> bool:
@@ -412,12 +488,6 @@ def _check_file(path: Path) -> None:
         raise SourceError(spec, f"cannot read ({exc.strerror})") from None
     if size == 0:
         raise SourceError(spec, "empty file")
-
-
-def _to_model(bgr: np.ndarray, resolution: tuple[int, int]) -> np.ndarray:
-    if (bgr.shape[1], bgr.shape[0]) != resolution:
-        bgr = cv2.resize(bgr, resolution, interpolation=cv2.INTER_AREA)
-    return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
 
 
 LABEL_COLUMNS = ("Frame", "Visibility", "X", "Y", "l", "theta")

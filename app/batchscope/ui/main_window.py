@@ -37,6 +37,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from batchscope.config import UNTRAINED
 from batchscope.engine.engine import Engine
 from batchscope.engine.snapshot import Snapshot
 from batchscope.experiment import Experiment
@@ -273,8 +274,11 @@ class MainWindow(QMainWindow):
         add = file_menu.addAction("Add video files…")
         add.triggered.connect(self.sessions._choose_files)
         file_menu.addAction("Load BlurBall checkpoint…").triggered.connect(self._load_checkpoint)
-        file_menu.addAction("Use untrained weights").triggered.connect(
+        file_menu.addAction("Use the demo weights").triggered.connect(
             lambda: self.presenter.load_checkpoint(None)
+        )
+        file_menu.addAction("Use untrained weights (timing only)").triggered.connect(
+            lambda: self.presenter.load_checkpoint(UNTRAINED)
         )
         file_menu.addSeparator()
         open_experiment = file_menu.addAction("Open experiment…")
@@ -384,7 +388,7 @@ class MainWindow(QMainWindow):
 
     def _show(self, snap: Snapshot) -> None:
         sizes = {
-            s.source.name: s.source.source_size for s in self.engine.sources if s.source is not None
+            s.source.name: s.source.placement for s in self.engine.sources if s.source is not None
         }
         self.sessions.update_sessions(snap.sessions, self.engine.sources)
         self._say_notes()

@@ -19,6 +19,7 @@ from PySide6.QtGui import QColor, QFont, QImage, QPainter, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from batchscope.engine.snapshot import SessionView, Snapshot
+from batchscope.engine.sources import Placement
 from batchscope.ui.theme import Look, session_colour
 
 MAX_TILES = 16
@@ -34,7 +35,7 @@ class _Tile:
     seq: int = -1
     pixels: np.ndarray | None = None  # kept alive: the QImage points into it
     image: QImage | None = None
-    frame_size: tuple[int, int] = (16, 9)  # (w, h) of the model-resolution frame
+    frame_size: tuple[int, int] = (16, 9)  # (w, h) of the shown frame: the source's content
     detection: object | None = None
     truth: object | None = None  # BallTruth of the shown frame, when the source has one
     accuracy: dict | None = None
@@ -78,7 +79,10 @@ class VideoWall(QWidget):
         self._look = look
         self.update()
 
-    def update_from(self, snap: Snapshot, source_sizes: dict[str, tuple[int, int]]) -> None:
+    def update_from(self, snap: Snapshot, placements: dict[str, Placement]) -> None:
+        """Show ``snap``'s sessions; ``placements`` (by source name): where each source's
+        content lies in its model frames, so a tile shows the content at its true aspect
+        (no letterbox bars) and maps source pixels onto it."""
         sessions = tiled_sessions(snap.sessions)
         self._total = len(snap.sessions)
         message = "" if snap.draws_detections else snap.weights
@@ -95,10 +99,14 @@ class VideoWall(QWidget):
             if latest is None or (latest.seq == tile.seq and tile.image is not None):
                 continue
             frame = latest.frame
+            where = placements.get(view.source)
+            if where is not None and where.size != (frame.shape[1], frame.shape[0]):
+                (x, y), (cw, ch) = where.offset, where.size
+                frame = frame[y : y + ch, x : x + cw]
             h, w = frame.shape[:2]
             tile.seq, tile.frame_size = latest.seq, (w, h)
-            sw, sh = source_sizes.get(view.source, (w, h))
-            tile.to_frame = (w / sw, h / sh)
+            sx, sy = where.scale if where is not None else (1.0, 1.0)
+            tile.to_frame = (1 / sx, 1 / sy)
             tile.detection = latest.detection if snap.draws_detections else None
             tile.truth = view.truth
             target = _fit(rect, w / h)

@@ -10,6 +10,7 @@ nothing else. ONNX Runtime on the CPU reads the gathered uint8 tensor in place
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -120,11 +121,17 @@ def warm_up(
 
 
 def detect(best_detections: Any, heatmaps: Any, windows: Sequence[Window]) -> list[Any]:
-    """Detections in each window's source pixels (one device pass per distinct scale)."""
+    """Detections in each window's source pixels (one device pass per distinct placement).
+
+    ``best_detections`` maps heatmap pixels to the source by each window's scale; the
+    letterbox bars (the window's offset, model pixels) are then taken off.
+    """
     dets: list[Any] = [None] * len(windows)
-    for scale in {w.scale for w in windows}:
-        idx = [i for i, w in enumerate(windows) if w.scale == scale]
+    for scale, (ox, oy) in {(w.scale, w.offset) for w in windows}:
+        idx = [i for i, w in enumerate(windows) if (w.scale, w.offset) == (scale, (ox, oy))]
         sub = heatmaps if len(idx) == len(windows) else heatmaps[idx]
         for i, d in zip(idx, best_detections(sub, scale=scale), strict=True):
+            if d is not None and (ox or oy):
+                d = replace(d, x=d.x - ox * scale[0], y=d.y - oy * scale[1])
             dets[i] = d
     return dets
