@@ -34,6 +34,7 @@ class FakeEngine:
         self.scopes: list[str] = []
         self.calls: list[str] = []
         self.listeners: list[Callable[[Event], None]] = []
+        self.progress: str | None = None
 
     def open(self) -> None:
         self.calls.append("open")
@@ -372,3 +373,18 @@ def test_shutdown_ends_the_real_command_thread(fake):
     p.shutdown()
     assert not p.commands.alive
     assert fake.calls == ["stop"]
+
+
+def test_a_re_decode_during_a_change_says_how_far_once_per_step(presenter, fake):
+    fake.snapshot = lambda scope="segment": None
+    fake.progress = "decoding long.mp4 at 256x144: 40%"
+    presenter.snapshot()
+    presenter.snapshot()  # unchanged: said once
+    fake.progress = "decoding long.mp4 at 256x144: 42%"
+    presenter.snapshot()
+    fake.progress = None
+    presenter.snapshot()
+    assert presenter.statuses == [
+        ("Applying: decoding long.mp4 at 256x144: 40%", "busy"),
+        ("Applying: decoding long.mp4 at 256x144: 42%", "busy"),
+    ]

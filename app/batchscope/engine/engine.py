@@ -31,6 +31,7 @@ from batchscope.config import (
     WORKER_FIELDS,
     ConfigError,
     RunConfig,
+    format_resolution,
 )
 from batchscope.device.load import NeighbourLoad
 from batchscope.engine.accuracy import UNSCORED, score
@@ -43,7 +44,14 @@ from batchscope.engine.neighbours import Neighbours
 from batchscope.engine.policies import make_policy
 from batchscope.engine.recorder import Recorder
 from batchscope.engine.report import SessionInfo
-from batchscope.engine.roster import Roster, SourceSlot, close_slots, default_sources, open_slots
+from batchscope.engine.roster import (
+    Roster,
+    SourceSlot,
+    cache_bytes,
+    close_slots,
+    default_sources,
+    open_slots,
+)
 from batchscope.engine.run_report import run_report
 from batchscope.engine.segments import SegmentLog
 from batchscope.engine.session import Mailboxes, Window
@@ -56,7 +64,13 @@ from batchscope.engine.snapshot import (
     scope_start,
     take_snapshot,
 )
-from batchscope.engine.sources import OpenCancelled, SourceError
+from batchscope.engine.sources import (
+    CACHE_BYTES,
+    OpenCancelled,
+    SourceError,
+    VideoFileSource,
+    is_live_or_synthetic,
+)
 from batchscope.engine.worker import Worker, WorkerStopped
 from batchscope.experiment import Fault
 from batchscope.models.weights import CheckpointError
@@ -101,6 +115,7 @@ class Engine:
         self.running = False
         self.recorder: Recorder | None = None
         self._load: NeighbourLoad | None = None  # real neighbours (torch backend)
+        self.progress: str | None = None  # what is being decoded, and how far (or None)
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -271,11 +286,23 @@ class Engine:
     # -- sources and sessions -----------------------------------------------------------
 
     def _open_slots(self, specs: tuple[str, ...], config: RunConfig) -> list[SourceSlot]:
-        """Open sources; EngineStopped (with nothing left open) if ``stop()`` came meanwhile."""
+        """Open sources; EngineStopped (with nothing left open) if ``stop()`` came meanwhile.
+
+        Meanwhile :attr:`progress` says which file decodes and how far.
+        """
+        size = format_resolution(config.resolution)
+
+        def progress(spec: str, done: int, total: int) -> None:
+            self.progress = f"decoding {Path(spec).name} at {size}: {100 * done // total}%"
+
         try:
-            return open_slots(specs, config.resolution, cancel=self._stopping, fit=config.fit)
+            return open_slots(
+                specs, config.resolution, self._stopping, config.fit, progress=progress
+            )
         except OpenCancelled:
             raise EngineStopped() from None
+        finally:
+            self.progress = None
 
     def _report_bad(self, slots: list[SourceSlot]) -> None:
         for slot in slots:
@@ -422,14 +449,61 @@ class Engine:
         )
 
     def _reopen(self, new: RunConfig) -> list[SourceSlot]:
-        """The sources of ``new``; refused if one that works now would fail after the change."""
-        slots = self._open_slots(new.sources or default_sources(), new)
+        """The sources of ``new``; refused if one that works now would fail after the change.
+
+        The new frame caches are decoded while the old ones play, when both fit in
+        CACHE_BYTES; otherwise (long files) in their place: the sessions pause, the old
+        caches are given back, the files decode again (the status says how far), and a
+        failure decodes the old ones back, so memory stays within the budget.
+        """
+        specs = new.sources or default_sources()
+        held = cache_bytes(self.roster.slots)
+        if held + self._cache_estimate(specs, new.resolution) <= CACHE_BYTES:
+            return self._checked(self._open_slots(specs, new))
+        old = self.config
+        self.event(
+            "info",
+            f"re-decoding at {format_resolution(new.resolution)} in place of the "
+            f"{held / 2**20:.0f} MB frame cache: the sessions pause meanwhile",
+        )
+        # nothing may hold a view of the old caches: paused sessions, their windows (in
+        # the mailboxes and the sessions), the backend's frame pool
+        self._feeder.set_sessions([], old.fps)
+        for session in self.roster.sessions():
+            self.mailboxes.drop(session.id)
+        self._worker.between_batches(self._worker.backend.forget_frames)
+        self.roster.release_caches()
+        try:
+            return self._checked(self._open_slots(specs, new))
+        except EngineStopped:
+            raise
+        except BaseException:
+            self.roster.replace_sources(self._open_slots(old.sources or default_sources(), old))
+            self._sync_sessions()
+            raise
+
+    def _checked(self, slots: list[SourceSlot]) -> list[SourceSlot]:
         working = {s.spec for s in self.roster.slots if s.error is None}
         broken = [s for s in slots if s.error and s.spec in working]
         if broken:
             close_slots(slots)
             raise SourceError(broken[0].spec, broken[0].error)
         return slots
+
+    def _cache_estimate(self, specs: tuple[str, ...], resolution: tuple[int, int]) -> int:
+        """Bytes the video files of ``specs`` will hold at ``resolution`` (a file opened
+        now counts its whole length, or its share of the budget if it was cut; a new one
+        its share)."""
+        files = [spec for spec in specs if not is_live_or_synthetic(spec)]
+        share = CACHE_BYTES // max(1, len(files))
+        frame = resolution[0] * resolution[1] * 3
+        opened = {s.spec: s.source for s in self.roster.slots}
+        total = 0
+        for spec in files:
+            source = opened.get(spec)
+            whole = isinstance(source, VideoFileSource) and source.complete
+            total += min(share, source.n_frames * frame) if whole else share
+        return total
 
     def _build(self, config: RunConfig) -> Backend:
         oom_above = self._oom_above

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,6 +23,7 @@ from batchscope.engine.sources import (
     FrameSource,
     OpenCancelled,
     SourceError,
+    VideoFileSource,
     is_live_or_synthetic,
     open_source,
 )
@@ -50,11 +51,13 @@ def open_slots(
     resolution: tuple[int, int],
     cancel: threading.Event | None = None,
     fit: str = FITS[0],
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> list[SourceSlot]:
     """Open each source; a bad one keeps its reason. OpenCancelled leaves none open.
 
     Video files share one frame-cache budget (CACHE_BYTES in all, not each), so
-    three long files take the memory one would.
+    three long files take the memory one would. ``progress(spec, done, total)`` follows
+    each file's decoding.
     """
     specs = list(specs)
     files = sum(not is_live_or_synthetic(s) for s in specs)
@@ -63,7 +66,9 @@ def open_slots(
     try:
         for spec in specs:
             try:
-                slots.append(SourceSlot(spec, open_source(spec, resolution, cancel, budget, fit)))
+                told = _progress_of(spec, progress)
+                source = open_source(spec, resolution, cancel, budget, fit, told)
+                slots.append(SourceSlot(spec, source))
             except SourceError as exc:
                 slots.append(SourceSlot(spec, error=exc.reason))
     except OpenCancelled:
@@ -93,6 +98,15 @@ class Roster:
 
     def has(self, sid: int) -> bool:
         return sid in self._sessions
+
+    def release_caches(self) -> None:
+        """Give the video files' frame caches back (sessions paused: a re-decode follows)."""
+        with self._lock:
+            for slot in self._slots:
+                if isinstance(slot.source, VideoFileSource):
+                    slot.source.release()
+            for session in self._sessions.values():
+                session.forget_frames()
 
     def replace_sources(self, slots: list[SourceSlot]) -> None:
         """Swap in newly opened sources (e.g. at another resolution); sessions restart."""
@@ -149,6 +163,19 @@ class Roster:
 
     def close(self) -> None:
         close_slots(self._slots)
+
+
+def _progress_of(
+    spec: str, progress: Callable[[str, int, int], None] | None
+) -> Callable[[int, int], None] | None:
+    if progress is None:
+        return None
+    return lambda done, total: progress(spec, done, total)
+
+
+def cache_bytes(slots: Iterable[SourceSlot]) -> int:
+    """Memory the video files' frame caches hold (the budget CACHE_BYTES covers them)."""
+    return sum(s.source.nbytes for s in slots if isinstance(s.source, VideoFileSource))
 
 
 def close_slots(slots: Iterable[SourceSlot]) -> None:

@@ -72,6 +72,10 @@ class Session:
             return None
         return Window(self.id, self.seq, index, tuple(self._frames), now, self._scale, self._offset)
 
+    def forget_frames(self) -> None:
+        """Drop the window it is building (views of the frame cache, given back next)."""
+        self._frames.clear()
+
     def current_index(self) -> int:
         """Index in the source of the session's newest frame (-1 before its first)."""
         return self.phase_frames + self.seq - 1

@@ -19,6 +19,7 @@ import os
 import sys
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -174,8 +175,19 @@ class CachedSource(FrameSource):
     def n_frames(self) -> int:
         return len(self._frames)
 
+    @property
+    def nbytes(self) -> int:
+        """Memory its frame cache holds."""
+        return self._frames.nbytes
+
     def frame(self, index: int) -> np.ndarray:
         return self._frames[index % len(self._frames)]
+
+    def release(self) -> None:
+        """Give the frame cache back before a re-decode in its place (nothing may read it
+        meanwhile: the engine has paused its sessions); a late read gets a black frame."""
+        w, h = self.resolution
+        self._frames = np.zeros((1, h, w, 3), np.uint8)
 
 
 class VideoFileSource(CachedSource):
@@ -193,7 +205,10 @@ class VideoFileSource(CachedSource):
         cancel: threading.Event | None = None,
         budget_bytes: int = CACHE_BYTES,
         fit: str = FITS[0],
+        progress: Callable[[int, int], None] | None = None,
     ) -> None:
+        """``progress(done, total)`` is called as frames decode (total: the frames the file
+        announces, or what the cache holds if fewer)."""
         spec = str(path)
         _check_file(path)
         cap = cv2.VideoCapture(str(path))
@@ -215,9 +230,13 @@ class VideoFileSource(CachedSource):
             limit = max(1, budget_bytes // (w * h * 3))
             expected = max(0, int(cap.get(cv2.CAP_PROP_FRAME_COUNT) or 0))
             frames = np.empty((min(limit, expected or 64), h, w, 3), np.uint8)
+            total = min(limit, expected) if expected else limit
+            step = max(1, total // 50)
             n, size = 0, (0, 0)
             while n < limit:
                 _check_cancel(cancel)
+                if progress is not None and n % step == 0:
+                    progress(n, total)
                 ok, bgr = cap.read()
                 if not ok or bgr is None:
                     break
@@ -238,6 +257,7 @@ class VideoFileSource(CachedSource):
         super().__init__(spec, path.name, frames, fps, size, fit)
         self.own_fps = own
         self.path = path
+        self.complete = not longer  # the whole file is in the cache
         notes = []
         if longer:
             notes.append(
@@ -376,6 +396,7 @@ def open_source(
     cancel: threading.Event | None = None,
     budget_bytes: int = CACHE_BYTES,
     fit: str = FITS[0],
+    progress: Callable[[int, int], None] | None = None,
 ) -> FrameSource:
     """Open a source spec: a video path, ``camera:N``, ``synthetic`` or ``synthetic:SEED``.
 
@@ -392,7 +413,7 @@ def open_source(
         if not index_text.isdigit():
             raise SourceError(spec, "expected camera:N with N a camera index (0, 1, …)")
         return CameraSource(int(index_text), resolution, fit=fit)
-    return VideoFileSource(Path(spec), resolution, cancel, budget_bytes, fit)
+    return VideoFileSource(Path(spec), resolution, cancel, budget_bytes, fit, progress)
 
 
 def is_live_or_synthetic(spec: str) -> bool:

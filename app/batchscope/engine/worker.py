@@ -241,7 +241,10 @@ class Worker:
             records.append((win.session, n, *times, *scored))
             lat_ms = (end - win.arrival) * 1000.0
             worst = max(worst, lat_ms)
-            latest[win.session] = Latest(win.frames[-1], det, win.seq, win.frame_index, lat_ms)
+            # a copy: the tiles (and snapshots kept per segment) must not pin the frame
+            # cache, which a resolution change gives back
+            frame = win.frames[-1].copy()
+            latest[win.session] = Latest(frame, det, win.seq, win.frame_index, lat_ms)
         batch = (
             start,
             n,

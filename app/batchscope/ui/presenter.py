@@ -115,6 +115,7 @@ class Presenter(QObject):
         self._step_done.connect(self._on_step_done)
         self._ended.connect(self._on_ended)
         self.scope = "segment"
+        self._progress: str | None = None  # the engine's last progress line shown
         self._events: deque[Event] = deque(maxlen=1000)
         engine.subscribe(self._events.append)  # any thread; deque.append is atomic
         self._pending_experiment: Experiment | None = None
@@ -166,6 +167,11 @@ class Presenter(QObject):
     # -- reading ---------------------------------------------------------------------------
 
     def snapshot(self) -> Snapshot | None:
+        progress = self.engine.progress  # a re-decode during a change: say how far
+        if progress != self._progress:
+            self._progress = progress
+            if progress:
+                self.status.emit(f"Applying: {progress}", "busy")
         return self.engine.snapshot(self.scope) if self.engine.running else None
 
     def set_scope(self, scope: str) -> None:

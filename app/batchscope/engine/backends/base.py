@@ -54,5 +54,9 @@ class Backend(ABC):
         """Current memory figures in MB (keys depend on what the device can report)."""
         return {"rss_mb": rss_mb()}
 
+    def forget_frames(self) -> None:
+        """Let go of the source frames it remembers (which frames its pool holds): the
+        next batch ships whole windows. Before the frame caches are given back."""
+
     def close(self) -> None:
         """Free the device."""

@@ -64,6 +64,9 @@ class EmulatedBackend(Backend):
         self._last_batch = n
         return BatchResult([None] * n, prep_end, compute_end, time.perf_counter())
 
+    def forget_frames(self) -> None:
+        self._pool.forget()
+
     def compute(self, n: int, start: float) -> float:
         """Wait out the profile's time for a batch of ``n`` from ``start``; returns the end."""
         deadline = start + self.neighbours.stretch(self.curve.ms(n)) / 1000.0

@@ -162,6 +162,9 @@ class OnnxBackend(Backend):
         # on CUDA, torch's counters cover the frame pool only; NVML's process figure has all
         return {**super().memory(), **device_memory(self.torch, self.device)}
 
+    def forget_frames(self) -> None:
+        self._frames.forget()
+
     def close(self) -> None:
         self._session = None
         self._frames.release()

@@ -163,6 +163,9 @@ class TorchBackend(Backend):
     def memory(self) -> dict[str, float]:
         return {**super().memory(), **device_memory(self.torch, self.device)}
 
+    def forget_frames(self) -> None:
+        self._frames.forget()
+
     def close(self) -> None:
         self.model = None
         self._graphs = None
