@@ -205,11 +205,18 @@ class VideoWall(QWidget):
         elif tile.state != "running":
             p.setPen(QColor("#BBBBBB"))
             p.drawText(rect, Qt.AlignmentFlag.AlignCenter, tile.state)
-        elif self._message or tile.accuracy:
-            p.setPen(QColor(255, 255, 255, 170))
-            footer = " · ".join(filter(None, (self._message, accuracy_text(tile.accuracy))))
-            text = footer_text(p, footer, inner.width())
-            p.drawText(inner, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignBottom, text)
+        else:
+            # bottom line: why there are no detections; above it, the tile's accuracy
+            bottom = Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignBottom
+            line = inner
+            if self._message:
+                p.setPen(QColor(255, 255, 255, 170))
+                p.drawText(line, bottom, footer_text(p, self._message, line.width()))
+                line = line.adjusted(0, 0, 0, -p.fontMetrics().height())
+            scores = accuracy_text(tile.accuracy)
+            if scores:
+                p.setPen(QColor(TRUTH_COLOUR))
+                p.drawText(line, bottom, footer_text(p, scores, line.width()))
 
     def _paint_truth(self, p: QPainter, tile: _Tile, target: QRectF) -> None:
         """Where the ball truly is: a diamond and its streak (dashed), in the truth colour."""
