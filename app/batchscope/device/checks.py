@@ -6,11 +6,36 @@ questions before any work; each answer that is "no" is one line naming the setti
 
 from __future__ import annotations
 
+import ctypes
+import os
+import sys
 from typing import Any
+
+#: The CUDA driver library a CUDA build of torch loads (Linux, Windows).
+CUDA_DRIVER = "nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1"
 
 
 class BackendError(ValueError):
     """A device or backend that cannot be used with this config; one line naming the setting."""
+
+
+def gpu_driver_found() -> bool:
+    """Whether a GPU driver that torch could use is installed, asked without importing torch.
+
+    False means ``torch.cuda.is_available()`` is False too: no CUDA driver library loads
+    (and no ROCm device, on which torch's cuda API runs through HIP; macOS has neither).
+    Why it exists: importing torch takes about a second, and the app asks whether there is
+    a CUDA GPU before it opens; without a driver the question needs no torch at all.
+    """
+    if sys.platform == "darwin":
+        return False
+    if os.path.exists("/dev/kfd"):  # ROCm's kernel driver
+        return True
+    try:
+        ctypes.CDLL(CUDA_DRIVER)
+    except OSError:
+        return False
+    return True
 
 
 def check_device(device: str) -> Any:

@@ -61,12 +61,16 @@ def runtime_availability(device: str) -> dict[str, str | None]:
     its tooltip. Asks only what is cheap (an import, the provider list); builds nothing.
     """
     out: dict[str, str | None] = {"torch": None, "onnxruntime": None}
+    dev = None  # on the CPU: torch runs on any, so asked without importing it (≈ 1 s)
+    if device != "cpu":
+        try:
+            dev = check_device(device)
+        except BackendError as exc:
+            return {"torch": str(exc), "onnxruntime": str(exc)}
     try:
-        dev = check_device(device)
-    except BackendError as exc:
-        return {"torch": str(exc), "onnxruntime": str(exc)}
-    try:
-        providers_for(import_onnxruntime(), dev)
+        ort = import_onnxruntime()
+        if dev is not None:
+            providers_for(ort, dev)
     except BackendError as exc:
         out["onnxruntime"] = str(exc)
     return out

@@ -1,7 +1,13 @@
 """`batchscope gui`: the desktop app.
 
-Starts on the last-used settings or the demo default, shows the window at
-once and opens the sources in the background. ``--screenshot PNG --after S``
+Starts on the last-used settings or the demo default. The window paints at once
+(issue 16: it stayed black for about 3 s): with only Qt loaded, the QApplication
+shows a starting window (``StartingView`` on the theme's palette: "Starting the
+demo…"), and only once that has painted are pyqtgraph and the dashboard imported and
+built (torch only where a GPU driver is installed: ``cuda_available``). The main
+window then takes the starting window's place and shows what is starting where the
+plots will be, while the UI command thread opens the sources and builds the backend;
+it switches to the plots once the engine runs. ``--screenshot PNG --after S``
 runs the real app, grabs the window S seconds after the engine started,
 saves it and exits (0, or 2 with one line if the PNG cannot be written);
 ``--experiment NAME|PATH`` starts on the experiment's first config and plays
@@ -20,26 +26,37 @@ import argparse
 import os
 import sys
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QSettings, QTimer
+from PySide6.QtCore import QEventLoop, QSettings, QTimer
 from PySide6.QtGui import QIcon
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QWidget
 
+from batchscope.device.checks import gpu_driver_found
 from batchscope.engine.engine import Engine
 from batchscope.engine.player import first_config
-from batchscope.experiment import ExperimentError, load_experiment
+from batchscope.experiment import Experiment, ExperimentError, load_experiment
 from batchscope.paths import assets_dir
+from batchscope.ui import startup_log
 from batchscope.ui.experiments import on_sources
-from batchscope.ui.main_window import MainWindow
 from batchscope.ui.qt_platform import prepare_qt_platform
 from batchscope.ui.settings import initial_config
-from batchscope.ui.theme import Look, apply_look, look_from_name
+from batchscope.ui.starting import WINDOW_TITLE, StartingView
+from batchscope.ui.theme import Look, apply_look, apply_palette, look_from_name
+
+if TYPE_CHECKING:
+    from batchscope.ui.main_window import MainWindow
 
 SCREENSHOT_SIZE = (1600, 1000)
 START_TIMEOUT_S = 120.0  # a screenshot run gives up if the engine has not started by then
+PAINT_WAIT_S = 0.5  # the longest wait for the starting window's paint (a hidden one has none)
 
 
 def cuda_available() -> bool:
+    """``torch.cuda.is_available()``, without importing torch (≈ 1 s) where no GPU driver
+    is installed: there the answer is no."""
+    if not gpu_driver_found():
+        return False
     import torch
 
     return torch.cuda.is_available()
@@ -69,28 +86,75 @@ def run_gui(args: argparse.Namespace) -> int:
     if icon.is_file():
         app.setWindowIcon(QIcon(str(icon)))
     settings = None if screenshot else QSettings("BatchScope", "BatchScope")
+    look = initial_look(args, settings)
+    apply_palette(app, look)
+    starting = StartingView(starting_title(args, settings, experiment))
+    starting.setWindowTitle(WINDOW_TITLE)
+    starting.say("Loading the dashboard…")
+    starting.painted.connect(lambda: startup_log.note("window_painted"))
+    show_painted(starting, settings, look)
+    if not starting.isVisible():  # closed before there was anything else to show
+        return 0
+
+    # pyqtgraph, the dashboard's widgets, and torch where a GPU driver is installed:
+    # imported only now that the starting window is on screen
+    from batchscope.ui.main_window import MainWindow
 
     config, note = initial_config(settings, args.sources, cuda_available())
     if experiment is not None:  # start on its first step rather than switching right away
         experiment = on_sources(experiment, config.sources)
         config = first_config(experiment)
-    look = initial_look(args, settings)
     apply_look(app, look)
     window = MainWindow(Engine(config), look, settings)
-    if settings is not None and settings.value("geometry") is not None:
-        window.restoreGeometry(settings.value("geometry"))
-    else:
-        window.resize(*SCREENSHOT_SIZE)
+    window.starting.set_title(starting.title.text())
+    place(window, settings)
     if look.presentation:
         window.set_presentation(True)
     else:
         window.show()
+    starting.close()
     result = {"code": 0}
     if screenshot:
         _arm_screenshot(window, screenshot, args.after, result)
     window.start(experiment, None if experiment is not None else note)
     app.exec()
     return result["code"]
+
+
+def starting_title(
+    args: argparse.Namespace, settings: QSettings | None, experiment: Experiment | None
+) -> str:
+    """What the starting window says it starts: the demo the first time (no sources given
+    and no saved settings), an experiment by name, else BatchScope."""
+    if experiment is not None:
+        return f"Starting the experiment {experiment.name}…"
+    if not args.sources and (settings is None or not settings.contains("controls")):
+        return "Starting the demo…"
+    return "Starting BatchScope…"
+
+
+def place(window: QWidget, settings: QSettings | None) -> None:
+    """The saved geometry (the main window's, remembered on close), or the default size."""
+    if settings is not None and settings.value("geometry") is not None:
+        window.restoreGeometry(settings.value("geometry"))
+    else:
+        window.resize(*SCREENSHOT_SIZE)
+
+
+def show_painted(window: StartingView, settings: QSettings | None, look: Look) -> None:
+    """Show ``window`` where the main window will be, and return once it has painted (at
+    most ``PAINT_WAIT_S`` later: a window shown minimised never paints)."""
+    place(window, settings)
+    if look.presentation:
+        window.showFullScreen()
+    else:
+        window.show()
+    if window.was_painted:
+        return
+    loop = QEventLoop()
+    window.painted.connect(loop.quit)
+    QTimer.singleShot(int(PAINT_WAIT_S * 1000), loop.quit)
+    loop.exec()
 
 
 def initial_look(

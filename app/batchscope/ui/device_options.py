@@ -19,6 +19,7 @@ from batchscope.config import (
     default_runtime,
     format_resolution,
 )
+from batchscope.device.checks import gpu_driver_found
 
 #: Resolutions the controls offer (width a multiple of 32, height of 16).
 RESOLUTIONS: tuple[tuple[int, int], ...] = (
@@ -61,6 +62,8 @@ class DeviceChoice:
 
 
 def cuda_names() -> list[str]:
+    if not gpu_driver_found():  # no driver, no CUDA: known without importing torch
+        return []
     import torch
 
     if not torch.cuda.is_available():

@@ -3,7 +3,8 @@
 Everything on screen is refreshed from one ``engine.snapshot(scope)`` per
 tick (``TICK_HZ``); the segment table from the segment feed's thread, once a
 second. Nothing else in the UI touches the engine's threads. Cards that are
-hidden (other tabs) skip their update.
+hidden (other tabs) skip their update. Until the engine runs, the plots' place
+shows what is starting (``StartingView``), or why it could not start.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QSizePolicy,
     QSplitter,
+    QStackedWidget,
     QTabWidget,
     QToolBar,
     QVBoxLayout,
@@ -64,6 +66,8 @@ from batchscope.ui.segment_feed import SegmentFeed
 from batchscope.ui.segment_table import SegmentTable
 from batchscope.ui.sessions_panel import SessionsPanel
 from batchscope.ui.settings import save_config
+from batchscope.ui.starting import WINDOW_TITLE, StartingView
+from batchscope.ui.startup_log import note
 from batchscope.ui.theme import Look, apply_look
 from batchscope.ui.video_tiles import VideoWall
 
@@ -104,7 +108,7 @@ class MainWindow(QMainWindow):
         devices: list[DeviceChoice] | None = None,
     ) -> None:
         super().__init__()
-        self.setWindowTitle("BatchScope — live batching lab")
+        self.setWindowTitle(WINDOW_TITLE)
         self.engine = engine
         self.look = look
         self.settings = settings
@@ -115,6 +119,7 @@ class MainWindow(QMainWindow):
         self._experiment: Experiment | None = None  # the last one played (for the report)
         self._buses: dict = {}  # segment index -> its last seconds (Engine.keep_buses)
         self._buses_kept_at = -1.0
+        self._first_result_shown = False  # for the start-up log (BATCHSCOPE_STARTUP_LOG)
         self.setAcceptDrops(True)
 
         self.controls = ControlsPanel(devices if devices is not None else device_choices())
@@ -210,10 +215,15 @@ class MainWindow(QMainWindow):
         dlay.addWidget(self.caption)
         dlay.addWidget(self.headline)
         dlay.addWidget(rows, 1)
+        # the starting view until the engine runs, then the dashboard (``_on_started``)
+        self.starting = StartingView()
+        self.pages = QStackedWidget()
+        self.pages.addWidget(self.starting)
+        self.pages.addWidget(self.dashboard)
 
         self.split = QSplitter(Qt.Orientation.Horizontal)
         self.split.addWidget(left)
-        self.split.addWidget(self.dashboard)
+        self.split.addWidget(self.pages)
         self.split.setStretchFactor(1, 1)
         self.split.setSizes([400, 1200])
         self._panel_sizes = self.split.sizes()
@@ -341,7 +351,18 @@ class MainWindow(QMainWindow):
         if experiment is not None:
             self._experiment = experiment
             self.show_segments()
+        self.starting.say(self._starting_line())
         self.presenter.start_engine(experiment)
+
+    def _starting_line(self) -> str:
+        config = self.engine.config
+        names = [Path(s).name for s in config.sources]
+        sources = (
+            f"{len(names)} source{'s' if len(names) != 1 else ''} ({', '.join(names)})"
+            if names
+            else "the sample videos"
+        )
+        return f"Opening {sources}\nand building the backend ({config.device_label})…"
 
     def play_experiment(self, experiment: Experiment) -> None:
         self._experiment = experiment
@@ -360,7 +381,10 @@ class MainWindow(QMainWindow):
         self.presenter.add_sources([str(p) for p in paths])
 
     def _on_started(self, error: str | None) -> None:
-        if error is None:
+        if error is not None:
+            self.starting.say(f"Could not start: {error}", "error")
+        else:
+            self.pages.setCurrentWidget(self.dashboard)
             self.tick_stats.reset()
             self.timer.start()
             if self.segment_feed is None:
@@ -409,6 +433,9 @@ class MainWindow(QMainWindow):
             self.pause_action.setChecked(snap.paused)
             self.pause_action.setText("Resume" if snap.paused else "Pause")
             self.pause_action.blockSignals(False)
+        if not self._first_result_shown and any(s.delivered for s in snap.sessions):
+            self._first_result_shown = True
+            note("first_result")
 
     # -- reactions ------------------------------------------------------------------------------
 

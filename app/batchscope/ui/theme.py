@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-import pyqtgraph as pg
 from PySide6.QtGui import QColor, QFont, QPalette
 from PySide6.QtWidgets import QApplication
 
@@ -141,7 +140,18 @@ def look_from_name(theme: str | None, presentation: bool = False) -> Look:
 
 
 def apply_look(app: QApplication, look: Look) -> None:
-    """Fusion style, a palette and a base font for the whole application."""
+    """Fusion style, a palette and a base font for the whole application, and the plots'."""
+    # imported here, not at the top: the starting window shows before pyqtgraph loads
+    import pyqtgraph as pg
+
+    apply_palette(app, look)
+    t = look.theme
+    pg.setConfigOptions(antialias=True, background=t.plot, foreground=t.muted)
+
+
+def apply_palette(app: QApplication, look: Look) -> None:
+    """Fusion style, a palette, a base font and the style sheet: what every widget but a
+    plot needs (the starting window, shown before pyqtgraph is imported)."""
     t = look.theme
     app.setStyle("Fusion")
     pal = QPalette()
@@ -177,7 +187,6 @@ def apply_look(app: QApplication, look: Look) -> None:
     font.setPointSize(look.font_pt)
     app.setFont(font)
     app.setStyleSheet(stylesheet(look))
-    pg.setConfigOptions(antialias=True, background=t.plot, foreground=t.muted)
 
 
 def stylesheet(look: Look) -> str:
@@ -202,4 +211,7 @@ QHeaderView::section {{ background: {t.window}; color: {t.muted}; border: none;
                         border-bottom: 1px solid {t.grid}; padding: 3px; }}
 QToolBar {{ spacing: 6px; border: none; }}
 QTabWidget::pane {{ border: none; }}
+QLabel#startingTitle {{ color: {t.text}; font-size: {look.big_pt}pt; }}
+QLabel#startingDetail {{ color: {t.muted}; font-size: {look.title_pt}pt; }}
+QLabel#startingDetail[level="error"] {{ color: {t.error}; }}
 """
