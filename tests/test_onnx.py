@@ -223,6 +223,7 @@ def test_export_onnx_writes_a_file_the_backend_takes(tmp_path, capsys) -> None:
     out = tmp_path / "blurball.onnx"
     assert main(["export-onnx", "--resolution", "128x72", "--out", str(out)]) == 0
     text = capsys.readouterr().out
+    assert "demo weights (synthetic scene)" in text  # the default, as the backends'
     assert "input  frames   uint8 [batch, 9, 72, 128]" in text
     assert "output heatmaps float32 [batch, 3, 72, 128]" in text
     diff = float(text.split("max |onnxruntime - torch| = ")[1].split()[0])

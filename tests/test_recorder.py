@@ -46,6 +46,10 @@ def test_recording_holds_items_batches_timeline_events_and_report(tmp_path):
     for r in items:
         t = [float(r[k]) for k in ("arrival", "start", "prep_end", "compute_end", "result")]
         assert t == sorted(t)
+        # the synthetic scene has ground truth; the emulated device no positions: freshness
+        # only (the ball's travel during the latency, when it is in view at both instants)
+        assert (r["scored"], r["hit"], r["error_px"]) == ("0", "0", "")
+        assert r["fresh_px"] == "" or float(r["fresh_px"]) >= 0.0
     batches = rows(folder / "batches.csv")
     assert sum(int(b["size"]) for b in batches) == len(items)
     assert len(rows(folder / "timeline.csv")) >= 6
@@ -108,7 +112,7 @@ def test_kill_9_leaves_valid_files_up_to_the_last_second(tmp_path):
     assert text.endswith("\n")  # whole lines only
     items = rows(folder / "items.csv")
     assert len(items) > 100
-    assert all(len(r) == 7 and None not in r.values() for r in items)
+    assert all(len(r) == 11 and None not in r.values() for r in items)
     timeline = rows(folder / "timeline.csv")
     last_item = max(float(r["result"]) for r in items)
     last_sample = float(timeline[-1]["t"])

@@ -12,7 +12,12 @@ import sys
 from typing import Any
 
 from batchscope.cli.args import CliError, resolution
-from batchscope.config import DEFAULT_RESOLUTION, EXPORT_PRECISIONS, format_resolution
+from batchscope.config import (
+    DEFAULT_RESOLUTION,
+    EXPORT_PRECISIONS,
+    UNTRAINED,
+    format_resolution,
+)
 
 
 def add_export_onnx_command(sub: Any) -> None:
@@ -34,7 +39,8 @@ def add_export_onnx_command(sub: Any) -> None:
         metavar="WxH",
         help=f"input width x height (default {format_resolution(DEFAULT_RESOLUTION)})",
     )
-    p.add_argument("--checkpoint", help="BlurBall checkpoint to export (default: untrained)")
+    p.add_argument("--checkpoint", help="BlurBall checkpoint to export (default: the demo weights)")
+    p.add_argument("--no-weights", action="store_true", help="export the untrained initial weights")
     p.add_argument(
         "--lean",
         action="store_true",
@@ -51,10 +57,14 @@ def cmd_export_onnx(args: argparse.Namespace) -> int:
         exportable,
         write_onnx,
     )
+    from batchscope.models.weights import resolve_weights
 
+    if args.checkpoint and args.no_weights:
+        raise CliError("give --checkpoint or --no-weights, not both")
+    path, weights = resolve_weights(UNTRAINED if args.no_weights else args.checkpoint)
     try:
         out = check_writable(args.out)  # before the export's seconds
-        model = exportable(args.precision, args.checkpoint, args.lean)
+        model = exportable(args.precision, path, args.lean)
         print(
             f"exporting BlurBall {args.precision} {format_resolution(args.resolution)}…",
             file=sys.stderr,
@@ -66,7 +76,6 @@ def cmd_export_onnx(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     w, h = args.resolution
     kind = "float32" if args.precision == "fp32" else "float16"
-    weights = f"checkpoint {args.checkpoint}" if args.checkpoint else "untrained weights"
     print(f"wrote {out} ({len(data) / 2**20:.1f} MB, {weights})")
     print(f"  input  frames   uint8 [batch, 9, {h}, {w}]")
     print(f"  output heatmaps {kind} [batch, 3, {h}, {w}] (logits)")

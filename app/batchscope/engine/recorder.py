@@ -5,7 +5,9 @@ Layout of a recording (times in s since the engine started):
 - ``config.json``   the config when recording started
 - ``events.jsonl``  one JSON object per event (config changes, errors, OOM)
 - ``items.csv``     one row per processed window: session, batch, arrival, start,
-                    prep_end, compute_end, result
+                    prep_end, compute_end, result, and its scoring against ground truth
+                    (engine/accuracy.py): scored and hit (0/1), error_px and fresh_px
+                    (empty where they do not apply)
 - ``batches.csv``   one row per batch: start, size, prep_ms, compute_ms, post_ms, end,
                     reason (why it left: all waiting, full, deadline, …), cap (the
                     policy's cap then; 0: none)
@@ -24,6 +26,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 import threading
 from collections.abc import Callable
@@ -87,7 +90,7 @@ class Recorder:
             name: csv.writer(buf, lineterminator="\n") for name, buf in self._buffers.items()
         }
         self._csv["items.csv"].writerow(
-            ["session", "batch", "arrival", "start", "prep_end", "compute_end", "result"]
+            ["session", "batch", "arrival", "start", "prep_end", "compute_end", "result", *_SCORES]
         )
         self._csv["batches.csv"].writerow(
             ["start", "size", "prep_ms", "compute_ms", "post_ms", "end", "reason", "cap"]
@@ -130,7 +133,15 @@ class Recorder:
         self.lost_items += new_items - len(items)
         t0 = self._t0
         self._csv["items.csv"].writerows(
-            (int(r["session"]), int(r["batch"]), *(_t(r[k] - t0) for k in _ITEM_TIMES))
+            (
+                int(r["session"]),
+                int(r["batch"]),
+                *(_t(r[k] - t0) for k in _ITEM_TIMES),
+                int(r["scored"]),
+                int(r["hit"]),
+                _px(r["error_px"]),
+                _px(r["fresh_px"]),
+            )
             for r in items
         )
         self._csv["batches.csv"].writerows(
@@ -192,6 +203,11 @@ class Recorder:
 
 
 _ITEM_TIMES = ("arrival", "start", "prep_end", "compute_end", "result")
+_SCORES = ("scored", "hit", "error_px", "fresh_px")
+
+
+def _px(value: float) -> str:
+    return "" if math.isnan(value) else f"{value:.2f}"
 
 
 def _t(seconds: float) -> str:
