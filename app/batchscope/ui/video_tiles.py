@@ -181,6 +181,7 @@ class VideoWall(QWidget):
             fm.horizontalAdvance(label) + fm.height() * 0.6 + 24,
             fm.height() + 6,
         )
+        p.setPen(Qt.PenStyle.NoPen)  # the overlays above left their pens set
         p.setBrush(QColor(0, 0, 0, 170))
         p.drawRoundedRect(pill, 4, 4)
         p.setBrush(colour)
