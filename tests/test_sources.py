@@ -173,3 +173,85 @@ def test_run_says_in_the_terminal_when_a_file_is_cut_short(tmp_path, monkeypatch
         f"note: {clip}: truncated or corrupt: decoded 86 of the 300 frames"
         in capsys.readouterr().err
     )
+
+
+class Closed:
+    """A file OpenCV cannot open (it opens none without a video stream)."""
+
+    def isOpened(self) -> bool:
+        return False
+
+    def release(self) -> None:
+        pass
+
+
+def box(kind: bytes, payload: bytes) -> bytes:
+    return (8 + len(payload)).to_bytes(4, "big") + kind + payload
+
+
+def mp4(handler: bytes) -> bytes:
+    hdlr = box(b"hdlr", b"\0" * 8 + handler + b"\0" * 12)
+    return box(b"ftyp", b"isom\0\0\2\0isom") + box(
+        b"moov", box(b"trak", box(b"mdia", hdlr)) + box(b"udta", box(b"hdlr", b"\0" * 8 + b"mdir"))
+    )
+
+
+def mkv(track_type: int) -> bytes:
+    entry = b"\xae" + bytes([0x80 | 6]) + b"\xd7\x81\x01" + b"\x83\x81" + bytes([track_type])
+    tracks = b"\x16\x54\xae\x6b" + bytes([0x80 | len(entry)]) + entry
+    segment = b"\x18\x53\x80\x67" + b"\x01" + b"\xff" * 7 + tracks  # size unknown, as live
+    return b"\x1a\x45\xdf\xa3\x84\x42\x86\x81\x01" + segment + b"\x1f\x43\xb6\x75\x88" + b"\0" * 8
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "reason"),
+    [
+        ("song.m4a", mp4(b"soun"), "no video stream (an audio-only file?)"),
+        ("song.webm", mkv(2), "no video stream (an audio-only file?)"),
+        ("clip.mp4", mp4(b"vide"), "truncated or corrupt MP4/MOV file (OpenCV cannot open it)"),
+        ("clip.webm", mkv(1), "truncated or corrupt Matroska/WebM file (OpenCV cannot open it)"),
+        ("cut.mp4", mp4(b"soun")[:40], "truncated or corrupt MP4/MOV file"),
+    ],
+    ids=["mp4 audio", "webm audio", "mp4 video", "webm video", "mp4 index cut"],
+)
+def test_a_sound_file_is_not_called_corrupt(monkeypatch, tmp_path, name, data, reason):
+    # before: an audio-only MP4 or WebM was "truncated or corrupt" (OpenCV opens neither)
+    clip = tmp_path / name
+    clip.write_bytes(data)
+    monkeypatch.setattr(sources.cv2, "VideoCapture", lambda path: Closed())
+    with pytest.raises(SourceError) as error:
+        VideoFileSource(clip, (128, 72))
+    assert error.value.reason.startswith(reason)
+
+
+class Timed(Capture):
+    """A capture whose frames lie ``gaps_ms`` apart (CAP_PROP_POS_MSEC of the last read)."""
+
+    def __init__(self, gaps_ms: list[float]) -> None:
+        super().__init__(128.0, "avc1", len(gaps_ms) + 1, len(gaps_ms) + 1)
+        self.times = np.concatenate([[0.0], np.cumsum(gaps_ms)])
+        self.read_count = 0
+
+    def read(self):
+        ok, frame = super().read()
+        self.read_count += ok
+        return ok, frame
+
+    def get(self, prop: int) -> float:
+        if prop == cv2.CAP_PROP_POS_MSEC:
+            return float(self.times[self.read_count - 1])
+        return super().get(prop)
+
+
+def test_a_variable_frame_rate_is_said(monkeypatch, tmp_path):
+    # before: 1.5 s at 30 fps then 1.5 s at 60 fps played as one even rate, silently
+    clip = tmp_path / "phone.mp4"
+    clip.write_bytes(b"\0" * 100)
+    gaps = [1000 / 30] * 44 + [1000 / 60] * 90
+    monkeypatch.setattr(sources.cv2, "VideoCapture", lambda path: Timed(gaps))
+    source = VideoFileSource(clip, (128, 72))
+    assert source.n_frames == 135
+    assert source.note.startswith("variable frame rate (frames 16.7 to 33.3 ms apart)")
+    steady = [1000 / 30] * 60 + [2000 / 30] + [1000 / 30] * 20  # one dropped frame: steady
+    monkeypatch.setattr(sources.cv2, "VideoCapture", lambda path: Timed(steady))
+    assert VideoFileSource(clip, (128, 72)).note == ""

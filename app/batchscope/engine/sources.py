@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import sys
 import threading
 from abc import ABC, abstractmethod
@@ -215,6 +216,8 @@ class VideoFileSource(CachedSource):
         try:
             if not cap.isOpened():
                 kind = _container(path)
+                if kind and _has_video(path, kind) is False:  # a sound file: not corrupt
+                    raise SourceError(spec, NO_VIDEO)
                 raise SourceError(
                     spec,
                     f"truncated or corrupt {kind} file (OpenCV cannot open it)"
@@ -233,6 +236,7 @@ class VideoFileSource(CachedSource):
             total = min(limit, expected) if expected else limit
             step = max(1, total // 50)
             n, size = 0, (0, 0)
+            stamps: list[float] = []  # each frame's time (ms), to tell a variable rate
             while n < limit:
                 _check_cancel(cancel)
                 if progress is not None and n % step == 0:
@@ -244,6 +248,7 @@ class VideoFileSource(CachedSource):
                     frames = _grown(frames, limit)
                 size = (bgr.shape[1], bgr.shape[0])
                 frames[n] = to_model(bgr, resolution, fit)
+                stamps.append(cap.get(cv2.CAP_PROP_POS_MSEC))
                 n += 1
             longer = n == limit and cap.read()[0]
             width = cap.get(cv2.CAP_PROP_FRAME_WIDTH)
@@ -266,6 +271,8 @@ class VideoFileSource(CachedSource):
             )
         elif expected and n < 0.9 * expected:
             notes.append(f"truncated or corrupt: decoded {n} of the {expected} frames it announces")
+        if uneven := _uneven_note(stamps):
+            notes.append(uneven)
         try:
             self._truth = read_labels(path.with_suffix(".csv"), n, size)
         except LabelError as error:
@@ -485,9 +492,108 @@ def _fourcc(cap: cv2.VideoCapture) -> str:
     return text if text.isprintable() else ""
 
 
+NO_VIDEO = "no video stream (an audio-only file?)"
+
+
+def _has_video(path: Path, kind: str) -> bool | None:
+    """Whether a file OpenCV cannot open declares a video track (None: cannot tell).
+
+    OpenCV opens no file without a video stream, so a valid sound file would otherwise be
+    called truncated or corrupt. Reads the MP4/MOV index (moov) or the Matroska tracks.
+    """
+    try:
+        if kind == "MP4/MOV":
+            return _mp4_has_video(path)
+        if kind == "Matroska/WebM":
+            with path.open("rb") as fh:
+                return _mkv_has_video(fh.read(4 * 2**20))
+    except OSError:
+        return None
+    return None
+
+
+def _mp4_has_video(path: Path) -> bool | None:
+    """From the handler types in the top-level moov box; None without a whole one."""
+    with path.open("rb") as fh:
+        total, pos = os.fstat(fh.fileno()).st_size, 0
+        while pos + 8 <= total:
+            fh.seek(pos)
+            head = fh.read(16)
+            size, kind, header = int.from_bytes(head[:4], "big"), head[4:8], 8
+            if size == 1:
+                size, header = int.from_bytes(head[8:16], "big"), 16
+            elif size == 0:
+                size = total - pos
+            if size < header:
+                return None
+            if kind == b"moov":
+                if pos + size > total or size > 64 * 2**20:
+                    return None  # cut short: truncated after all
+                fh.seek(pos)
+                handlers = re.findall(rb"hdlr.{8}(.{4})", fh.read(size), re.S)
+                return b"vide" in handlers if handlers else None
+            pos += size
+    return None
+
+
+def _mkv_has_video(data: bytes) -> bool | None:
+    """From the TrackType of each TrackEntry, once the whole Tracks element was read."""
+    inside = {0x18538067, 0x1654AE6B, 0xAE}  # Segment, Tracks, TrackEntry: step into
+    pos, tracks_end, types = 0, None, []
+    while pos < len(data):
+        if tracks_end is not None and pos >= tracks_end:
+            return 1 in types
+        element = _ebml_element(data, pos)
+        if element is None:
+            return None
+        eid, start, size = element
+        if eid == 0x83 and size == 1 and start < len(data):  # TrackType: 1 video, 2 audio
+            types.append(data[start])
+        if eid == 0x1654AE6B and size >= 0:
+            tracks_end = start + size
+        if eid in inside:
+            pos = start
+        elif size < 0:
+            return None
+        else:
+            pos = start + size
+    return None
+
+
+def _ebml_element(data: bytes, pos: int) -> tuple[int, int, int] | None:
+    """(id, start of its data, size; -1 if unknown) of the EBML element at ``pos``."""
+    if pos >= len(data) or not data[pos]:
+        return None
+    id_len = 8 - data[pos].bit_length() + 1
+    at = pos + id_len
+    if id_len > 4 or at >= len(data) or not data[at]:
+        return None
+    size_len = 8 - data[at].bit_length() + 1
+    raw = int.from_bytes(data[at : at + size_len], "big")
+    size = raw & ((1 << (7 * size_len)) - 1)
+    if size == (1 << (7 * size_len)) - 1:
+        size = -1
+    return int.from_bytes(data[pos:at], "big"), at + size_len, size
+
+
+def _uneven_note(stamps: list[float]) -> str:
+    """A note when the frames' times are unevenly spaced (a variable frame rate): the cache
+    plays every frame for the same time, so the motion speeds up and slows down."""
+    gaps = np.diff(np.asarray(stamps, float))
+    if len(gaps) < 10 or (gaps <= 0).any():  # too few, or no usable times (not in order)
+        return ""
+    lo, hi = np.percentile(gaps, [5, 95])
+    if hi <= 1.25 * lo:
+        return ""
+    return (
+        f"variable frame rate (frames {lo:.1f} to {hi:.1f} ms apart): played at one "
+        "steady rate, so its motion runs faster and slower than recorded"
+    )
+
+
 def _no_frames_reason(width: float, codec: str) -> str:
     if not width:
-        return "no video stream (an audio-only file?)"
+        return NO_VIDEO
     if codec:
         return f"no frame could be decoded: its codec is {codec}, which this OpenCV build lacks"
     return "no frames could be decoded (empty or corrupt)"
