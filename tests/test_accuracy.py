@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.contract import SMALL_EMULATED, wait_for
 
 from batchscope.config import RunConfig
 from batchscope.engine.accuracy import HIT_RADIUS_PX, UNSCORED, score
@@ -18,7 +19,6 @@ from batchscope.experiment import Fault
 from batchscope.models.postprocess import Detection
 from batchscope.paths import sample_videos
 from batchscope.scene.synthetic import NO_BALL, BallTruth
-from tests.contract import SMALL_EMULATED, wait_for
 
 BALL = BallTruth(True, 100.0, 50.0, 6.0, 30.0)
 LATER = BallTruth(True, 112.0, 55.0, 6.0, 30.0)  # 13 px on: (12, 5)

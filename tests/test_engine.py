@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from batchscope.config import UNTRAINED, RunConfig
+from batchscope.engine.accuracy import UNSCORED
 from batchscope.engine.engine import Engine
 from batchscope.engine.metrics import Ring
 from batchscope.engine.session import Mailboxes, Window
-from batchscope.engine.accuracy import UNSCORED
 from batchscope.engine.stats import ITEM_DTYPE, jain, latency_summary
 from contract import (
     ACCURACY_KEYS,

@@ -304,5 +304,5 @@ def test_checkpoint_loads_on_the_real_model_and_is_refused_on_emulated(
     ckpt = tmp_path / "blurball_best.pt"
     torch.save({"model_state_dict": BlurBall().state_dict()}, ckpt)
     assert dashboard.presenter.load_checkpoint(str(ckpt)) is True
-    qtbot.waitUntil(lambda: engine.snapshot().draws_detections, timeout=30_000)
-    assert engine.snapshot().weights == f"checkpoint {ckpt}"
+    qtbot.waitUntil(lambda: engine.snapshot().weights == f"checkpoint {ckpt}", timeout=30_000)
+    assert engine.snapshot().draws_detections

@@ -1,0 +1,310 @@
+"""Train BlurBall's demo weights on the synthetic table-tennis scene, on a CPU.
+
+    python training/train_demo_weights.py                 # the shipped weights (~40 min on 2 cores)
+    python training/train_demo_weights.py --steps 20      # a quick check that it runs
+
+What it trains on: windows of three consecutive frames (oldest -> newest) of the procedural
+scene (``batchscope.scene.synthetic``) with random rallies (seeds), frame rates (ball speed
+per frame and so blur length), camera placements, table and ball colours and sensor noise.
+Each window is rendered at 640x360 like the app's synthetic source, resized (INTER_AREA) to
+one of the app's model resolutions (128x72, 256x144 or 512x288) and cropped to a 128x72
+patch (the network is fully convolutional), most often around the ball. The targets are the
+scene's ground truth in the BlurBall label convention (centre, visibility, half streak
+length ``l`` and angle ``theta``), drawn as a filled ellipse along the streak on each frame's
+heatmap; a frame without a visible ball has an empty target. The loss is a binary
+cross-entropy on the three output heatmaps, positives weighted up (they are a few pixels in
+thousands).
+
+Everything random comes from ``--seed``: the same command gives the same samples in the same
+order (torch's CPU kernels may still differ in the last bits between machines). The held-out
+check at the end scores the newest frame's detection on seeds 0-3 of the default look (the
+app's demo is seed 0), which training never sees. Output: an fp16 checkpoint in the reference
+trainer's layout (``model_state_dict`` plus metadata) and a log beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+import torch
+from torch import nn
+
+from batchscope.models.blurball import BlurBall, parameter_count
+from batchscope.models.normalise import normalisation
+from batchscope.models.postprocess import best_detections
+from batchscope.scene.synthetic import DEFAULT_STYLE, BallTruth, SceneStyle, SyntheticScene
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_OUT = ROOT / "assets" / "weights" / "blurball_synthetic_demo.pt"
+RENDER_SIZE = (640, 360)  # what the app's synthetic source renders at
+RESOLUTIONS = ((128, 72), (256, 144), (512, 288))
+CROP = (128, 72)
+TARGET_HALF_WIDTH_PX = 1.5  # the target ellipse's half width (heatmap px), at least
+POSITIVE_WEIGHT = 8.0
+BALL_CROP_SHARE = 0.8  # crops placed so the newest frame's ball is inside (when visible)
+VALIDATION_SEEDS = (0, 1, 2, 3)
+HIT_RADIUS_PX = 5.0  # source px, as the app's accuracy figure
+
+
+@dataclass(frozen=True)
+class Window:
+    frames: np.ndarray  # (3, H, W, 3) uint8 RGB, oldest first
+    targets: np.ndarray  # (3, H, W) float32 in {0, 1}
+
+
+def random_style(rng: np.random.Generator) -> SceneStyle:
+    tables = ((22, 74, 150), (30, 100, 60), (20, 40, 90), (40, 70, 120), (70, 35, 30))
+    balls = ((250, 250, 244), (250, 250, 244), (255, 150, 40))
+    return SceneStyle(
+        table_rgb=tables[rng.integers(len(tables))],
+        ball_rgb=balls[rng.integers(len(balls))],
+        camera_distance_m=float(rng.uniform(3.8, 5.8)),
+        camera_offset_m=float(rng.uniform(-1.6, 1.6)),
+        camera_height_m=float(rng.uniform(1.7, 2.9)),
+        horizontal_fov_deg=float(rng.uniform(50.0, 72.0)),
+        noise_sigma=float(rng.uniform(0.5, 4.5)),
+    )
+
+
+def to_resolution(truth: BallTruth, size: tuple[int, int]) -> tuple[float, float, float]:
+    """Centre and half length of ``truth`` (render px) at ``size``, pixel-centre convention."""
+    sx, sy = size[0] / RENDER_SIZE[0], size[1] / RENDER_SIZE[1]
+    return (truth.x + 0.5) * sx - 0.5, (truth.y + 0.5) * sy - 0.5, truth.length * sx
+
+
+def draw_target(size: tuple[int, int], truth: BallTruth) -> np.ndarray:
+    """The heatmap target at ``size``: an ellipse along the streak, 1 inside, 0 outside."""
+    width, height = size
+    target = np.zeros((height, width), np.float32)
+    if not truth.visible:
+        return target
+    x, y, length = to_resolution(truth, size)
+    along = max(length, TARGET_HALF_WIDTH_PX)
+    across = TARGET_HALF_WIDTH_PX
+    theta = math.radians(truth.theta)
+    cos, sin = math.cos(theta), math.sin(theta)
+    reach = along + 1
+    x0, x1 = max(int(x - reach), 0), min(int(x + reach) + 2, width)
+    y0, y1 = max(int(y - reach), 0), min(int(y + reach) + 2, height)
+    if x0 >= x1 or y0 >= y1:
+        return target
+    us, vs = np.meshgrid(np.arange(x0, x1) - x, np.arange(y0, y1) - y)
+    a = (us * cos + vs * sin) / along
+    b = (-us * sin + vs * cos) / across
+    target[y0:y1, x0:x1] = (a * a + b * b <= 1.0).astype(np.float32)
+    cx, cy = round(x), round(y)
+    if 0 <= cx < width and 0 <= cy < height:
+        target[cy, cx] = 1.0  # a streak thinner than a pixel still marks its centre
+    return target
+
+
+class Scenes:
+    """The training scenes, built lazily; each is a looping clip with its truth."""
+
+    def __init__(self, count: int, seed: int) -> None:
+        rng = np.random.default_rng([seed, 0])
+        self._specs = [
+            (
+                10_000 + int(rng.integers(1 << 30)),
+                float(rng.choice((25.0, 30.0, 50.0, 60.0))),
+                random_style(rng),
+            )
+            for _ in range(count)
+        ]
+        self._built: dict[int, SyntheticScene] = {}
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def get(self, i: int) -> SyntheticScene:
+        if i not in self._built:
+            scene_seed, fps, style = self._specs[i]
+            self._built[i] = SyntheticScene(*RENDER_SIZE, fps=fps, seed=scene_seed, style=style)
+        return self._built[i]
+
+
+def render_window(scene: SyntheticScene, newest: int, size: tuple[int, int]):
+    frames, truths = [], []
+    for index in (newest - 2, newest - 1, newest):
+        rgb, truth = scene.render(index)
+        frames.append(cv2.resize(rgb, size, interpolation=cv2.INTER_AREA))
+        truths.append(truth)
+    return np.stack(frames), truths
+
+
+def sample(scenes: Scenes, rng: np.random.Generator) -> Window:
+    scene = scenes.get(int(rng.integers(len(scenes))))
+    size = RESOLUTIONS[int(rng.integers(len(RESOLUTIONS)))]
+    # prefer windows whose newest frame shows the ball: pauses are a large share of a clip
+    for _ in range(20):
+        newest = int(rng.integers(2, scene.period_frames))
+        frames, truths = render_window(scene, newest, size)
+        if truths[-1].visible or rng.random() < 0.15:
+            break
+    targets = np.stack([draw_target(size, t) for t in truths])
+    cw, ch = CROP
+    width, height = size
+    if truths[-1].visible and rng.random() < BALL_CROP_SHARE:
+        bx, by, _ = to_resolution(truths[-1], size)
+        left = int(np.clip(bx - rng.uniform(8, cw - 8), 0, width - cw))
+        top = int(np.clip(by - rng.uniform(6, ch - 6), 0, height - ch))
+    else:
+        left = int(rng.integers(0, width - cw + 1))
+        top = int(rng.integers(0, height - ch + 1))
+    crop = np.s_[:, top : top + ch, left : left + cw]
+    return Window(np.ascontiguousarray(frames[crop]), np.ascontiguousarray(targets[crop]))
+
+
+def to_input(frames: np.ndarray, scale: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
+    """(B, 3, H, W, 3) uint8 windows -> (B, 9, H, W) normalised, channel = frame * 3 + colour."""
+    batch = torch.from_numpy(frames)
+    b, n, h, w, c = batch.shape
+    batch = batch.permute(0, 1, 4, 2, 3).reshape(b, n * c, h, w).float()
+    return batch * scale + shift
+
+
+def validate(model: nn.Module, scale, shift, frames_per_seed: int = 40) -> dict[str, dict]:
+    """Hit rate and median error of the newest frame's detection, held-out seeds, per size."""
+    model.eval()
+    results = {}
+    with torch.no_grad():
+        for size in RESOLUTIONS:
+            hits = scored = 0
+            errors = []
+            for seed in VALIDATION_SEEDS:
+                scene = SyntheticScene(*RENDER_SIZE, fps=30.0, seed=seed, style=DEFAULT_STYLE)
+                for newest in range(2, 2 + frames_per_seed * 7, 7):
+                    frames, truths = render_window(scene, newest, size)
+                    logits = model(to_input(frames[None], scale, shift))
+                    sx, sy = RENDER_SIZE[0] / size[0], RENDER_SIZE[1] / size[1]
+                    detection = best_detections(logits[:, -1], scale=(sx, sy))[0]
+                    truth = truths[-1]
+                    scored += 1
+                    if truth.visible and detection is not None:
+                        error = math.hypot(detection.x - truth.x, detection.y - truth.y)
+                        errors.append(error)
+                        hits += error <= HIT_RADIUS_PX
+                    elif not truth.visible and detection is None:
+                        hits += 1
+            results[f"{size[0]}x{size[1]}"] = {
+                "scored": scored,
+                "hit_rate": round(hits / scored, 3),
+                "median_error_px": round(float(np.median(errors)), 2) if errors else None,
+            }
+    model.train()
+    return results
+
+
+def progress(step: int, steps: int, loss: float, started: float) -> None:
+    done = step / steps
+    elapsed = time.monotonic() - started
+    eta = elapsed / done - elapsed if done else 0.0
+    bar = "#" * int(30 * done)
+    sys.stderr.write(
+        f"\r[{bar:<30}] {step}/{steps} loss {loss:.4f} "
+        f"{elapsed / 60:4.1f} min, ~{eta / 60:4.1f} min left"
+    )
+    sys.stderr.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--steps", type=int, default=2000, help="optimiser steps (default 2000)")
+    p.add_argument("--batch", type=int, default=12, help="windows per step (default 12)")
+    p.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (default 2e-3)")
+    p.add_argument("--scenes", type=int, default=48, help="training scenes (default 48)")
+    p.add_argument("--seed", type=int, default=0, help="seed of everything random (default 0)")
+    p.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
+    p.add_argument(
+        "--check-frames",
+        type=int,
+        default=40,
+        help="held-out frames per seed and resolution in the final check (default 40)",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        help=f"checkpoint (default {DEFAULT_OUT.relative_to(ROOT)})",
+    )
+    args = p.parse_args(argv)
+
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(args.threads)
+    rng = np.random.default_rng([args.seed, 1])
+    scenes = Scenes(args.scenes, args.seed)
+    model = BlurBall()
+    model.train()
+    scale, shift = normalisation(torch.float32)
+    optimiser = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=1e-4)
+    warmup = max(args.steps // 20, 1)
+
+    def lr_at(step: int) -> float:
+        if step < warmup:
+            return args.lr * (step + 1) / warmup
+        return (
+            args.lr * 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(args.steps - warmup, 1)))
+        )
+
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    log_path = args.out.with_suffix(".log")
+    log = log_path.open("w")
+    log.write(f"# {' '.join(sys.argv)}\n")
+    log.write(f"# {parameter_count(model)} parameters, torch {torch.__version__}\n")
+    started = time.monotonic()
+    recent: list[float] = []
+    for step in range(args.steps):
+        windows = [sample(scenes, rng) for _ in range(args.batch)]
+        frames = np.stack([w.frames for w in windows])
+        targets = torch.from_numpy(np.stack([w.targets for w in windows]))
+        for group in optimiser.param_groups:
+            group["lr"] = lr_at(step)
+        logits = model(to_input(frames, scale, shift))
+        weights = 1.0 + (POSITIVE_WEIGHT - 1.0) * targets
+        loss = nn.functional.binary_cross_entropy_with_logits(logits, targets, weight=weights)
+        optimiser.zero_grad(set_to_none=True)
+        loss.backward()
+        optimiser.step()
+        recent = [*recent, loss.item()][-50:]
+        if step % 10 == 0 or step == args.steps - 1:
+            progress(step + 1, args.steps, float(np.mean(recent)), started)
+            log.write(
+                f"step {step + 1} loss {np.mean(recent):.5f} lr {lr_at(step):.2e} "
+                f"elapsed_s {time.monotonic() - started:.0f}\n"
+            )
+            log.flush()
+    train_s = time.monotonic() - started
+    sys.stderr.write("\n")
+    final_loss = float(np.mean(recent))
+    scores = validate(model, scale, shift, args.check_frames)
+    meta = {
+        "name": "BlurBall demo weights for the synthetic scene (not the authors' weights)",
+        "command": " ".join(["python", *sys.argv]),
+        "steps": args.steps,
+        "batch": args.batch,
+        "samples": args.steps * args.batch,
+        "seed": args.seed,
+        "train_minutes": round(train_s / 60, 1),
+        "final_loss": round(final_loss, 5),
+        "validation": json.dumps(scores),
+    }
+    state = {k: v.half() if v.is_floating_point() else v for k, v in model.state_dict().items()}
+    torch.save({"model_state_dict": state, **meta}, args.out)
+    log.write(json.dumps({k: v for k, v in meta.items() if k != "validation"}) + "\n")
+    log.write(f"validation {json.dumps(scores)}\n")
+    log.close()
+    print(json.dumps({**meta, "validation": scores}, indent=2))
+    print(f"wrote {args.out} ({args.out.stat().st_size / 2**20:.1f} MiB) and {log_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
