@@ -85,5 +85,6 @@ def test_both_reports_have_the_same_shape(pairs) -> None:
         assert set(sim) == set(live) - {"events", "segments"}
         # `run` adds warmup_s from its --warmup flag; this engine was made without it.
         assert set(sim["config"]) - {"warmup_s"} == set(live["config"])
-        assert set(sim["overall"]) == set(live["overall"])
-        assert set(sim["sessions"][0]) == set(live["sessions"][0])
+        # accuracy: the live synthetic scene has ground truth; the simulator has no frames
+        assert set(sim["overall"]) == set(live["overall"]) - {"accuracy"}
+        assert set(sim["sessions"][0]) == set(live["sessions"][0]) - {"accuracy"}

@@ -10,6 +10,9 @@ sample clips are "long".
 
 from __future__ import annotations
 
+import io
+import sys
+
 import pytest
 
 from batchscope.config import RunConfig
@@ -105,3 +108,29 @@ def test_short_files_decode_beside_the_old_ones_without_a_pause():
         assert engine.sources[0].source.resolution == (512, 288)
     finally:
         engine.stop()
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_cli_says_how_far_decoding_is_on_a_terminal_only(monkeypatch):
+    from types import SimpleNamespace
+
+    from batchscope.cli.run import decoding_progress
+
+    engine = SimpleNamespace(progress=None)
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    with decoding_progress(engine, every_s=0.01):
+        engine.progress = "decoding long.mp4 at 512x288: 40%"
+        assert wait_for(lambda: "40%" in terminal.getvalue(), 5)
+        engine.progress = None
+    assert terminal.getvalue().startswith("\rbatchscope: decoding long.mp4 at 512x288: 40%")
+    assert terminal.getvalue().endswith("\n")  # the next line starts clean
+    plain = io.StringIO()  # a file or a pipe: nothing written
+    monkeypatch.setattr(sys, "stderr", plain)
+    with decoding_progress(engine, every_s=0.01):
+        engine.progress = "decoding long.mp4 at 512x288: 40%"
+    assert plain.getvalue() == ""

@@ -8,8 +8,11 @@ adds the segment table, with the simulator's prediction for each segment.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from batchscope.cli.args import (
@@ -286,12 +289,40 @@ def status_line(report: dict[str, Any], t: float, total: float) -> str:
     )
 
 
+@contextlib.contextmanager
+def decoding_progress(engine: Engine, every_s: float = 0.5) -> Iterator[None]:
+    """While the block runs, say on a terminal's stderr which file decodes and how far
+    (``Engine.progress``), one line rewritten in place; nothing when stderr is a file."""
+    if not sys.stderr.isatty():
+        yield
+        return
+    done = threading.Event()
+    shown = [False]
+
+    def show() -> None:
+        while not done.wait(every_s):
+            if engine.progress:
+                print(f"\rbatchscope: {engine.progress}  ", end="", file=sys.stderr, flush=True)
+                shown[0] = True
+
+    thread = threading.Thread(target=show, name="batchscope-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join(1.0)
+        if shown[0]:
+            print(file=sys.stderr)
+
+
 def started_engine(config: RunConfig, message: str | None) -> Engine:
     """An engine opened and started on ``config`` (``message`` on stderr first, if any)."""
     engine = Engine(config)
     if message:
         print(f"batchscope: {message}", file=sys.stderr)
-    engine.open()
+    with decoding_progress(engine):
+        engine.open()
     if config.skip_bad_sources and all(s.error for s in engine.sources):
         engine.stop()
         raise CliError("no source could be opened")
