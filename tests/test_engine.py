@@ -316,3 +316,25 @@ def test_cuda_graphs_switch_is_refused_where_it_cannot_work():
     with pytest.raises(Exception, match="not both"):
         RunConfig(cuda_graphs=True, compile=True, backend="torch", device="cuda:0")
     assert RunConfig(backend="torch", device="cuda:0", cuda_graphs=True).to_json()["cuda_graphs"]
+
+
+def test_events_of_the_opening_come_before_the_start_in_time_order(tmp_path):
+    """A source note said while opening is stamped before t = 0, where the start is."""
+    import shutil
+
+    from batchscope.paths import sample_videos
+
+    clip = tmp_path / "clip.mp4"
+    shutil.copy(sample_videos()[0], clip)
+    (tmp_path / "clip.csv").write_text("Frame,Visibility,X,Y,l,theta\n0,0,0,0,0,0\n")
+    e = Engine(RunConfig(**{**SMALL_EMULATED, "sources": (str(clip),)}))
+    e.open()
+    e.start()
+    try:
+        events = e.events()
+    finally:
+        e.stop()
+    note = next(ev for ev in events if "no accuracy" in ev.message)
+    start = next(ev for ev in events if ev.message.startswith("start:"))
+    assert note.t <= 0.0 <= start.t  # (on the old clock: note 0.3 s, start 0.0 s)
+    assert [ev.t for ev in events] == sorted(ev.t for ev in events)

@@ -167,7 +167,9 @@ class Engine:
         if self._worker is None or self._worker.backend is None:
             self.open()
         self._sync_load(self.config)
-        self._t0 = self._stats_t0 = self._clock()
+        started = self._clock()
+        self.store.shift_events(started - self._t0)  # what opening said is before t = 0
+        self._t0 = self._stats_t0 = started
         self.segments.open(self._t0, self.config)
         self._sync_sessions()
         self._worker.start()

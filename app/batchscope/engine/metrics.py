@@ -158,6 +158,15 @@ class MetricsStore:
             self.events.append(ev)
         return ev
 
+    def shift_events(self, by_s: float) -> None:
+        """Move every event ``by_s`` seconds earlier (the clock's origin moved to the start:
+        events of the opening keep their order, before t = 0)."""
+        with self.lock:
+            self.events = deque(
+                (Event(round(e.t - by_s, 3), e.kind, e.message) for e in self.events),
+                maxlen=self.events.maxlen,
+            )
+
     def reset(self) -> None:
         """Forget statistics: 'reset statistics'.
 
