@@ -25,3 +25,17 @@ def test_presentation_mode_fits_the_screen_and_restores_the_window(dashboard, qt
     dashboard.presentation_action.setChecked(True)
     dashboard.close()
     assert dashboard.settings.value("geometry") == before
+
+
+def test_presentation_with_an_experiments_caption_and_the_segments_dock_fits(dashboard, qtbot):
+    """The collapsed controls panel's height (721 px at the larger type) set the window's
+    minimum: with the caption and the Segments dock it needed 1038 px of a 1000 px screen."""
+    dashboard._show_caption("6 sessions want 180 windows/s: oldest first now starves some.")
+    dashboard.segments_dock.show()
+    dashboard.presentation_action.setChecked(True)
+    qtbot.waitUntil(lambda: dashboard.segments_dock.isVisible(), timeout=2000)
+    dashboard.layout().activate()
+    hint = dashboard.minimumSizeHint()
+    assert hint.width() <= SCREEN[0] and hint.height() <= SCREEN[1]
+    dashboard.presentation_action.setChecked(False)
+    assert dashboard.panel.sizePolicy().verticalPolicy().name == "Preferred"  # given back

@@ -614,7 +614,10 @@ class MainWindow(QMainWindow):
             # the plots get the whole screen; the panel is one drag of the splitter away, and
             # its width (at the larger type) must not push the window past the screen
             self._panel_sizes = self.split.sizes()
-            self.panel.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+            # both ways: collapsed, its height (the controls at the larger type, 721 px)
+            # must not set the window's minimum either (the Segments dock then overflowed
+            # a 1600x1000 screen by 38 px)
+            self.panel.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Ignored)
             self.split.setSizes([0, sum(self._panel_sizes)])
             screen = self.screen() or QApplication.primaryScreen()
             self.setGeometry(screen.availableGeometry())
