@@ -3,7 +3,8 @@
     PYTHONPATH=app python benchmarks/snapshot_cost.py 16 64 256
 
 Fills a store with 60,000 windows (batches of 8) spread over N sessions and times
-``take_snapshot`` over them: the per-session latencies and stage means are the cost.
+``take_snapshot`` over them: the per-session latencies, stage means and accuracy
+(every source has ground truth here, the worst case) are the cost.
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ REPEAT = 20
 @dataclass
 class _Source:
     name: str = "synthetic"
+    has_truth: bool = True  # the worst case: every session's accuracy summed up too
+
+    def truth(self, index: int) -> None:
+        return None
 
 
 @dataclass
@@ -44,7 +49,7 @@ def filled_store(sessions: int) -> MetricsStore:
     for k in range(WINDOWS // 8):
         t = k * 0.001
         items = [
-            (int(s), 8, t, t + 0.010, t + 0.011, t + 0.020, t + 0.021)
+            (int(s), 8, t, t + 0.010, t + 0.011, t + 0.020, t + 0.021, True, True, 0.5, 12.0)
             for s in rng.integers(sessions, size=8)
         ]
         store.record_batch(items, (t + 0.010, 8, 0.001, 0.009, 0.001, t + 0.021, 1, 0), {})

@@ -151,6 +151,7 @@ def test_the_table_fills_and_a_row_shows_its_histogram_two_rows_side_by_side(das
     assert first.latency._title_text.startswith("Latency — p50 ")
     kept = table.kept[0]
     assert len(kept.sessions) == 3 and kept.segment.index == 0
+    assert all(v.latest is None and v.scored_items is None for v in kept.sessions)  # no frames
 
     table.select(0, 1)
     assert table.plots[1].isVisibleTo(table) and table.comparison.isVisibleTo(table)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -65,8 +66,15 @@ class SessionView:
     stages_ms: dict[str, float]
     latest: Latest | None
     expired: int = 0  # windows discarded for waiting past drop_after_ms
-    accuracy: dict | None = None  # stats.accuracy_summary over the scope, if it has truth
+    # its windows over the scope (ITEM_DTYPE), if its source has ground truth: what
+    # ``accuracy`` is summed from, on demand (the tiles ask for a few sessions, not all)
+    scored_items: np.ndarray | None = field(default=None, repr=False, compare=False)
     truth: Any = None  # the ball's truth (BallTruth) in the latest window's newest frame
+
+    @cached_property
+    def accuracy(self) -> dict | None:
+        """stats.accuracy_summary over the scope; None when the source has no truth."""
+        return None if self.scored_items is None else accuracy_summary(self.scored_items)
 
 
 @dataclass(frozen=True)
@@ -218,7 +226,7 @@ def take_snapshot(
                 stages_ms=stage_means(mine),
                 latest=shown,
                 expired=(expired or {}).get(s.id, 0),
-                accuracy=accuracy_summary(mine) if has_truth else None,
+                scored_items=mine if has_truth else None,
                 truth=s.source.truth(shown.frame_index) if has_truth and shown else None,
             )
         )

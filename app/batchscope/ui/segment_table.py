@@ -139,7 +139,10 @@ class SegmentTable(QWidget):
     def keep(self, snap: Snapshot) -> None:
         """Keep ``snap`` as its segment's newest measured snapshot (segment scope only)."""
         if snap.scope == "segment" and snap.segment is not None and not snap.settling:
-            self.kept[snap.segment.index] = replace(snap, timeline=[])
+            # what its plots draw (latencies, stages), without the frames and records a
+            # snapshot carries: one kept per segment must not hold ~0.4 MB a session
+            sessions = [replace(v, latest=None, scored_items=None) for v in snap.sessions]
+            self.kept[snap.segment.index] = replace(snap, timeline=[], sessions=sessions)
 
     def update_from(self, update: SegmentUpdate) -> None:
         if update.snapshot is not None:
