@@ -37,6 +37,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from batchscope.engine.accuracy import score
 from batchscope.models.blurball import BlurBall, parameter_count
 from batchscope.models.normalise import normalisation
 from batchscope.models.postprocess import best_detections
@@ -51,7 +52,6 @@ TARGET_HALF_WIDTH_PX = 1.5  # the target ellipse's half width (heatmap px), at l
 POSITIVE_WEIGHT = 8.0
 BALL_CROP_SHARE = 0.8  # crops placed so the newest frame's ball is inside (when visible)
 VALIDATION_SEEDS = (0, 1, 2, 3)
-HIT_RADIUS_PX = 5.0  # source px, as the app's accuracy figure
 
 
 @dataclass(frozen=True)
@@ -186,14 +186,12 @@ def validate(model: nn.Module, scale, shift, frames_per_seed: int = 40) -> dict[
                     logits = model(to_input(frames[None], scale, shift))
                     sx, sy = RENDER_SIZE[0] / size[0], RENDER_SIZE[1] / size[1]
                     detection = best_detections(logits[:, -1], scale=(sx, sy))[0]
-                    truth = truths[-1]
+                    # scored as the app scores a live result
+                    _, hit, error, _ = score(detection, truths[-1], None, positions=True)
                     scored += 1
-                    if truth.visible and detection is not None:
-                        error = math.hypot(detection.x - truth.x, detection.y - truth.y)
+                    hits += hit
+                    if not math.isnan(error):
                         errors.append(error)
-                        hits += error <= HIT_RADIUS_PX
-                    elif not truth.visible and detection is None:
-                        hits += 1
             results[f"{size[0]}x{size[1]}"] = {
                 "scored": scored,
                 "hit_rate": round(hits / scored, 3),
