@@ -25,7 +25,11 @@ def add_gui_command(sub: Any) -> None:
         metavar="SOURCE",
         help="video files, camera:N or synthetic (default: the sample videos)",
     )
-    gui.add_argument("--screenshot", metavar="PNG", help="save a grab of the window and exit")
+    gui.add_argument(
+        "--screenshot",
+        metavar="PNG",
+        help="save a grab of the window and exit (without a display: drawn offscreen)",
+    )
     gui.add_argument(
         "--after",
         type=number,

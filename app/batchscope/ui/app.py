@@ -17,7 +17,10 @@ reproducible. ``--light`` and ``--presentation`` (or ``BATCHSCOPE_THEME=light``
 and ``BATCHSCOPE_PRESENTATION=1``) choose the look over the saved theme.
 Before the QApplication, :func:`~batchscope.ui.qt_platform.prepare_qt_platform`
 undoes opencv-python's Qt plugin redirect and, where xcb lacks system
-libraries, the app prints one line naming them and exits 2 with no window.
+libraries, the app prints one line naming them and exits 2 with no window; without a
+display (:func:`~batchscope.ui.qt_platform.display_problem`: no ``DISPLAY`` or
+``WAYLAND_DISPLAY``) it says so in one line and exits 2, and a screenshot run draws
+offscreen.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from batchscope.experiment import Experiment, ExperimentError, load_experiment
 from batchscope.paths import assets_dir
 from batchscope.ui import startup_log
 from batchscope.ui.experiments import on_sources
-from batchscope.ui.qt_platform import prepare_qt_platform
+from batchscope.ui.qt_platform import display_problem, prepare_qt_platform
 from batchscope.ui.settings import initial_config
 from batchscope.ui.starting import WINDOW_TITLE, StartingView
 from batchscope.ui.theme import Look, apply_look, apply_palette, look_from_name
@@ -74,7 +77,7 @@ def run_gui(args: argparse.Namespace) -> int:
     screenshot = getattr(args, "screenshot", None)
     app = QApplication.instance()
     if app is None:
-        problem = prepare_qt_platform()
+        problem = display_problem(bool(screenshot)) or prepare_qt_platform()
         if problem:
             print(f"batchscope: error: {problem}", file=sys.stderr)
             return 2

@@ -8,6 +8,9 @@ its own Qt 5 build) sets ``QT_QPA_PLATFORM_PLUGIN_PATH`` and ``QT_QPA_FONTDIR`` 
 bundle. :func:`prepare_qt_platform` removes those two and, where Qt is about to load
 xcb on a display, asks ``ldd`` which of the plugin's libraries cannot be found, so the
 user reads one line with the apt packages instead of Qt's abort.
+:func:`display_problem` does the same where there is no display at all (over SSH, in CI):
+Qt aborted with exit 134 and its paragraph about plugins; now one line says so, and a
+``--screenshot`` run draws offscreen instead.
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ PACKAGE_EXCEPTIONS = {
     "libGLdispatch.so.0": "libglvnd0",
 }
 
+#: Qt's Linux platform plugins that open windows on a display server.
+DISPLAY_PLATFORMS = ("xcb", "wayland")
+
 _NOT_FOUND = re.compile(r"^\s*(\S+)\s+=>\s+not found\s*$", re.MULTILINE)
 
 
@@ -49,6 +55,37 @@ def prepare_qt_platform(environ: MutableMapping[str, str] = os.environ) -> str |
     return (
         f"Qt's xcb platform plugin cannot load: {', '.join(missing)} not found "
         f"(Debian/Ubuntu: sudo apt install {packages}; README 'System libraries')"
+    )
+
+
+def display_problem(
+    screenshot: bool = False, environ: MutableMapping[str, str] = os.environ
+) -> str | None:
+    """One line saying that Qt has no display to open a window on, or None.
+
+    On Linux, Qt's xcb and wayland plugins need ``DISPLAY`` or ``WAYLAND_DISPLAY``;
+    without either Qt aborts the process. A ``screenshot`` run needs no screen: with
+    ``QT_QPA_PLATFORM`` unset it is set to ``offscreen`` here (None is returned). A
+    platform the user named is kept: only one that needs a display gets the line.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    if environ.get("DISPLAY") or environ.get("WAYLAND_DISPLAY"):
+        return None
+    named = environ.get("QT_QPA_PLATFORM", "").strip()
+    if screenshot and not named:
+        environ["QT_QPA_PLATFORM"] = "offscreen"
+        return None
+    if qt_platform(environ) not in DISPLAY_PLATFORMS:
+        return None
+    if named:
+        where, offscreen = f"for QT_QPA_PLATFORM={named}", "QT_QPA_PLATFORM=offscreen with "
+    else:
+        where, offscreen = "to open the window on", ""
+    return (
+        f"no display {where}: DISPLAY and WAYLAND_DISPLAY are not set (over SSH: ssh -X; "
+        f"without a screen: {offscreen}`batchscope gui --screenshot PNG` draws offscreen, "
+        "and `batchscope run` needs no window)"
     )
 
 
