@@ -18,17 +18,21 @@ from pathlib import Path
 import pytest
 
 from batchscope.cli import main
-from batchscope.profiles.profile import load_profile
+from batchscope.config import RunConfig
+from batchscope.profiles.profile import DeviceProfile, load_profile
 from batchscope.setting import load_setting
 from batchscope.sim.planner import (
     Budget,
+    Plan,
     PlanCancelled,
     capacity_bound,
     plan,
     recommend,
     series,
     settings,
+    windows_needed,
 )
+from batchscope.sim.simulator import simulate
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -56,6 +60,68 @@ def flat_profile(tmp_path: Path) -> Path:
     return path
 
 
+def linear_profile(tmp_path: Path, windows_per_s: float) -> Path:
+    """A device whose every batch size serves exactly ``windows_per_s`` windows/s."""
+    ms = 1000.0 / windows_per_s
+    path = tmp_path / "linear.json"
+    path.write_text(
+        json.dumps(
+            {
+                "format": "batchscope-profile/1",
+                "name": "linear",
+                "device": f"{windows_per_s:g} windows/s at any batch size",
+                "curves": [
+                    {
+                        "precision": "fp16",
+                        "resolution": [512, 288],
+                        "points": [{"batch": 1, "ms": ms}, {"batch": 2, "ms": 2 * ms}],
+                    }
+                ],
+            }
+        )
+    )
+    return path
+
+
+def report_figures(
+    profile: DeviceProfile, result: Plan, policy: str, params: dict, sessions: int, seed: int
+) -> tuple[float, float]:
+    """(slowest session's fps, overall p99 ms) of `simulate`'s own report for one run."""
+    config = RunConfig(
+        fps=result.budget.fps,
+        profile=profile.name,
+        precision=result.precision,
+        resolution=result.resolution,
+        backend="emulated",
+        duration_s=result.duration_s,
+        policy=policy,
+        sessions=sessions,
+        seed=seed,
+        **params,
+    )
+    overall = simulate(config, profile)["overall"]
+    return overall["min_fps"], overall["latency_ms"]["p99"]
+
+
+def assert_exact(result: Plan, profile: DeviceProfile) -> None:
+    """Each policy's answer fits on every seed, and on its grid no count above it (up to
+    its bound) fits on every seed: judged by `simulate`'s reports, not the planner's."""
+    budget = result.budget
+    for p in result.policies:
+        assert p.max_sessions >= 1
+        for seed in range(result.seeds):
+            fps, p99 = report_figures(profile, result, p.policy, p.params, p.max_sessions, seed)
+            assert fps >= budget.min_fps and p99 <= budget.p99_ms, (p.policy, seed)
+        for params in settings(p.policy, budget):
+            for n in range(p.max_sessions + 1, p.bound + 1):
+                figures = [
+                    report_figures(profile, result, p.policy, params, n, seed)
+                    for seed in range(result.seeds)
+                ]
+                missed = [fps < budget.min_fps or p99 > budget.p99_ms for fps, p99 in figures]
+                assert any(missed), (p.policy, params, n, figures)
+
+
 def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
     """(exit code, stdout, stderr): argparse's usage errors exit through SystemExit."""
     try:
@@ -66,18 +132,58 @@ def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
     return code, out, err
 
 
-def test_capacity_bound_by_hand(flat_profile):
+def test_capacity_bound_by_hand(flat_profile, tmp_path):
     curve = load_profile(flat_profile).curve("fp16", (512, 288))
     budget = Budget(fps=10.0, p99_ms=500.0, min_fps_ratio=0.9)
-    assert capacity_bound(curve, 1, budget, 256) == 5  # 50 windows/s ÷ 9 per session
-    assert capacity_bound(curve, None, budget, 256) == 5
-    assert capacity_bound(curve, None, budget, 3) == 3  # --max-sessions caps it
+    # 5 s: each session 45 windows (9 fps); the device 250, +1 (or +n) from the batch
+    # already running when the measurement starts
+    assert windows_needed(budget, 5.0) == 45
+    assert capacity_bound(curve, 1, budget, 256, 5.0) == 5  # 6 × 45 = 270 > 251
+    assert capacity_bound(curve, None, budget, 256, 5.0) == 5  # 270 > 256
+    assert capacity_bound(curve, None, budget, 3, 5.0) == 3  # --max-sessions caps it
     # the server's curve gains from batching: 1/8 ms, then 3/20 ms, extrapolated linearly
     server = load_profile("server-24gb").curve("fp16", (512, 288))
     at30 = Budget(fps=30.0, p99_ms=50.0)
-    assert capacity_bound(server, 1, at30, 256) == 4  # 125 w/s ÷ 28.5 = 4.4
-    assert capacity_bound(server, 3, at30, 256) == 5  # 150 w/s ÷ 28.5 = 5.3
-    assert capacity_bound(server, None, at30, 256) == 5  # → 166.7 w/s at most: 5.8
+    assert windows_needed(at30, 30.0) == 855  # 28.5 fps × 30 s
+    assert capacity_bound(server, 1, at30, 256, 30.0) == 4  # 125 w/s ÷ 28.5 = 4.4
+    assert capacity_bound(server, 3, at30, 256, 30.0) == 5  # 150 w/s ÷ 28.5 = 5.3
+    assert capacity_bound(server, None, at30, 256, 30.0) == 5  # → 166.7 w/s at most: 5.8
+    # a hair under 4 × 28.5 = 114 windows/s still delivers 4 × 855 windows in 30 s
+    linear = load_profile(linear_profile(tmp_path, 113.999)).curve("fp16", (512, 288))
+    assert capacity_bound(linear, None, at30, 256, 30.0) == 4
+    # the report rounds fps to 3 decimals: 28.4995 fps (854.985 of 855 windows) reads 28.5
+    assert windows_needed(Budget(fps=30.0, p99_ms=50.0, min_fps_ratio=0.95), 1000.0) == 28500
+    assert windows_needed(Budget(fps=28.5, p99_ms=50.0, min_fps_ratio=1.0), 0.5) == 15
+
+
+def test_the_edge_a_hair_under_the_budget_is_found(tmp_path):
+    """113.999 windows/s and 4 sessions at 28.5 fps: each delivers its 855 windows in 30 s
+    on every seed (the planner answered 3: its bound allowed only 1e-9 of slack)."""
+    profile = load_profile(linear_profile(tmp_path, 113.999))
+    result = plan(profile, "fp16", (512, 288), Budget(30.0, 500.0), ["all"])
+    (p,) = result.policies
+    assert (p.max_sessions, p.bound) == (4, 4)
+    assert p.at_max.min_fps_worst == 28.5
+    for seed in range(result.seeds):
+        fps, p99 = report_figures(profile, result, "all", p.params, 4, seed)
+        assert fps >= 28.5 and p99 <= 500.0, seed
+
+
+@pytest.mark.parametrize(
+    ("p99_ms", "answers"),
+    [
+        # p99 ≤ 30 ms: one window takes 20 ms, so a second session waiting for it misses
+        (30.0, {"oldest": 1, "round-robin": 1, "all": 1, "dynamic": 1}),
+        (45.0, {"oldest": 5, "round-robin": 4, "all": 4, "dynamic": 4}),
+    ],
+)
+def test_the_answer_below_the_bound_is_exact(flat_profile, p99_ms, answers):
+    profile = load_profile(flat_profile)
+    policies = list(answers)
+    result = plan(profile, "fp16", (512, 288), Budget(10.0, p99_ms, 0.9), policies, 256, 5.0, 2)
+    assert {p.policy: p.max_sessions for p in result.policies} == answers
+    assert all(p.bound == 5 for p in result.policies)
+    assert_exact(result, profile)
 
 
 def test_plan_finds_the_hand_answer(flat_profile):
@@ -96,9 +202,16 @@ def test_plan_finds_the_hand_answer(flat_profile):
         assert p.bound == 5
         assert p.at_max.min_fps_worst >= 9.0
         assert p.at_max.seeds == 2
-    # ties in sessions: the lower worst p99, then the simpler policy
-    expected = min(result.policies, key=lambda p: (p.at_max.p99_worst, p.policy != "oldest"))
-    assert result.recommended.policy == expected.policy
+    # 5 sessions each: oldest has the lowest worst p99 (41.4 ms: one window at a time, in
+    # arrival order); round-robin and all tie at 50.1 ms (all takes one window at a time
+    # here too: the frames arrive apart), and the simpler policy wins the tie
+    oldest, rr, every = result.policies
+    assert oldest.at_max.p99_worst < rr.at_max.p99_worst == every.at_max.p99_worst
+    assert result.recommended.policy == "oldest"
+    profile = load_profile(flat_profile)
+    tie = plan(profile, "fp16", (512, 288), result.budget, ["all", "round-robin"], 256, 5.0, 2)
+    assert [p.at_max.p99_worst for p in tie.policies] == [every.at_max.p99_worst] * 2
+    assert tie.recommended.policy == "round-robin"
     data = result.to_json()
     assert data["kind"] == "plan"
     assert data["budget"] == {"fps": 10.0, "min_fps_ratio": 0.9, "p99_ms": 500.0}
@@ -109,12 +222,13 @@ def test_plan_finds_the_hand_answer(flat_profile):
 
 
 def test_the_budget_decides(flat_profile):
-    """A p99 of 70 ms: 3 sessions wait at most 2 windows (60 ms + their own)."""
+    """A p99 of 30 ms: a window that waits for another's 20 ms misses it, so 1 session."""
     profile = load_profile(flat_profile)
     tight = plan(profile, "fp16", (512, 288), Budget(10.0, 30.0, 0.9), ["oldest"], 256, 5.0, 2)
     loose = plan(profile, "fp16", (512, 288), Budget(10.0, 500.0, 0.9), ["oldest"], 256, 5.0, 2)
-    assert 1 <= tight.policies[0].max_sessions < loose.policies[0].max_sessions == 5
-    assert tight.policies[0].at_max.p99_worst <= 30.0
+    assert (tight.policies[0].max_sessions, loose.policies[0].max_sessions) == (1, 5)
+    assert tight.policies[0].at_max.p99_worst == 20.0  # alone: its own 20 ms
+    assert tight.policies[0].bound == 5  # the p99, not the device, decided
 
 
 def test_a_budget_nothing_meets_gives_zero_and_the_closest_point(flat_profile, capsys, tmp_path):
@@ -162,7 +276,34 @@ def test_grid_and_recommendation_order():
     assert settings("oldest", budget) == [{}]
     assert {"max_batch": None} in settings("all", budget)
     assert len(settings("dynamic", budget)) == 9
-    assert all(s["slo_ms"] < 50.0 for s in settings("adaptive", budget))
+    assert [s["slo_ms"] for s in settings("adaptive", budget)] == [25.0, 40.0]
+
+
+@pytest.mark.parametrize(
+    ("p99_ms", "objectives"),
+    [
+        (0.09, [0.045, 0.072]),  # rounded to 0.1 ms, 0.045 was 0.0: not a valid objective
+        (33.3, [16.6, 26.6]),
+        (1e6, [100_000.0]),  # the knob's top: both clip to it, searched once
+    ],
+)
+def test_adaptive_searches_only_valid_objectives(p99_ms, objectives):
+    assert [s["slo_ms"] for s in settings("adaptive", Budget(30.0, p99_ms))] == objectives
+
+
+def test_a_budget_below_any_objective_is_no_fit_not_a_knob_error(capsys):
+    """`--p99-ms 0.09`: no session meets it; the answer says so (it said slo_ms = 0.0)."""
+    code, out, err = run_cli(
+        ["plan", "--profile", "laptop-8gb", "--resolution", "256x144", "--fps", "30",
+         "--p99-ms", "0.09", "--policies", "adaptive", "--duration", "2", "--seeds", "2",
+         "--json", "-"],
+        capsys,
+    )  # fmt: skip
+    assert code == 0, err
+    assert "no policy meets this budget" in err and "slo_ms" not in err
+    data = json.loads(out)
+    assert data["recommended"]["max_sessions"] == 0
+    assert data["policies"][0]["params"]["slo_ms"] in (0.045, 0.072)
 
 
 def test_series_reuses_the_search(flat_profile):
@@ -206,6 +347,8 @@ def test_plan_table_json_plot_and_export(flat_profile, capsys, tmp_path):
         (["--resolution", "256x144"], "no curve for fp16 at 256x144"),
         (["--p99-ms", "0"], "--p99-ms"),
         (["--p99-ms", "-3"], "--p99-ms"),
+        (["--p99-ms", "inf"], "--p99-ms"),
+        (["--p99-ms", "nan"], "--p99-ms"),
         (["--min-fps-ratio", "0"], "--min-fps-ratio"),
         (["--min-fps-ratio", "1.5"], "--min-fps-ratio"),
         (["--fps", "0"], "--fps"),

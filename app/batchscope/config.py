@@ -138,6 +138,12 @@ class Knob:
             raise ConfigError(self.name, value, f"must be {self.range_text()}")
         return self.kind(value)
 
+    def clip(self, value: float) -> Any:
+        """``value`` moved into the valid range (past an open ``lo``: the next number above
+        it), for a value derived from another (the planner's objectives from a budget)."""
+        low = math.nextafter(self.lo, math.inf) if self.lo_open else self.lo
+        return self.check(self.kind(min(max(value, low), self.hi)))
+
     def parse(self, text: str) -> Any:
         """``check`` of a command-line string (``none_word`` means None where allowed)."""
         if self.optional and text.strip().lower() in (self.none_word, "none", "unlimited"):

@@ -11,6 +11,7 @@ config.pbtxt) and a 10 s check of it on the live emulated worker (``--verify``).
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -114,8 +115,8 @@ def add_plan_command(sub: Any) -> None:
 
 def _positive_ms(text: str) -> float:
     value = number(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0 ms (got {text!r})")
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a number greater than 0 ms (got {text!r})")
     return value
 
 
@@ -167,7 +168,7 @@ def format_plan(result: Plan) -> str:
     """The plan as a table, one row per policy, and the recommendation."""
     b = result.budget
     head = (
-        f"{'policy':<12}{'knobs':<22}{'sessions':>9}{'slowest fps':>13}{'(median)':>9}"
+        f"{'policy':<12}{'knobs':<24}{'sessions':>9}{'slowest fps':>13}{'(median)':>9}"
         f"{'p99 ms':>8}{'mean fps':>9}{'thru w/s':>9}{'bound':>6}{'runs':>6}"
     )
     lines = [
@@ -181,7 +182,7 @@ def format_plan(result: Plan) -> str:
         a = p.at_max
         sessions = str(p.max_sessions) if p.max_sessions else "0 (closest: 1)"
         lines.append(
-            f"{p.policy:<12}{_knobs_text(p.params):<22}{sessions:>9}"
+            f"{p.policy:<12}{_knobs_text(p.params):<24}{sessions:>9}"
             f"{a.min_fps_worst:>13.1f}{a.min_fps_median:>9.1f}{a.p99_worst:>8.1f}"
             f"{a.mean_fps:>9.1f}{a.overall.get('throughput_wps', 0.0):>9.1f}{p.bound:>6}"
             f"{p.simulations:>6}"

@@ -17,16 +17,23 @@ slowest session gets 5, 10, 15 or 20 fps depending on the draw).
 - ``all``: ``max_batch`` none, 2, 4, 8;
 - ``dynamic``: ``max_batch`` 2, 4, 8 × ``max_delay_ms`` 2, 5, 10;
 - ``fixed``: ``batch`` 2, 3, 4 × ``max_delay_ms`` 5, 10;
-- ``adaptive``: ``slo_ms`` 0.5 and 0.8 × the p99 budget, no cap (the objective
-  is on a batch's worst latency, so it must sit below the p99 budget).
+- ``adaptive``: ``slo_ms`` 0.5 and 0.8 × the p99 budget (3 significant digits, inside
+  the knob's range: a budget of 0.09 ms searches 0.045 and 0.072 ms), no cap (the
+  objective is on a batch's worst latency, so it must sit below the p99 budget).
 
 **The session count** (:func:`plan_policy`). Feasibility is *not* monotone in
 the session count (``fixed`` with a batch of 4 waits out its delay at 3
 sessions and fills at once at 4), so no bisection. Instead an upper bound that
-holds for any policy: every session needs ``min_fps_ratio × fps`` windows/s,
-and the device delivers at most ``max over b ≤ min(cap, n)`` of ``b /
-curve.ms(b)`` windows/s (a batch holds at most one window per session and at
-most the policy's cap), so no count above :func:`capacity_bound` can fit. The
+holds for any policy, in whole windows over the measured ``duration_s``: every
+session must deliver the fewest windows whose fps, as the report rounds it,
+meets ``min_fps_ratio × fps``; the batches that start inside the interval take
+the device's time in turn, so they deliver at most ``duration_s × max over b ≤
+min(cap, n)`` of ``b / curve.ms(b)`` windows (a batch holds at most one window
+per session and at most the policy's cap), and the one batch that started
+before it and ended inside adds at most ``min(cap, n)`` more. No count above
+:func:`capacity_bound` can fit: a measured fps moves in steps of 1 /
+``duration_s``, so a device a hair short of ``n × min fps`` windows/s still
+fits ``n`` (113.999 windows/s serve 4 sessions at 28.5 fps for 30 s). The
 search scans down from that bound and stops at the first count that fits for
 every seed: exact on the grid, because every count above it was simulated and
 failed (or is above the bound). A count's seeds are tried worst-first (the seed
@@ -49,6 +56,7 @@ simulations (True raises :class:`PlanCancelled`).
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -93,14 +101,18 @@ class Budget:
         if self.fps is None:
             raise ConfigError("fps", None, "the planner needs a frame rate")
         KNOBS["fps"].check(self.fps)
-        if not (isinstance(self.p99_ms, int | float) and self.p99_ms > 0):
-            raise ConfigError("p99_ms", self.p99_ms, "must be greater than 0 ms")
+        if not (isinstance(self.p99_ms, int | float) and 0 < self.p99_ms < math.inf):
+            raise ConfigError("p99_ms", self.p99_ms, "must be a number greater than 0 ms")
         if not (isinstance(self.min_fps_ratio, int | float) and 0 < self.min_fps_ratio <= 1):
             raise ConfigError("min_fps_ratio", self.min_fps_ratio, "must be in (0, 1]")
 
     @property
     def min_fps(self) -> float:
         return self.min_fps_ratio * self.fps
+
+    def meets(self, min_fps: float, p99_ms: float) -> bool:
+        """Whether a run's slowest-session fps and overall p99 (ms) are inside the budget."""
+        return min_fps >= self.min_fps and p99_ms <= self.p99_ms
 
     def to_json(self) -> dict[str, float]:
         return {"fps": self.fps, "min_fps_ratio": self.min_fps_ratio, "p99_ms": self.p99_ms}
@@ -216,8 +228,24 @@ def settings(policy: str, budget: Budget) -> list[dict[str, Any]]:
     if policy == "fixed":
         return [{"batch": b, "max_delay_ms": d} for b in (2, 3, 4) for d in (5.0, 10.0)]
     if policy == "adaptive":
-        return [{"slo_ms": round(f * budget.p99_ms, 1), "max_batch": None} for f in (0.5, 0.8)]
+        return [{"slo_ms": slo, "max_batch": None} for slo in _objectives(budget.p99_ms)]
     raise ConfigError("policy", policy, "unknown policy")
+
+
+def _objectives(p99_ms: float) -> list[float]:
+    """Adaptive's ``slo_ms`` values for a p99 budget: only values its knob accepts.
+
+    0.5 and 0.8 × the budget at 3 significant digits (rounding to 0.1 ms made a
+    0.09 ms budget's objective 0.0, which the knob refuses), inside the knob's range;
+    two that clip to the same value are searched once.
+    """
+    knob = KNOBS["slo_ms"]
+    out: list[float] = []
+    for f in (0.5, 0.8):
+        slo = knob.clip(float(f"{f * p99_ms:.3g}"))
+        if slo not in out:
+            out.append(slo)
+    return out
 
 
 def _knobs(policy: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -233,18 +261,39 @@ def _cap(policy: str, params: dict[str, Any]) -> int | None:
     return params.get("max_batch")
 
 
-def capacity_bound(curve: BatchCurve, cap: int | None, budget: Budget, max_sessions: int) -> int:
-    """The largest count the device could serve at ``min_fps_ratio × fps`` each (see module doc)."""
+def capacity_bound(
+    curve: BatchCurve, cap: int | None, budget: Budget, max_sessions: int, duration_s: float
+) -> int:
+    """The largest count the device could serve at ``min_fps_ratio × fps`` each over
+    ``duration_s`` measured seconds (see the module doc)."""
+    need = windows_needed(budget, duration_s)
     best_wps = 0.0
     bound = 0
     for n in range(1, max_sessions + 1):
         if cap is None or n <= cap:
             best_wps = max(best_wps, curve.windows_per_s(n))
-        if n * budget.min_fps <= best_wps * (1 + 1e-9):
+        # 1e-9: only the float noise of the product; the slack is the batch already running
+        if n * need <= best_wps * duration_s * (1 + 1e-9) + min(cap or n, n):
             bound = n
         elif cap is not None and n > cap:
             break  # the ceiling no longer grows: no larger count fits
     return bound
+
+
+def windows_needed(budget: Budget, duration_s: float) -> int:
+    """The fewest windows a session must deliver in ``duration_s`` for its fps, as the
+    report rounds it (:func:`~batchscope.engine.stats.fps_figures`), to meet the budget."""
+
+    def enough(windows: int) -> bool:
+        fps = fps_figures([("running", windows / duration_s)])["min_fps"]
+        return budget.meets(fps, budget.p99_ms)  # the p99 at its limit: the fps decides
+
+    windows = math.ceil(budget.min_fps * duration_s)
+    while windows > 0 and enough(windows - 1):
+        windows -= 1
+    while not enough(windows):
+        windows += 1
+    return windows
 
 
 class _Evaluator:
@@ -289,14 +338,11 @@ class _Evaluator:
             self.runs += 1
         return self._memo[key]
 
-    def meets(self, min_fps: float, p99: float) -> bool:
-        return min_fps >= self.budget.min_fps and p99 <= self.budget.p99_ms
-
     def fits(self, policy: str, params: dict[str, Any], n: int, order: list[int]) -> bool:
         """Whether every seed meets the budget; the failing seed moves to the front."""
         for seed in list(order):
             min_fps, _, p99, _ = self.run(policy, params, n, seed)
-            if not self.meets(min_fps, p99):
+            if not self.budget.meets(min_fps, p99):
                 order.remove(seed)
                 order.insert(0, seed)
                 return False
@@ -320,7 +366,7 @@ class _Evaluator:
             min_fps_median=float(statistics.median(r[0] for r in runs)),
             p99_worst=max(r[2] for r in runs),
             mean_fps=min(r[1] for r in runs),
-            fits=all(self.meets(r[0], r[2]) for r in runs),
+            fits=all(self.budget.meets(r[0], r[2]) for r in runs),
             overall={**overall, "seed": worst},
             settled_cap=settled,
         )
@@ -339,7 +385,9 @@ def plan_policy(
     bounds = []
     grid = settings(policy, budget)
     for index, params in enumerate(grid):
-        bound = capacity_bound(curve, _cap(policy, params), budget, max_sessions)
+        bound = capacity_bound(
+            curve, _cap(policy, params), budget, max_sessions, evaluator.duration_s
+        )
         bounds.append(bound)
         low = best[0] if best else 1
         for n in range(bound, low - 1, -1):
