@@ -44,6 +44,7 @@ from batchscope.ui.capacity_presenter import (
     operating_point,
     setting_changes,
 )
+from batchscope.ui.plain_text import plain_label
 from batchscope.ui.plan_plot import P99_CLIP, POLICY_COLOURS
 from batchscope.ui.plots import PlotCard, pen
 from batchscope.ui.theme import Look
@@ -151,7 +152,7 @@ class CapacityView(QWidget):
         lay = QVBoxLayout(self)
         lay.setContentsMargins(6, 6, 6, 6)
         lay.setSpacing(4)
-        self.title = QLabel("Capacity: how many sessions fit the budget?")
+        self.title = plain_label("Capacity: how many sessions fit the budget?")  # a profile name
         self.title.setObjectName("cardTitle")
         lay.addWidget(self.title)
 
@@ -173,7 +174,7 @@ class CapacityView(QWidget):
         budget.addWidget(self.fps_text)
         budget.addStretch(1)
         lay.addLayout(budget)
-        self.budget_error = QLabel()
+        self.budget_error = plain_label()  # quotes what was typed
         self.budget_error.setObjectName("controlError")
         self.budget_error.setWordWrap(True)
         self.budget_error.hide()
@@ -188,7 +189,7 @@ class CapacityView(QWidget):
         self.progress.setTextVisible(True)
         self.progress.hide()
         lay.addWidget(self.progress)
-        self.note = QLabel()
+        self.note = plain_label()  # errors: drawn as they are
         self.note.setWordWrap(True)
         self.note.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.note.hide()

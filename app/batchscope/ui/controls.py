@@ -45,6 +45,7 @@ from batchscope.ui.device_options import (
     precision_reasons,
     resolution_options,
 )
+from batchscope.ui.plain_text import plain_label, plain_tip
 
 POLICY_LABELS = {
     "oldest": "Oldest first (1 at a time)",
@@ -159,7 +160,7 @@ class ControlsPanel(QWidget):
         self.drop_ms.setToolTip(
             f"{KNOBS['drop_after_ms'].help}; {KNOBS['drop_after_ms'].range_text()}"
         )
-        self.error = QLabel()
+        self.error = plain_label()  # errors quote what was typed: drawn as they are
         self.error.setObjectName("controlError")
         self.error.setWordWrap(True)
         self.error.hide()
@@ -280,7 +281,7 @@ class ControlsPanel(QWidget):
         self.device.view().setMinimumWidth(widest + 32)  # + the check mark and margins, px
 
     def _tip_device(self) -> None:
-        self.device.setToolTip(self.device.currentText())
+        self.device.setToolTip(plain_tip(self.device.currentText()))
 
     def show_error(self, message: str) -> None:
         self.error.setText(message)
@@ -458,6 +459,7 @@ def _add_item(combo: QComboBox, text: str, data: Any, why: str | None) -> None:
     combo.addItem(text, data)
     index = combo.count() - 1
     if why is not None:
+        why = plain_tip(why)  # the reason may quote an error
         model = combo.model()
         if isinstance(model, QStandardItemModel):
             item = model.item(index)

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 )
 
 from batchscope.experiment import FAULT_FIELDS, ExperimentError, Fault, make_fault
+from batchscope.ui.plain_text import plain_label
 
 #: menu text and tooltip of each fault kind, in the menu's order
 KINDS = {
@@ -88,7 +89,7 @@ class FaultDialog(QDialog):
                 edit.setToolTip(f"0 to {sessions - 1}")
             self.fields[name] = edit
             form.addRow(LABELS[name], edit)
-        self.error = QLabel()
+        self.error = plain_label()  # the error quotes what was typed
         self.error.setObjectName("controlError")
         self.error.setWordWrap(True)
         self.error.hide()

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
 
 from batchscope.engine.snapshot import SCOPE_LABELS, SCOPES, Snapshot
 from batchscope.engine.stats import fps_figures, latency_summary, served
+from batchscope.ui.plain_text import plain_label, plain_tip
 from batchscope.ui.theme import Look
 
 KPIS = (
@@ -124,11 +125,12 @@ class StatusLine(QStatusBar):
     def __init__(self, look: Look, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._look = look
-        self.message = QLabel()
-        self.device = QLabel()
-        self.weights = QLabel()
-        self.rate = QLabel()
-        self.policy = QLabel()
+        # file names, experiment names and errors: drawn as they are (ui/plain_text.py)
+        self.message = plain_label()
+        self.device = plain_label()
+        self.weights = plain_label()
+        self.rate = plain_label()
+        self.policy = plain_label()
         self.message.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.message.setMinimumWidth(40)
         self.addWidget(self.message, 1)
@@ -146,7 +148,7 @@ class StatusLine(QStatusBar):
         self._level = level
         self.message.setStyleSheet(f"color: {colour};")
         self.message.setText(text)
-        self.message.setToolTip(text)
+        self.message.setToolTip(plain_tip(text))
 
     def update_from(self, snap: Snapshot) -> None:
         total = snap.memory.get("device_total_mb")

@@ -28,7 +28,6 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QFrame,
     QGroupBox,
-    QLabel,
     QMainWindow,
     QSizePolicy,
     QSplitter,
@@ -60,6 +59,7 @@ from batchscope.ui.export import (
 )
 from batchscope.ui.faults_menu import add_faults_menu
 from batchscope.ui.headline import HeadlineStrip, StatusLine
+from batchscope.ui.plain_text import menu_text, plain_label, plain_tip
 from batchscope.ui.plots import FpsPlot, MemoryPlot, PlotCard, ThroughputPlot, time_window
 from batchscope.ui.presenter import Presenter
 from batchscope.ui.segment_feed import SegmentFeed
@@ -137,7 +137,7 @@ class MainWindow(QMainWindow):
         self.segment_table = SegmentTable(look)
         self.capacity = CapacityView(CapacityPresenter(self.presenter), look)
         self.segment_feed: SegmentFeed | None = None  # started with the engine
-        self.caption = QLabel()
+        self.caption = plain_label()  # an experiment's own text, drawn as it is
         self.caption.setObjectName("caption")
         self.caption.setWordWrap(True)
         self.caption.hide()
@@ -311,8 +311,8 @@ class MainWindow(QMainWindow):
         self.experiments_menu = menu.addMenu("&Experiments")
         self.experiments_menu.setToolTipsVisible(True)
         for entry in menu_entries():
-            action = self.experiments_menu.addAction(entry.text)
-            action.setToolTip(entry.tip)
+            action = self.experiments_menu.addAction(menu_text(entry.text))
+            action.setToolTip(plain_tip(entry.tip))
             if entry.experiment is None:
                 action.setEnabled(False)
             else:
@@ -522,7 +522,7 @@ class MainWindow(QMainWindow):
     def set_recording(self, folder: Path | None) -> None:
         """Reflect the recording state on the action (checked and named while recording)."""
         self.record_action.setChecked(folder is not None)
-        self.record_action.setText(f"Recording → {folder.name}" if folder else "Record…")
+        self.record_action.setText(menu_text(f"Recording → {folder.name}") if folder else "Record…")
 
     def _export_plots(self) -> None:
         path, _ = QFileDialog.getSaveFileName(

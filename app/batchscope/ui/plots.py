@@ -16,10 +16,11 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont, QFontMetricsF, QPen
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QSizePolicy, QVBoxLayout, QWidget
 
 from batchscope.engine.metrics import Event, TimelineSample
 from batchscope.engine.snapshot import Snapshot
+from batchscope.ui.plain_text import plain_label, plain_tip
 from batchscope.ui.theme import MEMORY_SERIES, Look, session_colour
 
 SPAN_S = 60.0
@@ -106,7 +107,7 @@ class PlotCard(QFrame):
         layout.setContentsMargins(8, 6, 8, 4)
         layout.setSpacing(2)
         head = QHBoxLayout()
-        self.title = QLabel(title)
+        self.title = plain_label(title)
         self.title.setObjectName("cardTitle")
         # a long live title must never widen the window: it is cut, with the full text as tip
         self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
@@ -132,7 +133,7 @@ class PlotCard(QFrame):
         if text != self._title_text:
             self._title_text = text
             self.title.setText(text)
-            self.title.setToolTip(text)
+            self.title.setToolTip(plain_tip(text))
 
     def set_axis_label(self, axis: str, text: str) -> None:
         """Change the label of the "bottom" or "left" axis (styled; no-op if unchanged)."""
@@ -199,7 +200,7 @@ class EventMarkers:
             if self._labelled:
                 position = (0.94, 0.80, 0.66)[len(self._markers) % 3]
                 label = pg.InfLineLabel(line, "", position=position, anchors=[RIGHT, RIGHT])
-                label.setToolTip(ev.message)
+                label.setToolTip(plain_tip(ev.message))  # may name a file, quote an error
             marker = _Marker(ev, line, label)
             self._style(marker)
             self._plot.addItem(line, ignoreBounds=True)

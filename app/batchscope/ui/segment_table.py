@@ -34,6 +34,7 @@ from batchscope.config import RunConfig
 from batchscope.engine.segment_rows import ACCURACY_KEYS, TEXT_KEYS, describe_changes, has_accuracy
 from batchscope.engine.snapshot import Snapshot
 from batchscope.ui.dist_plots import LatencyHistogram, StageBars
+from batchscope.ui.plain_text import plain_label, plain_tip
 from batchscope.ui.segment_feed import SegmentUpdate
 from batchscope.ui.segment_rows import COLUMNS, compare, segment_row
 from batchscope.ui.theme import Look
@@ -46,7 +47,7 @@ class SegmentPlots(QWidget):
 
     def __init__(self, look: Look) -> None:
         super().__init__()
-        self.heading = QLabel()
+        self.heading = plain_label()  # the changes quote the step's caption
         self.heading.setObjectName("cardTitle")
         self.heading.setWordWrap(True)
         self.latency = LatencyHistogram(look)
@@ -177,7 +178,7 @@ class SegmentTable(QWidget):
                 item = QTableWidgetItem()
                 self.table.setItem(row, col, item)
             item.setText(texts[column.key])
-            item.setToolTip(tip)
+            item.setToolTip(plain_tip(tip))
             if column.key not in TEXT_KEYS:
                 item.setTextAlignment(RIGHT)
             if error is not None and column.key == "changed":

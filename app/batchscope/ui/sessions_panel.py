@@ -30,6 +30,7 @@ from superqt.utils import qdebounced
 from batchscope.config import KNOBS
 from batchscope.engine.roster import SourceSlot
 from batchscope.engine.snapshot import SessionView
+from batchscope.ui.plain_text import menu_text, plain_tip
 from batchscope.ui.theme import Look, session_colour
 
 COLUMNS = ("", "Source", "State", "fps", "p50 ms", "Overwr.", "Expired")
@@ -236,11 +237,11 @@ class SessionsPanel(QWidget):
                 item.setForeground(QColor("#101010" if spec.badge else t.muted))
                 item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
             elif col == 1:
-                item.setToolTip(spec.path + (f"\n{spec.note}" if spec.note else ""))
+                item.setToolTip(plain_tip(spec.path + (f"\n{spec.note}" if spec.note else "")))
                 item.setForeground(QColor(t.text if spec.badge else t.muted))
             elif col == 2:
                 item.setForeground(QColor(spec.colour))
-                item.setToolTip(spec.tip)
+                item.setToolTip(plain_tip(spec.tip))
             else:
                 item.setForeground(QColor(t.text if spec.badge else t.muted))
                 item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
@@ -270,7 +271,7 @@ class SessionsPanel(QWidget):
         if not cameras:
             self.camera_menu.addAction("no camera found").setEnabled(False)
         for cam in cameras:
-            action = self.camera_menu.addAction(f"{cam.name}  (camera:{cam.index})")
+            action = self.camera_menu.addAction(menu_text(f"{cam.name}  (camera:{cam.index})"))
             action.triggered.connect(
                 lambda _=False, i=cam.index: self.add_source.emit(f"camera:{i}")
             )

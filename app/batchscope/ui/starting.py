@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QPaintEvent
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QVBoxLayout, QWidget
+
+from batchscope.ui.plain_text import plain_label
 
 #: The main window's title; the starting window has the same, as it stands in for it.
 WINDOW_TITLE = "BatchScope — live batching lab"
@@ -31,9 +33,10 @@ class StartingView(QWidget):
         super().__init__(parent)
         self.was_painted = False
         self.setAutoFillBackground(True)  # the palette's window colour, also as a top level
-        self.title = QLabel(title)
+        # an experiment's name, file names, errors: drawn as they are
+        self.title = plain_label(title)
         self.title.setObjectName("startingTitle")
-        self.detail = QLabel()
+        self.detail = plain_label()
         self.detail.setObjectName("startingDetail")
         self.detail.setWordWrap(True)
         self.detail.setProperty("level", "busy")

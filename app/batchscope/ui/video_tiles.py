@@ -20,6 +20,7 @@ from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from batchscope.engine.snapshot import SessionView, Snapshot
 from batchscope.engine.sources import Placement
+from batchscope.ui.plain_text import plain_tip
 from batchscope.ui.theme import Look, session_colour
 
 MAX_TILES = 16
@@ -88,7 +89,7 @@ class VideoWall(QWidget):
         message = "" if snap.draws_detections else snap.weights
         if message != self._message:
             self._message = message
-            self.setToolTip(message)  # the footer may be cut on small tiles: whole here
+            self.setToolTip(plain_tip(message))  # the footer may be cut on small tiles: whole here
         by_id = {t.sid: t for t in self._tiles}
         self._tiles = [by_id.get(s.id) or _Tile(s.id) for s in sessions]
         rects = self._rects(len(sessions))
