@@ -109,7 +109,10 @@ def test_config_pbtxt_parses_with_tritons_protobuf(changes, max_batch, preferred
     assert "# Policy mapping" in text
 
 
-@pytest.mark.parametrize(("precision", "dtype"), [("fp32", "TYPE_FP32"), ("bf16", "TYPE_BF16")])
+@pytest.mark.parametrize(
+    ("precision", "dtype"),
+    [("fp32", "TYPE_FP32"), ("fp16", "TYPE_FP16"), ("bf16", "TYPE_FP16")],  # bf16: no export
+)
 def test_the_output_dtype_follows_the_precision(precision, dtype):
     model = parse(triton_config(RunConfig(precision=precision, resolution=(256, 144))))
     assert model.output[0].data_type == model_config_pb2.DataType.Value(dtype)

@@ -23,7 +23,11 @@ line naming the file and the field (:class:`SettingError`).
 configuration for BlurBall's ONNX export (``batchscope export-onnx``, see
 ``models/onnx_export.py``: input ``frames`` uint8 ``[batch, 9, H, W]``, output
 ``heatmaps`` ``[batch, 3, H, W]`` in the export's precision). How each policy
-maps is in :data:`TRITON_MAPPING` and in the file's comments.
+maps is in :data:`TRITON_MAPPING` and in the file's comments. The export command
+the file names runs as written (a test runs it): a bf16 setting has no ONNX export,
+so the file serves the precision :func:`export_precision` picks and says why. A
+setting measured on the CPU (a profile from ``sweep --device cpu``) is served by a
+CPU instance (``KIND_CPU``), any other by one GPU.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from batchscope.config import (
+    EXPORT_PRECISIONS,
     KNOBS,
     POLICIES,
     POLICY_PARAMS,
@@ -61,7 +66,10 @@ FIELDS = (
 #: The tensor names of the ONNX export (models/onnx_export.py INPUT and OUTPUT; a test
 #: checks they agree: this module sits below models and cannot import them).
 TRITON_INPUT, TRITON_OUTPUT = "frames", "heatmaps"
-TRITON_DTYPES = {"fp32": "TYPE_FP32", "fp16": "TYPE_FP16", "bf16": "TYPE_BF16"}
+#: The export's output type per precision (it has no bf16: see :func:`export_precision`).
+TRITON_DTYPES = {"fp32": "TYPE_FP32", "fp16": "TYPE_FP16"}
+#: The ONNX file the recommended ``export-onnx`` writes, and where Triton looks for it.
+MODEL_FILE = "model.onnx"
 
 #: How each policy becomes Triton's dynamic batcher (written into config.pbtxt too).
 TRITON_MAPPING = {
@@ -87,6 +95,31 @@ LATEST_ONLY_CAVEAT = (
     "instead of queueing it (drop stale frames). Otherwise, under overload, requests age "
     "in Triton's queue and latency grows without bound."
 )
+
+
+def export_precision(precision: str, cpu: bool) -> str:
+    """The ONNX export's precision that serves a ``precision`` setting (``cpu``: on a CPU).
+
+    fp32 and fp16 export as they are. bf16 has none (ONNX Runtime has no bf16
+    convolutions; ``export-onnx`` refuses it): on a GPU fp16 stands in, the same 2
+    bytes a value and the same tensor cores; on a CPU fp32, since fp16 convolutions
+    there are emulated (``device/checks.py``) and slower than fp32.
+    """
+    if precision in EXPORT_PRECISIONS:
+        return precision
+    return "fp32" if cpu else "fp16"
+
+
+def precision_note(precision: str, cpu: bool) -> str | None:
+    """Why the export serves another precision than the setting's (None: it does not)."""
+    served = export_precision(precision, cpu)
+    if served == precision:
+        return None
+    return (
+        f"the setting's {precision} has no ONNX export (ONNX Runtime has no {precision} "
+        f"convolutions), so config.pbtxt serves the {served} export; the plan's figures are "
+        f"{precision}'s: sweep {served} and plan again for figures of what is served"
+    )
 
 
 class SettingError(ValueError):
@@ -173,12 +206,16 @@ def _field(where: str, name: str, value: Any) -> Any:
 
 
 def triton_config(
-    config: RunConfig, settled_cap: int | None = None, model_name: str = "blurball"
+    config: RunConfig,
+    settled_cap: int | None = None,
+    model_name: str = "blurball",
+    cpu: bool = False,
 ) -> str:
     """``config`` as a Triton model configuration (config.pbtxt text), the mapping in comments.
 
     ``settled_cap`` is the adaptive policy's cap at the end of its simulation (its
-    batches' most frequent size); other policies ignore it.
+    batches' most frequent size); other policies ignore it. ``cpu``: the setting was
+    measured on a CPU, so a CPU instance serves it.
     """
     policy = config.policy
     if policy == "all":
@@ -196,6 +233,10 @@ def triton_config(
         max_batch, preferred, delay_us = 1, None, 0
     w, h = config.resolution
     knobs = ", ".join(f"{k}={getattr(config, k)}" for k in POLICY_PARAMS[policy]) or "no knobs"
+    precision = export_precision(config.precision, cpu)
+    note = precision_note(config.precision, cpu)
+    device = "CPU" if cpu else "GPU"
+    instance = ["    kind: KIND_CPU"] if cpu else ["    kind: KIND_GPU", "    gpus: [ 0 ]"]
     lines = [
         "# Triton model configuration for BlurBall, made by `batchscope plan --export`",
         f"# from the setting: policy {policy} ({knobs}), {config.sessions} sessions at "
@@ -205,15 +246,19 @@ def triton_config(
         "# Policy mapping (BatchScope -> Triton's dynamic batcher):",
         *_comment(TRITON_MAPPING[policy]),
         "#",
-        "# One model instance on one GPU: one job on the device at a time (Clockwork's rule;",
-        "# what BatchScope's worker does and what its batch curves measured).",
+        f"# One model instance on one {device}: one job on the device at a time (Clockwork's",
+        "# rule; what BatchScope's worker does and what its batch curves measured).",
         "#",
         "# Latest-only mailboxes:",
         *_comment(LATEST_ONLY_CAVEAT),
         "#",
-        f"# Tensors: the ONNX export (`batchscope export-onnx --precision {config.precision} "
-        f"--resolution {format_resolution(config.resolution)}`): uint8 frames in (the",
-        "# normalisation is inside the graph), logits out in the export's precision.",
+        "# Tensors: BlurBall's ONNX export, made by",
+        f"#   batchscope export-onnx --out {MODEL_FILE} --precision {precision} "
+        f"--resolution {format_resolution(config.resolution)}",
+        f"# and placed at {model_name}/1/{MODEL_FILE} in the model repository, beside",
+        f"# {model_name}/config.pbtxt: uint8 frames in (the normalisation is inside the graph),",
+        "# logits out in the export's precision.",
+        *(["# Precision:", *_comment(note + ".")] if note else []),
         f'name: "{model_name}"',
         'platform: "onnxruntime_onnx"',
         f"max_batch_size: {max_batch}",
@@ -227,7 +272,7 @@ def triton_config(
         "output [",
         "  {",
         f'    name: "{TRITON_OUTPUT}"',
-        f"    data_type: {TRITON_DTYPES[config.precision]}",
+        f"    data_type: {TRITON_DTYPES[precision]}",
         f"    dims: [ 3, {h}, {w} ]",
         "  }",
         "]",
@@ -238,8 +283,7 @@ def triton_config(
         "instance_group [",
         "  {",
         "    count: 1",
-        "    kind: KIND_GPU",
-        "    gpus: [ 0 ]",
+        *instance,
         "  }",
         "]",
     ]

@@ -30,7 +30,7 @@ from batchscope.cli.args import (
 )
 from batchscope.config import DEFAULT_RESOLUTION, KNOBS, POLICIES, PRECISIONS, format_resolution
 from batchscope.profiles.profile import load_profile
-from batchscope.setting import save_setting, triton_config
+from batchscope.setting import precision_note, save_setting, triton_config
 from batchscope.sim.planner import (
     DEFAULT_DURATION_S,
     DEFAULT_MIN_FPS_RATIO,
@@ -103,7 +103,10 @@ def add_plan_command(sub: Any) -> None:
     p.add_argument("--json", metavar="PATH|-", help="write the plan as JSON ('-': stdout)")
     p.add_argument("--plot", metavar="PNG", help="draw slowest fps and p99 vs sessions")
     p.add_argument(
-        "--export", metavar="DIR", help="write the recommendation as policy.json and config.pbtxt"
+        "--export",
+        metavar="DIR",
+        help="write the recommendation as policy.json and Triton's config.pbtxt (for the "
+        "ONNX export it names; a CPU instance for a profile measured on the CPU)",
     )
     p.add_argument(
         "--verify",
@@ -272,12 +275,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
         config = result.config()
         rec = result.recommended
         planned = {"max_sessions": rec.max_sessions, "at_max": rec.at_max.to_json()}
+        triton = triton_config(config, rec.at_max.settled_cap, cpu=profile.on_cpu)
         try:
             save_setting(config, export / "policy.json", planned)
-            (export / "config.pbtxt").write_text(triton_config(config, rec.at_max.settled_cap))
+            (export / "config.pbtxt").write_text(triton)
         except OSError as exc:
             raise CliError(f"--export {args.export}: cannot write ({exc.strerror})") from None
         print(f"exported: {export / 'policy.json'}, {export / 'config.pbtxt'}", file=out)
+        note = precision_note(config.precision, profile.on_cpu)
+        if note:
+            print(f"note: {note}", file=out)
     if args.verify:
         from batchscope.sim.planner import verify
 

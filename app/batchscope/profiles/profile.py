@@ -115,6 +115,12 @@ class DeviceProfile:
             f"{on} (it has: {have})"
         )
 
+    @property
+    def on_cpu(self) -> bool:
+        """Whether it was measured on a CPU: ``sweep`` records the ``device_id`` it ran on
+        (cpu, cuda:N); the built-in profiles, without one, are GPUs."""
+        return self.meta.get("device_id") == "cpu"
+
     def covers(self) -> list[tuple[str, tuple[int, int]]]:
         """The (precision, resolution) pairs it has a curve for, in any runtime."""
         return list(dict.fromkeys((c.precision, c.resolution) for c in self.curves))

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from batchscope.config import RunConfig
+from batchscope.profiles.profile import ProfileError, load_profile
 from batchscope.setting import SettingError, load_setting, save_setting, triton_config
 
 POLICY_FILE, TRITON_FILE = "policy.json", "config.pbtxt"
@@ -25,7 +26,8 @@ def export_setting(
     """Write ``config``'s setting as policy.json and config.pbtxt into ``folder``.
 
     ``planned`` (what the planner measured for it) goes into policy.json, and
-    ``settled_cap`` (an adaptive setting's cap in the simulation) into config.pbtxt.
+    ``settled_cap`` (an adaptive setting's cap in the simulation) into config.pbtxt,
+    served by a CPU instance when the setting was measured on a CPU (:func:`_on_cpu`).
     Raises SettingError, one line naming the folder, when it cannot be written.
     """
     folder = Path(folder)
@@ -34,13 +36,25 @@ def export_setting(
             f"{folder}: fps: a deployment needs a frame rate (this run plays each source at "
             "its own); choose one under Controls first"
         )
+    triton = triton_config(config, settled_cap, cpu=_on_cpu(config, folder))
     try:
         folder.mkdir(parents=True, exist_ok=True)
         save_setting(config, folder / POLICY_FILE, planned)
-        (folder / TRITON_FILE).write_text(triton_config(config, settled_cap))
+        (folder / TRITON_FILE).write_text(triton)
     except OSError as exc:
         raise SettingError(f"{folder}: cannot write ({exc.strerror or exc})") from None
     return folder
+
+
+def _on_cpu(config: RunConfig, folder: Path) -> bool:
+    """Whether ``config``'s figures come from a CPU: the device it runs on, or on the
+    emulated backend the device its profile was measured on."""
+    if config.backend != "emulated":
+        return config.device == "cpu"
+    try:
+        return load_profile(config.profile or "").on_cpu
+    except ProfileError as exc:
+        raise SettingError(f"{folder}: profile: {exc}") from None
 
 
 def changes_from_file(path: str | Path, current: RunConfig) -> dict[str, Any]:
