@@ -6,11 +6,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 from PySide6.QtCore import QPoint
 from PySide6.QtGui import QAccessible
 from PySide6.QtWidgets import QApplication, QLabel, QToolTip
 
+from batchscope.config import RunConfig
 from batchscope.engine.metrics import Event
+from batchscope.engine.snapshot import SessionView, Snapshot
+from batchscope.experiment import Fault
 from batchscope.ui.theme import Look
 
 #: Text Qt would take for rich text: an image tag, a tag that hides what follows, "<" and ">"
@@ -100,8 +104,8 @@ def test_the_dashboard_draws_captions_names_and_errors_as_they_are(
     dashboard.presenter.add_sources([str(bad)])
     status = dashboard.status_line.message
     # "Opening …", then the file's error (the job's, or the engine's event): each names it
-    qtbot.waitUntil(lambda: "Opening" not in status.text(), timeout=30_000)
-    assert bad.name in status.text()
+    failed = lambda: bad.name in status.text() and "Opening" not in status.text()  # noqa: E731
+    qtbot.waitUntil(failed, timeout=30_000)
     assert shown(status) == status.text()
     table = dashboard.sessions.table
 
@@ -121,3 +125,111 @@ def test_plain_tip_leaves_ordinary_tooltips_alone():
     assert plain_tip("p99 ≤ 50 ms\nevery session") == "p99 ≤ 50 ms\nevery session"
     assert plain_tip(CAPTION) != CAPTION  # escaped: Qt would draw an image here
     assert menu_text("R&D take 2") == "R&&D take 2"  # a menu shows "&", not a shortcut
+
+
+# -- 12. sessions in error and stalled are named; a fault's message goes when it ends --------
+
+
+def view(sid: int, state: str, fps: float) -> SessionView:
+    error = "source error (injected fault)" if state == "error" else None
+    return SessionView(
+        sid, "synthetic", state, error, fps, 10, 0, {"p50": 5.0, "max": 9.0}, {}, None
+    )
+
+
+def snapshot(sessions: list[SessionView]) -> Snapshot:
+    return Snapshot(
+        t=5.0,
+        config=RunConfig(),
+        running=True,
+        paused=False,
+        device="emulated:laptop-8gb",
+        weights="emulated device: no model runs",
+        draws_detections=False,
+        policy="all",
+        oom_cap=None,
+        sessions=sessions,
+        recent_latency_ms={0: np.array([5.0, 6.0])},
+        batch_sizes={},
+        throughput_wps=60.0,
+        busy=0.2,
+        memory={},
+        timeline=[],
+    )
+
+
+def test_the_headline_names_a_session_in_error_and_what_the_fps_cover(qtbot):
+    from batchscope.ui.headline import HeadlineStrip
+
+    strip = HeadlineStrip()
+    qtbot.addWidget(strip)
+    strip.show()
+    strip.update_from(snapshot([view(0, "running", 30.0), view(1, "running", 26.0)]))
+    assert not strip.sessions_value.isVisible()  # every session runs: nothing to say
+
+    # S2 at 0 fps: left out of min fps and fairness (its source failed), and said so
+    strip.update_from(
+        snapshot([view(0, "running", 30.0), view(1, "running", 26.0), view(2, "error", 0.0)])
+    )
+    assert strip.sessions_value.isVisible() and strip.sessions_value.text() == "1 in error"
+    assert strip.sessions_name.text() == "fps over 2 of 3"
+    assert strip.sessions_value.property("level") == "error"
+    assert strip.values["min_fps"].text() == "26.0"
+    strip.update_from(snapshot([view(0, "error", 0.0)]))
+    assert (strip.sessions_value.text(), strip.sessions_name.text()) == (
+        "1 in error",
+        "no fps figures",
+    )
+    assert strip.values["min_fps"].text() == "–"
+
+
+def test_a_stalled_session_is_named_in_the_headline_and_the_table(qtbot):
+    from batchscope.ui.headline import HeadlineStrip
+    from batchscope.ui.sessions_panel import SessionsPanel
+
+    look = Look()
+    strip, panel = HeadlineStrip(), SessionsPanel(look)
+    for w in (strip, panel):
+        qtbot.addWidget(w)
+    sessions = [view(0, "stalled", 0.0), view(1, "running", 30.0), view(2, "error", 0.0)]
+    strip.update_from(snapshot(sessions))
+    assert strip.sessions_value.text() == "1 stalled · 1 in error"
+    assert strip.sessions_name.text().endswith(" of 3")
+    strip.update_from(snapshot(sessions[:2]))
+    assert strip.sessions_value.text() == "1 stalled"
+    assert strip.sessions_value.property("level") == "warn"
+
+    panel.update_sessions(sessions)
+    states = [panel.table.item(r, 2) for r in range(3)]
+    assert [s.text() for s in states] == [
+        "stalled",
+        "running",
+        "error: source error (injected fault)",
+    ]
+    colours = [s.foreground().color().name().upper() for s in states]
+    assert colours == [look.theme.warn, look.theme.ok, look.theme.error]
+
+
+def test_a_faults_message_goes_when_it_ends(dashboard, qtbot):
+    from batchscope.ui.faults_menu import inject
+
+    status = dashboard.status_line.message
+    marked = lambda: [m.event.message for m in dashboard.fps_plot.markers.markers]  # noqa: E731
+
+    # the sources' notes ("tiny.mp4: 2.0 s clip: it loops") are said on the first ticks
+    qtbot.waitUntil(lambda: dashboard.tick_stats.ticks >= 2, timeout=15_000)
+    inject(dashboard.presenter, Fault("stall", 1.0, session=0))
+    assert status.text() == "Fault: session 0 stalls for 1 s"
+    qtbot.waitUntil(lambda: "ended: session 0 stalls for 1 s" in marked(), timeout=15_000)
+    assert status.text() == ""
+
+    # a source error: its error replaces "Fault: …" in the status line; both go at the end
+    inject(dashboard.presenter, Fault("source_error", 2.0, session=1))
+    qtbot.waitUntil(
+        lambda: dashboard.headline.sessions_value.text() == "1 in error", timeout=15_000
+    )
+    assert dashboard.headline.sessions_name.text() == "fps over 2 of 3"
+    assert status.text() == "error: session 1: source error (injected fault)"
+    qtbot.waitUntil(lambda: "ended: session 1's source fails for 2 s" in marked(), timeout=15_000)
+    assert status.text() == ""
+    qtbot.waitUntil(lambda: not dashboard.headline.sessions_value.isVisible(), timeout=15_000)

@@ -5,7 +5,8 @@ defaults, checks it as an experiment step's fault is checked
 (``experiment.make_fault``: one line naming the field and the value), and hands
 ``Engine.inject`` to the presenter's command thread, so the GUI never waits on
 the engine. The engine then opens a segment and sends ``fault`` events, which the
-time plots mark, when it starts and when it ends by itself.
+time plots mark, when it starts and when it ends by itself; at the end the status
+line's "Fault: …" goes (:func:`ended_fault`), so it never says a fault that is over.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ DEFAULTS = {"session": "0", "for_s": "5"}
 DEFAULT_FACTOR = {"burst": "3", "slow_device": "2"}
 LABELS = {"session": "Session", "factor": "Factor (×)", "for_s": "For (s)"}
 WHERE = "fault"  # how errors name the place: "fault: burst: factor = 0.0: …"
+#: How the engine's ``fault`` event says that a fault is over (``Engine.inject``).
+ENDED = "ended: "
 
 
 class FaultTarget(Protocol):
@@ -65,10 +68,21 @@ def parse_fault(kind: str, texts: dict[str, str], sessions: int) -> Fault:
     return make_fault(kind, table, WHERE, sessions)
 
 
+def fault_status(description: str) -> str:
+    """The status line's message while the fault ``description`` (``Fault.describe()``) is on."""
+    return f"Fault: {description}"
+
+
+def ended_fault(message: str) -> str | None:
+    """The description of the fault that a ``fault`` event's ``message`` says ended, or None
+    (the event of its start)."""
+    return message.removeprefix(ENDED) if message.startswith(ENDED) else None
+
+
 def inject(target: FaultTarget, fault: Fault) -> None:
     """Start ``fault`` on the command thread; the status line says so (or the error)."""
     engine = target.engine
-    target.status.emit(f"Fault: {fault.describe()}", "info")
+    target.status.emit(fault_status(fault.describe()), "info")
     target.commands.submit(f"fault {fault.kind}", lambda: engine.inject(fault))
 
 

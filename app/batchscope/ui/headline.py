@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
+
 import numpy as np
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
@@ -15,7 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from batchscope.engine.snapshot import SCOPE_LABELS, SCOPES, Snapshot
+from batchscope.engine.snapshot import SCOPE_LABELS, SCOPES, SessionView, Snapshot
 from batchscope.engine.stats import fps_figures, latency_summary, served
 from batchscope.ui.plain_text import plain_label, plain_tip
 from batchscope.ui.theme import Look
@@ -32,6 +35,9 @@ KPIS = (
 
 
 SETTLING = "settling…"
+
+#: How the headline names a session state other than running (``SessionView.state``).
+STATE_WORDS = {"error": "in error", "stalled": "stalled"}
 
 
 def headline_numbers(snap: Snapshot) -> dict[str, str]:
@@ -58,6 +64,25 @@ def headline_numbers(snap: Snapshot) -> dict[str, str]:
         "p99": f"{lat['p99']:.0f}" if ms.size else dash,
         "busy": f"{100 * snap.busy:.0f}%",
     }
+
+
+def session_summary(sessions: Sequence[SessionView]) -> tuple[str, str, str]:
+    """The headline's sessions figure: (value, name, level "warn" | "error"); all ""
+    while every session runs (then the strip shows no such figure).
+
+    Why: the fps figures cover the sessions being served (``engine.stats.served``),
+    so a session in error is left out of mean, min fps and Jain, and with S2's
+    source failed they read min fps 26.0, fairness 1.00 as if all were well. This
+    figure names every session that is not running ("1 in error", "1 stalled") and
+    how many sessions the fps figures cover ("fps over 2 of 3").
+    """
+    others = Counter(s.state for s in sessions if s.state != "running")
+    if not others:
+        return "", "", ""
+    value = " · ".join(f"{k} {STATE_WORDS.get(state, state)}" for state, k in others.items())
+    covered = sum(served(s.state) for s in sessions)
+    name = f"fps over {covered} of {len(sessions)}" if covered else "no fps figures"
+    return value, name, "error" if "error" in others else "warn"
 
 
 def scope_text(snap: Snapshot) -> str:
@@ -96,19 +121,12 @@ class HeadlineStrip(QFrame):
         box.addWidget(self.scope_label)
         row.addLayout(box)
         row.addStretch(1)
-        self.values: dict[str, QLabel] = {}
-        for key, name in KPIS:
-            box = QVBoxLayout()
-            box.setSpacing(0)
-            value = QLabel("–")
-            value.setObjectName("kpiValue")
-            label = QLabel(name)
-            label.setObjectName("kpiName")
-            box.addWidget(value)
-            box.addWidget(label)
-            row.addLayout(box)
-            row.addStretch(1)
-            self.values[key] = value
+        # live states, not a scope's figure: never "settling…", so not among ``values``;
+        # shown only while a session is not running
+        self.sessions_value, self.sessions_name = _figure(row, "", "")
+        for label in (self.sessions_value, self.sessions_name):
+            label.hide()
+        self.values: dict[str, QLabel] = {key: _figure(row, "–", name)[0] for key, name in KPIS}
 
     def update_from(self, snap: Snapshot) -> None:
         label = scope_text(snap) + (" · newest windows only" if snap.truncated else "")
@@ -117,6 +135,34 @@ class HeadlineStrip(QFrame):
         for key, text in headline_numbers(snap).items():
             if self.values[key].text() != text:
                 self.values[key].setText(text)
+        value, name, level = session_summary(snap.sessions)
+        for label, text in ((self.sessions_value, value), (self.sessions_name, name)):
+            if label.text() != text:
+                label.setText(text)
+                label.setVisible(bool(text))
+        if self.sessions_value.property("level") != level:
+            self.sessions_value.setProperty("level", level)  # the style sheet's [level=…] rule
+            self.sessions_value.style().unpolish(self.sessions_value)
+            self.sessions_value.style().polish(self.sessions_value)
+
+
+def _figure(row: QHBoxLayout, value: str, name: str) -> tuple[QLabel, QLabel]:
+    """A big ``value`` over its small ``name``, added to ``row``: (value, name) labels.
+
+    A strip too narrow for all (a 1280 px window with the panel open) cuts the
+    names before the numbers: a name may shrink to nothing, a number keeps its width.
+    """
+    box = QVBoxLayout()
+    box.setSpacing(0)
+    big, small = QLabel(value), QLabel(name)
+    big.setObjectName("kpiValue")
+    small.setObjectName("kpiName")
+    small.setMinimumWidth(1)  # not its text's width: see above
+    box.addWidget(big)
+    box.addWidget(small)
+    row.addLayout(box)
+    row.addStretch(1)
+    return big, small
 
 
 class StatusLine(QStatusBar):
@@ -137,6 +183,7 @@ class StatusLine(QStatusBar):
         for w in (self.device, self.weights, self.rate, self.policy):
             self.addPermanentWidget(w)
         self._level = "info"
+        self._replaced = ""  # the message before this one
 
     def set_look(self, look: Look) -> None:
         self._look = look
@@ -145,10 +192,19 @@ class StatusLine(QStatusBar):
     def show_message(self, text: str, level: str = "info") -> None:
         t = self._look.theme
         colour = {"error": t.error, "ok": t.ok, "busy": t.accent}.get(level, t.text)
+        if text != self.message.text():
+            self._replaced = self.message.text()
         self._level = level
         self.message.setStyleSheet(f"color: {colour};")
         self.message.setText(text)
         self.message.setToolTip(plain_tip(text))
+
+    def clear_message(self, text: str) -> None:
+        """Clear the message ``text`` once what it says is over; also the error that
+        replaced it (a fault's own: "session 2: source error"). A later message stays."""
+        current = self.message.text()
+        if current == text or (self._replaced == text and self._level == "error"):
+            self.show_message("")
 
     def update_from(self, snap: Snapshot) -> None:
         total = snap.memory.get("device_total_mb")

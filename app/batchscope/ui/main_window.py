@@ -57,7 +57,7 @@ from batchscope.ui.export import (
     export_segments,
     html_path,
 )
-from batchscope.ui.faults_menu import add_faults_menu
+from batchscope.ui.faults_menu import add_faults_menu, ended_fault, fault_status
 from batchscope.ui.headline import HeadlineStrip, StatusLine
 from batchscope.ui.plain_text import menu_text, plain_label, plain_tip
 from batchscope.ui.plots import FpsPlot, MemoryPlot, PlotCard, ThroughputPlot, time_window
@@ -402,6 +402,8 @@ class MainWindow(QMainWindow):
         for ev in events:
             if ev.kind in ("error", "oom"):
                 self.status_line.show_message(f"{ev.kind}: {ev.message}", "error")
+            elif ev.kind == "fault" and (ended := ended_fault(ev.message)) is not None:
+                self.status_line.clear_message(fault_status(ended))
         if snap is not None:
             self._show(snap)
             self.segment_table.keep(snap)

@@ -198,7 +198,7 @@ class SessionsPanel(QWidget):
         tip = "\n".join(t for t in (s.error or "", note) if t)
         if note:
             cells = (*cells[:2], state + NOTE_MARK, *cells[3:])
-        colour = {"running": t.ok, "error": t.error}.get(s.state, t.muted)
+        colour = {"running": t.ok, "error": t.error, "stalled": t.warn}.get(s.state, t.muted)
         return _Row(cells, s.id, path, tip, colour, session_colour(s.id), note)
 
     def _slot_row(self, index: int, slot: SourceSlot) -> _Row:

@@ -202,6 +202,8 @@ QLabel#caption {{ background: {t.banner}; color: {t.text}; border-radius: 6px;
                   padding: {pad + 2}px {pad * 2}px; font-size: {look.title_pt + 1}pt; }}
 QLabel#cardTitle {{ color: {t.text}; font-weight: bold; font-size: {look.title_pt}pt; }}
 QLabel#kpiValue {{ color: {t.text}; font-weight: bold; font-size: {look.big_pt}pt; }}
+QLabel#kpiValue[level="warn"] {{ color: {t.warn}; }}
+QLabel#kpiValue[level="error"] {{ color: {t.error}; }}
 QLabel#kpiName {{ color: {t.muted}; font-size: {max(8, look.font_pt - 1)}pt; }}
 QLabel#controlError {{ color: {t.error}; }}
 QFrame#card {{ background: {t.plot}; border: 1px solid {t.grid}; border-radius: 6px; }}
