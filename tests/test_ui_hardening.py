@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 from PySide6.QtCore import QPoint
 from PySide6.QtGui import QAccessible
 from PySide6.QtWidgets import QApplication, QLabel, QToolTip
@@ -233,3 +234,61 @@ def test_a_faults_message_goes_when_it_ends(dashboard, qtbot):
     qtbot.waitUntil(lambda: "ended: session 1's source fails for 2 s" in marked(), timeout=15_000)
     assert status.text() == ""
     qtbot.waitUntil(lambda: not dashboard.headline.sessions_value.isVisible(), timeout=15_000)
+
+
+# -- 14. a drop limit at or above one frame interval cannot act: said, and warned ------------
+
+
+def test_the_drop_rule_is_one_frame_interval():
+    from batchscope.config import drop_after_warning
+
+    assert drop_after_warning(None, 30.0) is None  # off
+    assert drop_after_warning(33.3, 30.0) is None  # a window can wait up to 33.33 ms
+    assert drop_after_warning(40.0, 30.0) == (
+        "drop_after_ms = 40: cannot take effect at 30 fps: a new frame replaces the waiting "
+        "window every 33.3 ms, so only a late frame lets one wait longer; use a limit below "
+        "33.3 ms"
+    )
+    assert drop_after_warning(20.0, 60.0).startswith("drop_after_ms = 20: cannot take effect")
+    # --fps source: the slowest source's interval (25 fps: 40 ms) is the longest wait
+    assert drop_after_warning(39.0, None, [30.0, 25.0]) is None
+    assert "the sources' own rates (slowest 25 fps)" in drop_after_warning(40.0, None, [30, 25])
+    assert "frame rates are not known yet" in drop_after_warning(40.0, None, [])
+
+
+def test_run_warns_on_stderr_when_the_drop_limit_cannot_act(capsys):
+    from batchscope.cli import main
+
+    args = ["run", "synthetic", "--sessions", "2", "--resolution", "256x144"]
+    args += ["--duration", "0.3", "--warmup", "0", "--quiet"]
+    assert main([*args, "--drop-after-ms", "40"]) == 0
+    warnings = [ln for ln in capsys.readouterr().err.splitlines() if "warning" in ln]
+    assert warnings == [
+        "batchscope: warning: drop_after_ms = 40: cannot take effect at 30 fps: a new frame "
+        "replaces the waiting window every 33.3 ms, so only a late frame lets one wait "
+        "longer; use a limit below 33.3 ms"
+    ]
+    assert main([*args, "--drop-after-ms", "20"]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_run_help_says_when_the_drop_limit_acts(capsys):
+    from batchscope.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    assert "acts only below one frame interval" in " ".join(capsys.readouterr().out.split())
+
+
+def test_the_controls_warn_when_the_drop_limit_cannot_act(dashboard, qtbot):
+    warning = dashboard.controls.drop_warning
+    assert not warning.isVisible()
+    dashboard.presenter.change({"drop_after_ms": 40.0})
+    qtbot.waitUntil(warning.isVisible, timeout=15_000)
+    assert shown(warning).startswith("drop_after_ms = 40: cannot take effect at 30 fps")
+    assert "acts only below one frame interval" in dashboard.controls.drop_ms.toolTip()
+    dashboard.presenter.change({"drop_after_ms": 20.0})
+    qtbot.waitUntil(lambda: not warning.isVisible(), timeout=15_000)
+    dashboard.presenter.change({"fps": 60.0})  # 16.7 ms a frame: 20 ms can act no more
+    qtbot.waitUntil(warning.isVisible, timeout=15_000)
+    assert shown(warning).startswith("drop_after_ms = 20: cannot take effect at 60 fps")

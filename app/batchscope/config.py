@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -163,6 +164,12 @@ class Knob:
         return "a whole number" if self.kind is int else "a number"
 
 
+#: When ``drop_after_ms`` can drop anything at all (:func:`drop_after_warning` applies it).
+DROP_AFTER_RULE = (
+    "it acts only below one frame interval, 1000/fps ms (33.3 ms at 30 fps): each new "
+    "frame replaces the window waiting"
+)
+
 #: Every numeric knob of a run; the one place for its range and default.
 KNOBS: dict[str, Knob] = {
     k.name: k
@@ -233,7 +240,8 @@ KNOBS: dict[str, Knob] = {
             None,
             lo_open=True,
             optional=True,
-            help="discard a window that has waited longer (every policy; counted as expired)",
+            help="discard a window that has waited longer (every policy; counted as expired); "
+            + DROP_AFTER_RULE,
         ),
         Knob(
             "neighbours",
@@ -257,6 +265,41 @@ KNOBS: dict[str, Knob] = {
         ),
     )
 }
+
+
+def drop_after_warning(
+    drop_after_ms: float | None, fps: float | None, source_fps: Sequence[float] = ()
+) -> str | None:
+    """Why ``drop_after_ms`` cannot drop any window at this frame rate, in one line; None
+    when it can (or is off).
+
+    Why (docs/FINDINGS.md, "Deadline drop"): a session's mailbox is latest-only, so
+    each new frame replaces the window waiting there with a fresh one, and no window
+    waits a whole frame interval (1000/fps ms). A limit at or above it never fires
+    while frames come on time (a late frame, a stalled session, a CPU too busy to run
+    the source threads can still leave a window waiting longer).
+    ``fps`` None is each source at its own rate: ``source_fps`` are the opened sources'
+    rates, the slowest of which has the longest interval; with none known, the line
+    says that it cannot tell.
+    """
+    if drop_after_ms is None:
+        return None
+    head = f"drop_after_ms = {drop_after_ms:g}"
+    if fps is None and not source_fps:
+        return f"{head}: the sources' frame rates are not known yet; {DROP_AFTER_RULE}"
+    slowest = fps if fps is not None else min(source_fps)
+    interval_ms = 1000.0 / slowest
+    if drop_after_ms < interval_ms:
+        return None
+    rate = (
+        f"{fps:g} fps" if fps is not None else f"the sources' own rates (slowest {slowest:g} fps)"
+    )
+    return (
+        f"{head}: cannot take effect at {rate}: a new frame replaces the waiting window "
+        f"every {interval_ms:.1f} ms, so only a late frame lets one wait longer; use a limit "
+        f"below {interval_ms:.1f} ms"
+    )
+
 
 #: The cap the dynamic policy uses when none is set (it needs one to know when a batch is full).
 DYNAMIC_DEFAULT_MAX_BATCH = 8

@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from batchscope.config import KNOBS, ConfigError, parse_resolution
+from batchscope.config import DROP_AFTER_RULE, KNOBS, ConfigError, parse_resolution
 
 EXIT_BAD_INPUT = 2
 
@@ -146,7 +146,7 @@ def add_policy_flags(p: argparse.ArgumentParser) -> None:
         g,
         "drop_after_ms",
         help="discard a window that has waited longer than this many ms, counted as "
-        "expired (any policy; default: never)",
+        f"expired (any policy; default: never); {DROP_AFTER_RULE}",
     )
 
 

@@ -12,7 +12,7 @@ import contextlib
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from batchscope.cli.args import (
@@ -41,6 +41,7 @@ from batchscope.config import (
     ConfigError,
     RunConfig,
     default_runtime,
+    drop_after_warning,
     format_resolution,
 )
 from batchscope.engine.engine import Engine
@@ -333,6 +334,16 @@ def started_engine(config: RunConfig, message: str | None) -> Engine:
     return engine
 
 
+def warn_idle_drop(engine: Engine, configs: Sequence[RunConfig]) -> None:
+    """A warning line on stderr for each drop limit in ``configs`` (the run's, an
+    experiment's steps') that cannot take effect at its fps (``drop_after_warning``):
+    the run goes on, with a knob that does nothing."""
+    rates = [s.source.fps for s in engine.sources if s.source is not None]
+    lines = (drop_after_warning(c.drop_after_ms, c.fps, rates) for c in configs)
+    for line in dict.fromkeys(filter(None, lines)):
+        print(f"batchscope: warning: {line}", file=sys.stderr)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     if args.experiment:
         return cmd_run_experiment(args)
@@ -346,6 +357,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.quiet
         else f"opening {len(config.sources) or 'sample'} source(s) and {config.device_label}…",
     )
+    warn_idle_drop(engine, [config])
     try:
         if args.record:
             engine.start_recording(args.record)
@@ -408,6 +420,7 @@ def cmd_run_experiment(args: argparse.Namespace) -> int:
         else f"experiment {experiment.name} ({experiment.duration:g} s, {n} steps) "
         f"on {config.device_label}…",
     )
+    warn_idle_drop(engine, experiment.configs)
     player = ExperimentPlayer(engine, experiment, on_step=on_step)
     buses: dict[int, BusRecords] = {}  # each segment's last seconds, for the report's bus view
     try:

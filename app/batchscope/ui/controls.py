@@ -30,6 +30,7 @@ from superqt import QLabeledDoubleSlider, QLabeledSlider
 from superqt.utils import qdebounced
 
 from batchscope.config import (
+    DROP_AFTER_RULE,
     DYNAMIC_DEFAULT_MAX_BATCH,
     KNOBS,
     POLICIES,
@@ -153,13 +154,18 @@ class ControlsPanel(QWidget):
         self.drop_on = QCheckBox("drop after")
         self.drop_on.setToolTip(
             "Deadline drop (off by default): a window that waited longer than this is "
-            "discarded before the policy chooses, and counted as expired"
+            f"discarded before the policy chooses, and counted as expired; {DROP_AFTER_RULE}"
         )
         self.drop_ms = QLineEdit()
         self.drop_ms.setPlaceholderText("ms, e.g. 100")
         self.drop_ms.setToolTip(
             f"{KNOBS['drop_after_ms'].help}; {KNOBS['drop_after_ms'].range_text()}"
         )
+        # a limit the run's frame rate leaves nothing to drop (show_drop_warning)
+        self.drop_warning = plain_label()
+        self.drop_warning.setObjectName("controlWarning")
+        self.drop_warning.setWordWrap(True)
+        self.drop_warning.hide()
         self.error = plain_label()  # errors quote what was typed: drawn as they are
         self.error.setObjectName("controlError")
         self.error.setWordWrap(True)
@@ -191,6 +197,7 @@ class ControlsPanel(QWidget):
         form.addRow("Neighbours", self.neighbours)
         form.addRow("Neighbour duty", self.neighbour_duty)
         form.addRow("Drop after ms", drop_row)
+        form.addRow(self.drop_warning)
         form.addRow(self.error)
 
         #: slider -> the RunConfig field it sets
@@ -282,6 +289,14 @@ class ControlsPanel(QWidget):
 
     def _tip_device(self) -> None:
         self.device.setToolTip(plain_tip(self.device.currentText()))
+
+    def show_drop_warning(self, text: str | None) -> None:
+        """Say under the drop row why its limit cannot take effect (``drop_after_warning``
+        of the run as it is), or nothing (None)."""
+        text = text or ""
+        if self.drop_warning.text() != text:
+            self.drop_warning.setText(text)
+            self.drop_warning.setVisible(bool(text))
 
     def show_error(self, message: str) -> None:
         self.error.setText(message)

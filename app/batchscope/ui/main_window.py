@@ -38,7 +38,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from batchscope.config import UNTRAINED
+from batchscope.config import UNTRAINED, drop_after_warning
 from batchscope.engine.engine import Engine
 from batchscope.engine.snapshot import Snapshot
 from batchscope.experiment import Experiment
@@ -417,6 +417,9 @@ class MainWindow(QMainWindow):
             s.source.name: s.source.placement for s in self.engine.sources if s.source is not None
         }
         self.sessions.update_sessions(snap.sessions, self.engine.sources)
+        rates = [s.source.fps for s in self.engine.sources if s.source is not None]
+        config = snap.config
+        self.controls.show_drop_warning(drop_after_warning(config.drop_after_ms, config.fps, rates))
         self._say_notes()
         self.video.update_from(snap, sizes)
         self.headline.update_from(snap)

@@ -206,6 +206,7 @@ QLabel#kpiValue[level="warn"] {{ color: {t.warn}; }}
 QLabel#kpiValue[level="error"] {{ color: {t.error}; }}
 QLabel#kpiName {{ color: {t.muted}; font-size: {max(8, look.font_pt - 1)}pt; }}
 QLabel#controlError {{ color: {t.error}; }}
+QLabel#controlWarning {{ color: {t.warn}; }}
 QFrame#card {{ background: {t.plot}; border: 1px solid {t.grid}; border-radius: 6px; }}
 QFrame#kpis {{ background: {t.base}; border: 1px solid {t.grid}; border-radius: 6px; }}
 QTableWidget {{ gridline-color: {t.grid}; }}
