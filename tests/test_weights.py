@@ -77,7 +77,7 @@ def test_empty_file(tmp_path: Path) -> None:
 def test_text_file(tmp_path: Path) -> None:
     path = tmp_path / "notes.txt"
     path.write_text("these are not weights\n")
-    assert "not a torch checkpoint or corrupt" in _error(BlurBall(), path)
+    assert "not a torch checkpoint (torch.save writes a zip archive" in _error(BlurBall(), path)
 
 
 def test_truncated_checkpoint(tmp_path: Path, trained: BlurBall) -> None:

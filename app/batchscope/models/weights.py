@@ -31,6 +31,9 @@ _REFUSED_MARKER = "WeightsUnpickler error:"
 """Where torch's weights_only refusal message states what it refused."""
 _SHOWN_NAMES = 3
 """How many offending names an error message lists before summarising the rest."""
+_ZIP_MAGIC = b"PK\x03\x04"
+_PICKLE_PROTOCOL = b"\x80"
+"""The first bytes of what torch.save writes: a zip archive, or (its legacy format) a pickle."""
 
 
 DEMO_WEIGHTS = "weights/blurball_synthetic_demo.pt"
@@ -116,14 +119,26 @@ def _read(path: Path) -> object:
     except Exception as error:  # torch raises many types; all mean an unreadable file
         message = str(error)
         detail = _first_sentence(message.split(_REFUSED_MARKER, 1)[-1])
-        if _REFUSED_MARKER in message and "Unsupported operand" in detail:
-            # garbage bytes or a plain (non-torch) pickle: the unpickler met an opcode
-            reason = f"not a torch checkpoint, refused by weights_only loading ({detail})"
+        if not _starts_like_torch_save(path):  # an image, a text: the unpickler says nothing
+            reason = (
+                "not a torch checkpoint (torch.save writes a zip archive, or a pickle in its "
+                "legacy format; this file is neither)"
+            )
+        elif _REFUSED_MARKER in message and "Unsupported operand" in detail:
+            # a plain (non-torch) pickle: the unpickler met an opcode it does not read
+            reason = "not a torch checkpoint: a plain pickle, refused by weights_only loading"
         elif _REFUSED_MARKER in message:
             reason = f"holds objects other than tensors, refused by weights_only loading ({detail})"
         else:
             reason = f"not a torch checkpoint or corrupt ({type(error).__name__}: {detail})"
         raise CheckpointError(path, reason) from error
+
+
+def _starts_like_torch_save(path: Path) -> bool:
+    """Whether the file starts as torch.save's files do: a zip archive or a pickle (its
+    protocol opcode), so that its failure to load is worth torch's own words."""
+    with path.open("rb") as fh:
+        return fh.read(4).startswith((_ZIP_MAGIC, _PICKLE_PROTOCOL))
 
 
 def _numpy_metadata_globals() -> list[Any]:

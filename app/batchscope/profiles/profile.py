@@ -276,8 +276,10 @@ def load_profile(name_or_path: str | Path) -> DeviceProfile:
         raise ProfileError(f"{path}: no such file")
     try:
         data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise ProfileError(f"{path}: cannot read ({exc})") from None
+    except UnicodeDecodeError:  # an image, a checkpoint: the decoder's words say nothing
+        raise ProfileError(f"{path}: not a profile (a binary file, not JSON text)") from None
     except json.JSONDecodeError as exc:
         raise ProfileError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
     profile = parse_profile(data, str(path))
