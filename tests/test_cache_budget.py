@@ -50,7 +50,9 @@ def test_a_change_with_long_files_re_decodes_in_place_within_the_budget(small_bu
         held_while_decoding, progress = [], []
         real_open = roster_module.open_source
 
-        def watched(spec, resolution, cancel=None, budget_bytes=None, fit=None, progress=None):
+        def watched(
+            spec, resolution, cancel=None, budget_bytes=None, fit=None, progress=None, **run
+        ):
             held_while_decoding.append(cache_bytes(engine.roster.slots))
             told = progress
 
@@ -58,7 +60,7 @@ def test_a_change_with_long_files_re_decodes_in_place_within_the_budget(small_bu
                 told(done, total)
                 progress_seen.append(engine.progress)
 
-            return real_open(spec, resolution, cancel, budget_bytes, fit, tell)
+            return real_open(spec, resolution, cancel, budget_bytes, fit, tell, **run)
 
         progress_seen = progress
         monkeypatch.setattr(roster_module, "open_source", watched)

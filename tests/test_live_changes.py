@@ -110,7 +110,7 @@ def _slow_open(monkeypatch) -> threading.Event:
     """Make opening a source take until it is cancelled (a very long file); returns 'entered'."""
     entered = threading.Event()
 
-    def slow(spec, resolution, cancel=None, budget_bytes=None, fit=None, progress=None):
+    def slow(spec, resolution, cancel=None, budget_bytes=None, fit=None, progress=None, **run):
         entered.set()
         while not cancel.wait(0.01):
             pass

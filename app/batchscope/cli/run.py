@@ -317,9 +317,10 @@ def decoding_progress(engine: Engine, every_s: float = 0.5) -> Iterator[None]:
             print(file=sys.stderr)
 
 
-def started_engine(config: RunConfig, message: str | None) -> Engine:
-    """An engine opened and started on ``config`` (``message`` on stderr first, if any)."""
-    engine = Engine(config)
+def started_engine(config: RunConfig, message: str | None, run_s: float) -> Engine:
+    """An engine opened and started on ``config`` (``message`` on stderr first, if any),
+    for a run of ``run_s`` seconds: a clip shorter than that says it loops."""
+    engine = Engine(config, run_s=run_s)
     if message:
         print(f"batchscope: {message}", file=sys.stderr)
     with decoding_progress(engine):
@@ -327,7 +328,7 @@ def started_engine(config: RunConfig, message: str | None) -> Engine:
     if config.skip_bad_sources and all(s.error for s in engine.sources):
         engine.stop()
         raise CliError("no source could be opened")
-    for slot in engine.sources:  # a file cut short or looped: say so before the figures
+    for slot in engine.sources:  # a file cut short, looped or still: say so before the figures
         if slot.source is not None and slot.source.note:
             print(f"batchscope: note: {slot.spec}: {slot.source.note}", file=sys.stderr)
     engine.start()
@@ -356,6 +357,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         None
         if args.quiet
         else f"opening {len(config.sources) or 'sample'} source(s) and {config.device_label}…",
+        args.warmup + config.duration_s,
     )
     warn_idle_drop(engine, [config])
     try:
@@ -419,6 +421,7 @@ def cmd_run_experiment(args: argparse.Namespace) -> int:
         if args.quiet
         else f"experiment {experiment.name} ({experiment.duration:g} s, {n} steps) "
         f"on {config.device_label}…",
+        experiment.duration,
     )
     warn_idle_drop(engine, experiment.configs)
     player = ExperimentPlayer(engine, experiment, on_step=on_step)

@@ -16,6 +16,7 @@ and the run keeps delivering.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -93,10 +94,12 @@ class Engine:
         config: RunConfig,
         clock: Callable[[], float] = time.perf_counter,
         oom_above: int | None = None,
+        run_s: float = math.inf,
     ) -> None:
         self.config = config
         self._clock = clock
         self._oom_above = oom_above
+        self.run_s = run_s  # seconds its sessions play (inf: until stopped), for loop notes
         self.store = MetricsStore()
         self.mailboxes = Mailboxes(on_overwrite=self.store.record_overwrite)
         self.segments = SegmentLog()
@@ -299,7 +302,13 @@ class Engine:
 
         try:
             return open_slots(
-                specs, config.resolution, self._stopping, config.fit, progress=progress
+                specs,
+                config.resolution,
+                self._stopping,
+                config.fit,
+                progress=progress,
+                run_s=self.run_s,
+                paced_fps=config.fps,
             )
         except OpenCancelled:
             raise EngineStopped() from None

@@ -52,12 +52,15 @@ def open_slots(
     cancel: threading.Event | None = None,
     fit: str = FITS[0],
     progress: Callable[[str, int, int], None] | None = None,
+    run_s: float | None = None,
+    paced_fps: float | None = None,
 ) -> list[SourceSlot]:
     """Open each source; a bad one keeps its reason. OpenCancelled leaves none open.
 
     Video files share one frame-cache budget (CACHE_BYTES in all, not each), so
     three long files take the memory one would. ``progress(spec, done, total)`` follows
-    each file's decoding.
+    each file's decoding; ``run_s`` and ``paced_fps``: the run a clip's note says it
+    loops in (:func:`~batchscope.engine.sources.loop_note`).
     """
     specs = list(specs)
     files = sum(not is_live_or_synthetic(s) for s in specs)
@@ -67,7 +70,9 @@ def open_slots(
         for spec in specs:
             try:
                 told = _progress_of(spec, progress)
-                source = open_source(spec, resolution, cancel, budget, fit, told)
+                source = open_source(
+                    spec, resolution, cancel, budget, fit, told, run_s=run_s, paced_fps=paced_fps
+                )
                 slots.append(SourceSlot(spec, source))
             except SourceError as exc:
                 slots.append(SourceSlot(spec, error=exc.reason))

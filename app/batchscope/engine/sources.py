@@ -17,10 +17,11 @@ from __future__ import annotations
 import math
 import os
 import re
+import struct
 import sys
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -197,6 +198,9 @@ class VideoFileSource(CachedSource):
     Frames go straight from the decoder into one preallocated array at the
     model resolution (no list of frames, no stacked copy), so the process holds
     the cache plus one decoded frame, never twice the cache.
+
+    A still image (PNG, JPEG: one frame an image reader knows) is accepted: its one frame
+    repeats at the paced rate, it has no rate of its own, and its note says so.
     """
 
     def __init__(
@@ -207,9 +211,13 @@ class VideoFileSource(CachedSource):
         budget_bytes: int = CACHE_BYTES,
         fit: str = FITS[0],
         progress: Callable[[int, int], None] | None = None,
+        run_s: float | None = None,
+        paced_fps: float | None = None,
     ) -> None:
         """``progress(done, total)`` is called as frames decode (total: the frames the file
-        announces, or what the cache holds if fewer)."""
+        announces, or what the cache holds if fewer). ``run_s``: how long its sessions
+        play (s; ``math.inf`` until stopped), paced at ``paced_fps`` (None: its own rate),
+        so that its note says when it loops; None: not told, nothing said."""
         spec = str(path)
         _check_file(path)
         cap = cv2.VideoCapture(str(path))
@@ -259,18 +267,27 @@ class VideoFileSource(CachedSource):
             raise SourceError(spec, _no_frames_reason(width, codec))
         if n < len(frames):  # fewer than the file announced: give the rest back
             frames = frames[:n].copy()
+        still = n == 1 and cv2.haveImageReader(str(path))
+        if still:  # the 25 fps FFmpeg gives an image is no rate of its own
+            own, fps = None, 30.0
         super().__init__(spec, path.name, frames, fps, size, fit)
         self.own_fps = own
         self.path = path
         self.complete = not longer  # the whole file is in the cache
         notes = []
-        if longer:
+        if still:
+            notes.append("still image: its one frame repeats at the paced rate")
+        elif longer:
             notes.append(
                 f"long file: looping its first {n} frames "
                 f"({n / fps:.0f} s, the {budget_bytes // 2**20} MB frame cache)"
             )
-        elif expected and n < 0.9 * expected:
-            notes.append(f"truncated or corrupt: decoded {n} of the {expected} frames it announces")
+        elif expected and n < 0.9 * (presented := _presented_frames(path, expected, fps)):
+            notes.append(
+                f"truncated or corrupt: decoded {n} of the {presented} frames it announces"
+            )
+        if not (still or longer) and (loops := loop_note(n, fps, run_s, paced_fps)):
+            notes.append(loops)
         if uneven := _uneven_note(stamps):
             notes.append(uneven)
         try:
@@ -404,12 +421,21 @@ def open_source(
     budget_bytes: int = CACHE_BYTES,
     fit: str = FITS[0],
     progress: Callable[[int, int], None] | None = None,
+    run_s: float | None = None,
+    paced_fps: float | None = None,
 ) -> FrameSource:
     """Open a source spec: a video path, ``camera:N``, ``synthetic`` or ``synthetic:SEED``.
 
     Decoding a file stops half-way with OpenCancelled once ``cancel`` is set; ``fit``:
-    how frames of another aspect than ``resolution`` become model frames.
+    how frames of another aspect than ``resolution`` become model frames; ``run_s`` and
+    ``paced_fps``: the run a file's note compares its length with (VideoFileSource).
     """
+    if URL.match(spec):
+        raise SourceError(
+            spec,
+            "a URL: network streams (rtsp://, http://) are not supported yet; "
+            "give a video file, camera:N or synthetic",
+        )
     if spec == "synthetic" or spec.startswith("synthetic:"):
         seed_text = spec.partition(":")[2] or "0"
         if not seed_text.isdigit():
@@ -420,7 +446,38 @@ def open_source(
         if not index_text.isdigit():
             raise SourceError(spec, "expected camera:N with N a camera index (0, 1, …)")
         return CameraSource(int(index_text), resolution, fit=fit)
-    return VideoFileSource(Path(spec), resolution, cancel, budget_bytes, fit, progress)
+    return VideoFileSource(
+        Path(spec), resolution, cancel, budget_bytes, fit, progress, run_s, paced_fps
+    )
+
+
+#: ``scheme://``: a URL (a network stream), not a path; a Windows drive (``C:\``) is not one.
+URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+://")
+
+
+def loop_note(frames: int, fps: float, run_s: float | None, paced_fps: float | None) -> str:
+    """That a clip of ``frames`` at its rate ``fps`` loops within a run of ``run_s`` seconds
+    paced at ``paced_fps`` (None: its own rate), or "" when the run is shorter or unknown.
+
+    A run without an end (the app's, ``math.inf``) loops every clip: the note gives its
+    length; a run's sessions each start at another frame, but a clip no longer than the
+    run repeats frames in every session.
+    """
+    if run_s is None:
+        return ""
+    clip_s = frames / fps
+    if math.isinf(run_s):
+        return f"{clip_s:.1f} s clip: it loops"
+    pace = paced_fps or fps
+    played_s = frames / pace
+    if played_s >= run_s:
+        return ""
+    times = run_s / played_s
+    played = "" if abs(pace - fps) < 0.01 else f", played in {played_s:.1f} s at {pace:g} fps"
+    return (
+        f"{clip_s:.1f} s clip{played}, shorter than the {run_s:g} s run: it loops "
+        f"(each session plays it about {round(times, 1) if times < 10 else round(times):g} times)"
+    )
 
 
 def is_live_or_synthetic(spec: str) -> bool:
@@ -514,6 +571,13 @@ def _has_video(path: Path, kind: str) -> bool | None:
 
 def _mp4_has_video(path: Path) -> bool | None:
     """From the handler types in the top-level moov box; None without a whole one."""
+    moov = _mp4_moov(path)
+    handlers = re.findall(rb"hdlr.{8}(.{4})", moov or b"", re.S)
+    return b"vide" in handlers if handlers else None
+
+
+def _mp4_moov(path: Path) -> bytes | None:
+    """The top-level moov box (the MP4/MOV index, with its header); None without a whole one."""
     with path.open("rb") as fh:
         total, pos = os.fstat(fh.fileno()).st_size, 0
         while pos + 8 <= total:
@@ -530,10 +594,66 @@ def _mp4_has_video(path: Path) -> bool | None:
                 if pos + size > total or size > 64 * 2**20:
                     return None  # cut short: truncated after all
                 fh.seek(pos)
-                handlers = re.findall(rb"hdlr.{8}(.{4})", fh.read(size), re.S)
-                return b"vide" in handlers if handlers else None
+                return fh.read(size)
             pos += size
     return None
+
+
+def _presented_frames(path: Path, announced: int, fps: float) -> int:
+    """The frames a file shows: the ``announced`` count, less what an MP4/MOV edit list
+    leaves out. A valid file's edit list may start the picture after the track's first
+    frames (pre-roll before time zero: B-frames, a cut made without re-encoding) or end
+    it early; the decoder drops those frames, so they are not missing ones."""
+    try:
+        shown_s = _mp4_edited_s(path) if _container(path) == "MP4/MOV" else None
+    except (OSError, struct.error, ZeroDivisionError):  # an index that cannot be read
+        shown_s = None
+    return announced if shown_s is None else min(announced, round(shown_s * fps))
+
+
+def _mp4_edited_s(path: Path) -> float | None:
+    """Seconds of the video track its edit list (moov/trak/edts/elst) shows; None without."""
+    boxes = list(_mp4_boxes((_mp4_moov(path) or b"")[8:]))
+    header = dict(boxes).get(b"mvhd")
+    movie_scale = _mp4_timescale(header)[0] if header else 0
+    for kind, trak in boxes:
+        parts = dict(_mp4_boxes(trak)) if kind == b"trak" else {}
+        media = dict(_mp4_boxes(parts.get(b"mdia", b"")))
+        if media.get(b"hdlr", b"")[8:12] != b"vide":
+            continue
+        edits = dict(_mp4_boxes(parts.get(b"edts", b""))).get(b"elst")
+        if edits is None or b"mdhd" not in media or not movie_scale:
+            return None
+        media_scale, media_length = _mp4_timescale(media[b"mdhd"])
+        wide = edits[0] == 1  # version 1: 64-bit durations and times
+        entry = ">QqI" if wide else ">IiI"
+        shown = 0.0
+        for i in range(struct.unpack_from(">I", edits, 4)[0]):
+            length, start, _rate = struct.unpack_from(entry, edits, 8 + i * (20 if wide else 12))
+            if start < 0:  # an empty edit: a pause, no frames
+                continue
+            left = (media_length - start) / media_scale
+            shown += min(length / movie_scale, left) if length else left
+        return max(0.0, shown)
+    return None
+
+
+def _mp4_boxes(data: bytes) -> Iterator[tuple[bytes, bytes]]:
+    """(type, body) of each MP4 box in ``data``, up to the first that does not fit."""
+    pos = 0
+    while pos + 8 <= len(data):
+        size, kind = struct.unpack_from(">I4s", data, pos)
+        if size < 8 or pos + size > len(data):
+            return
+        yield kind, data[pos + 8 : pos + size]
+        pos += size
+
+
+def _mp4_timescale(box: bytes) -> tuple[int, int]:
+    """(time units per second, duration in them) of an mvhd or mdhd box's body."""
+    if box[0] == 1:  # version 1: 64-bit times
+        return struct.unpack_from(">IQ", box, 20)
+    return struct.unpack_from(">II", box, 12)
 
 
 def _mkv_has_video(data: bytes) -> bool | None:
