@@ -13,7 +13,7 @@ from batchscope.cli import main
 
 EXPERIMENT = """name = "tiny"
 caption = "two steps and a failing one"
-duration = 4
+duration = 5
 [base]
 backend = "emulated"
 profile = "laptop-8gb"
@@ -69,7 +69,7 @@ def test_run_experiment_reports_segments_with_predictions(tiny, tmp_path, capsys
     assert report["kind"] == "run"
     assert report["experiment"]["name"] == "tiny"
     assert report["experiment"]["text"] == EXPERIMENT
-    assert report["experiment"]["duration"] == 4
+    assert report["experiment"]["duration"] == 5
     segments = report["segments"]
     assert [s["changes"] for s in segments] == [
         {"sessions": 2, "policy": "oldest"},
@@ -80,6 +80,11 @@ def test_run_experiment_reports_segments_with_predictions(tiny, tmp_path, capsys
     assert segments[0]["caption"] == "two sessions"
     assert segments[0]["predicted"]["mean_fps"] == pytest.approx(30, rel=0.1)
     assert segments[2]["overall"]["mean_fps"] > 0
+    # 2.0–2.5 s is 0.5 s, all settling: too short to measure, no figures anywhere
+    assert segments[1]["too_short"] and segments[1]["measured_s"] == 0.0
+    assert segments[1]["overall"] is None and segments[1]["sessions"] is None
+    assert segments[1]["predicted"] is None
+    assert "too short" in err
     # the table goes to stderr when stdout carries JSON: one row per segment, and the error
     assert "sessions 2, policy oldest" in err
     assert "live vs the simulator's prediction" in err
@@ -88,6 +93,7 @@ def test_run_experiment_reports_segments_with_predictions(tiny, tmp_path, capsys
     assert rows[0][:3] == ["segment", "start–end s", "what changed"]
     assert [r[0] for r in rows[1:]] == ["0", "1", "2"]
     assert rows[1][rows[0].index("predicted mean fps")] != ""
+    assert rows[2][rows[0].index("mean fps")] == "too short"
 
 
 def test_simulate_experiment_has_the_same_schema(capsys):
@@ -113,7 +119,7 @@ def test_experiments_lists_built_in_and_user_files_and_spoiled_ones(user_dir, ca
     bus = next(ln for ln in lines if ln.startswith("bus-or-taxi"))
     assert "built-in" in bus and "30 s" in bus and " 3 " in bus and "keeps up" in bus
     mine = next(ln for ln in lines if ln.startswith("mine"))
-    assert "user" in mine and "4 s" in mine and "two steps and a failing one" in mine
+    assert "user" in mine and "5 s" in mine and "two steps and a failing one" in mine
     broken = next(ln for ln in lines if "broken.toml" in ln)
     assert "unusable" in broken and "past the experiment's duration" in broken
 

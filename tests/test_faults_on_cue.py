@@ -63,7 +63,7 @@ def test_a_slow_device_stretches_every_batch(engine):
     assert engine.inject(Fault("slow_device", 2.0, factor=4.0)) is None
     assert wait_for(lambda: ended(engine), timeout=5)
     slow_ms = engine.report()["segments"][-2]["sessions"][0]["stages_ms"]["compute"]
-    assert wait_for(lambda: engine.report()["segments"][-1]["measured_s"] > 0.5)
+    assert wait_for(lambda: not engine.report()["segments"][-1]["too_short"])
     normal_ms = engine.report()["segments"][-1]["sessions"][0]["stages_ms"]["compute"]
     assert normal_ms == pytest.approx(4.69, rel=0.5)  # laptop 256x144 fp16, batch 1
     # 4x the compute; a loaded machine's late wake-ups stretch the slow batches more

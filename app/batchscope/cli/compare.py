@@ -16,6 +16,7 @@ from typing import Any
 
 from batchscope.cli.args import CliError
 from batchscope.engine.segment_rows import FIGURES, describe_changes
+from batchscope.engine.segments import MIN_MEASURED_S, too_short
 
 #: Config keys not worth a line of difference (they say how, not what, was run).
 QUIET_KEYS = ("duration_s", "seed", "weights")
@@ -94,6 +95,11 @@ def pick_segment(report: dict[str, Any], path: str, n: int) -> dict[str, Any]:
     segments = report.get("segments") or []
     for seg in segments:
         if seg.get("index") == n:
+            if too_short(seg):
+                raise CliError(
+                    f"{path}: segment {n} is too short to measure ({seg.get('measured_s', 0):g} s "
+                    f"after its settling second; figures need {MIN_MEASURED_S:g} s)"
+                )
             return seg
     have = f"it has 0…{len(segments) - 1}" if segments else "it has none"
     raise CliError(f"{path}: no segment {n} ({have})")

@@ -47,6 +47,7 @@ from batchscope.config import (
 from batchscope.engine.engine import Engine
 from batchscope.engine.player import ExperimentPlayer, first_config
 from batchscope.engine.report import format_sessions, format_table
+from batchscope.engine.segments import too_short
 from batchscope.engine.snapshot import BusRecords
 from batchscope.experiment import load_experiment
 from batchscope.sim.prediction import add_predictions
@@ -442,7 +443,7 @@ def cmd_run_experiment(args: argparse.Namespace) -> int:
             t = player.elapsed()
             line = f"step {player.steps_done}/{n} " + (
                 status_line(segment, t, experiment.duration)
-                if segment["measured_s"] > 0
+                if not too_short(segment)
                 else f"[{t:5.1f}/{experiment.duration:.0f} s] settling…".ljust(100)
             )
             print(

@@ -13,12 +13,14 @@ from typing import Any
 from batchscope.cli.args import CliError
 from batchscope.engine.segment_rows import (
     LIVE_KEYS,
+    TOO_SHORT,
     VERSUS_KEYS,
     has_predictions,
     segment_cells,
     segments_csv,
     with_accuracy,
 )
+from batchscope.engine.segments import MIN_MEASURED_S, too_short
 
 #: key -> (heading, width); a negative width is left-aligned.
 LAYOUT: dict[str, tuple[str, int]] = {
@@ -76,6 +78,12 @@ def format_segments(report: Mapping[str, Any]) -> str:
         parts.append(_text_table(rows, VERSUS_KEYS))
     notes = [f"  {r['index']}: {r['caption']}" for r in rows if r["caption"]]
     notes += [f"  {r['index']}: not applied: {r['error']}" for r in rows if r["error"]]
+    notes += [
+        f"  {seg['index']}: {TOO_SHORT} to measure ({seg['measured_s']:.2f} s after its "
+        f"settling second; figures need {MIN_MEASURED_S:g} s)"
+        for seg in segments
+        if too_short(seg)
+    ]
     if notes:
         parts += ["", *notes]
     return "\n".join(parts)

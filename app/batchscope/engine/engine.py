@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ from batchscope.config import (
 from batchscope.device.load import NeighbourLoad
 from batchscope.engine.accuracy import UNSCORED, score
 from batchscope.engine.backends import Backend, BackendError, BuildCancelled, make_backend
-from batchscope.engine.faults import fault_actions
+from batchscope.engine.faults import ActiveFaults, fault_actions, fault_changes
 from batchscope.engine.feeder import Feeder
 from batchscope.engine.metrics import Event, MetricsStore, TimelineSample
 from batchscope.engine.monitor import Monitor, sample_timeline
@@ -55,7 +55,7 @@ from batchscope.engine.roster import (
 )
 from batchscope.engine.run_report import run_report
 from batchscope.engine.segments import SegmentLog
-from batchscope.engine.session import Mailboxes, Window
+from batchscope.engine.session import Mailboxes, Window, shown_state
 from batchscope.engine.snapshot import (
     BUS_S,
     BusRecords,
@@ -115,6 +115,7 @@ class Engine:
         )
         self.roster = Roster(self.mailboxes, self._feeder)
         self._monitor = Monitor(self.store, self._sample, lambda m: self.event("error", m))
+        self.faults = ActiveFaults()  # the faults in effect (they compose: engine/faults.py)
         self.running = False
         self.recorder: Recorder | None = None
         self._load: NeighbourLoad | None = None  # real neighbours (torch backend)
@@ -185,8 +186,12 @@ class Engine:
             f"sessions on {self._worker.backend.label}",
         )
 
-    def stop(self, timeout: float = 2.0) -> None:
-        """Stop every thread and close every source; returns within about ``timeout`` s."""
+    def stop(self, timeout: float = 2.0) -> list[str]:
+        """Stop every thread and close every source; returns within about ``timeout`` s.
+
+        Returns the threads still alive then (:meth:`threads_alive`; empty when all
+        ended), so a caller can say which did not stop rather than hang or lie.
+        """
         deadline = time.monotonic() + timeout
         with self._lifecycle:
             self._stopping.set()
@@ -202,6 +207,7 @@ class Engine:
             self._load.stop(max(0.1, deadline - time.monotonic()))
         with self._lifecycle:
             self.roster.close()
+        return self.threads_alive()
 
     def threads_alive(self) -> list[str]:
         out = []
@@ -219,8 +225,10 @@ class Engine:
         return out
 
     def set_paused(self, paused: bool) -> None:
+        """Pause or resume feeding and batching; paused stays paused through every live
+        change and recovery (the feeder's own flag, which re-making sessions keeps)."""
         self._worker.paused = paused
-        self._feeder.set_sessions([] if paused else self.roster.active(), self.config.fps)
+        self._feeder.set_paused(paused)
         self.event("config", "paused" if paused else "resumed")
 
     @property
@@ -326,8 +334,12 @@ class Engine:
     def add_source(self, spec: str) -> SourceSlot:
         """Open one more source (UI); a bad one shows its error on its sessions' rows."""
         slot = self._open_slots((spec,), self.config)[0]
+        with self._lifecycle:
+            if self._stopping.is_set():
+                close_slots([slot])
+                raise EngineStopped()
+            self.roster.add(slot)
         self._report_bad([slot])
-        self.roster.add(slot)
         self.config = self.config.with_changes(sources=tuple(s.spec for s in self.roster.slots))
         self._sync_sessions()
         return slot
@@ -349,6 +361,7 @@ class Engine:
         on_done: Callable[[str | None], None] | None = None,
         caption: str = "",
         step: bool = False,
+        faults: Sequence[Fault] = (),
     ) -> str | None:
         """Apply a changed config live, as one transaction; returns the error, or None.
 
@@ -357,12 +370,17 @@ class Engine:
         new segment opens, both at the instant they took effect. On failure
         nothing changed and an ``error`` event says why; an experiment ``step``
         that fails still opens a segment (same config, with the error), so its
-        report says what was tried there. ``on_done(error)`` is called either way.
+        report says what was tried there. ``faults`` (a step's, or the Faults
+        menu's) start right after the change (or its failure: the run goes on as
+        before, with them), and the one segment the step opens lists both the
+        change and the faults: one step, one segment. ``on_done(error)`` is called
+        either way; the error is the change's, else the first fault's.
         """
         with self._changes:
             old = self.config
             changes = old.diff(new)
             error = None
+            opens: tuple[RunConfig, dict[str, Any], str | None] | None = None
             if changes:
                 label = ", ".join(f"{k}: {_fmt(a)} → {_fmt(b)}" for k, (a, b) in changes.items())
                 wanted = {k: b for k, (_, b) in changes.items()}
@@ -373,14 +391,24 @@ class Engine:
                 except Exception as exc:
                     error = str(exc) if _is_user_error(exc) else f"{type(exc).__name__}: {exc}"
                     self.event("error", f"not applied ({label}): {error}")
-                    if step and self.running:
-                        self.segments.open(self._clock(), old, wanted, caption, error)
+                    if step:
+                        opens = (old, wanted, error)
                 else:
-                    if self.running:
-                        self.segments.open(self._clock(), new, wanted, caption)
-                    self.event("config", label)
-            elif step and caption and self.running:
-                self.segments.open(self._clock(), old, {}, caption)
+                    opens = (new, wanted, None)
+                    label_event = label
+            elif step and caption:
+                opens = (old, {}, None)
+            started, fault_error = self._start_faults(faults)
+            if started:
+                config, wanted, seg_error = opens or (self.config, {}, None)
+                wanted = {**wanted, "fault": fault_changes(started)}
+                caption = caption or "; ".join(f.describe() for f in started)
+                opens = (config, wanted, seg_error)
+            if opens is not None and self.running:
+                self.segments.open(self._clock(), *opens[:2], caption, opens[2], self._faults_on())
+            if changes and error is None:
+                self.event("config", label_event)
+            error = error or fault_error
         if on_done:
             on_done(error)
         return error
@@ -391,16 +419,16 @@ class Engine:
         policy = make_policy(new) if new.policy != old.policy else None
         backend = self._build(new) if set(BACKEND_FIELDS) & changes.keys() else None
         slots = None
-        if {"resolution", "fit", "sources"} & changes.keys():
-            try:
+        try:
+            if {"resolution", "fit", "sources"} & changes.keys():
                 slots = self._reopen(new)
-            except BaseException:
-                if backend is not None:
-                    self._worker.discard(backend)
-                raise
-        # 2. swap it in, between two batches
-        if backend is not None:
-            self._worker.swap_backend(backend)
+            # 2. swap it in, between two batches
+            if backend is not None:
+                self._worker.swap_backend(backend)
+                backend = None  # the worker owns it now
+        except BaseException:
+            self._release(backend, slots)
+            raise
         if policy is not None:
             self._worker.set_policy(policy)
         elif set(POLICY_PARAMS[new.policy]) & changes.keys():
@@ -409,18 +437,36 @@ class Engine:
             self._worker.between_batches(lambda: self._set_worker_knobs(new))
         if (
             set(DEVICE_LOAD_FIELDS) & changes.keys()
-            and backend is None
+            and set(BACKEND_FIELDS).isdisjoint(changes.keys())
             and new.backend == "emulated"
         ):
             self._worker.between_batches(lambda: self._set_neighbours(new))
         if {*DEVICE_LOAD_FIELDS, "backend", "device"} & changes.keys():
             self._sync_load(new)
         if slots is not None:
-            self.roster.replace_sources(slots)
+            self._install(slots)
             self._report_bad(slots)
         self.config = new
         if set(SESSION_FIELDS) & changes.keys():
             self._sync_sessions()
+
+    def _install(self, slots: list[SourceSlot]) -> None:
+        """Swap in newly opened sources, unless a stop came meanwhile: then close them
+        (the stop closed the roster already; nothing opened may outlive it)."""
+        with self._lifecycle:
+            if self._stopping.is_set():
+                close_slots(slots)
+                raise EngineStopped()
+            self.roster.replace_sources(slots)
+
+    def _release(self, backend: Backend | None, slots: list[SourceSlot] | None) -> None:
+        """Give back what a failed (or stopped) transaction built and did not swap in."""
+        if slots is not None:
+            close_slots(slots)
+        if backend is not None:
+            future = self._worker.discard(backend)
+            if future.done() and future.exception() is not None:  # the worker is gone
+                backend.close()
 
     def _score(self, window: Window, detection: Any, positions: bool) -> tuple:
         """Worker thread: one delivered result against its source's ground truth."""
@@ -489,7 +535,7 @@ class Engine:
         except EngineStopped:
             raise
         except BaseException:
-            self.roster.replace_sources(self._open_slots(old.sources or default_sources(), old))
+            self._install(self._open_slots(old.sources or default_sources(), old))
             self._sync_sessions()
             raise
 
@@ -526,17 +572,47 @@ class Engine:
             raise EngineStopped() from None
 
     def inject(self, fault: Fault, caption: str = "") -> str | None:
-        """Start ``fault`` now; it ends by itself after ``fault.for_s``. Returns the error.
+        """Start ``fault`` now (the Faults menu); it ends by itself after ``fault.for_s``.
 
-        Each fault opens a segment when it starts and another when it ends (the run
-        back to normal), and both are ``fault`` events on the time plots.
+        Returns the error, or None. Each fault opens a segment when it starts and
+        another when it ends (the run back to normal, or to the faults still on),
+        and both are ``fault`` events on the time plots. Overlapping faults
+        compose (:class:`~batchscope.engine.faults.ActiveFaults`).
         """
+        return self.apply(self.config, caption=caption, faults=(fault,))
+
+    def label_first_segment(
+        self, changes: dict[str, Any], caption: str, faults: Sequence[Fault] = ()
+    ) -> str | None:
+        """Say what segment 0 stands for (an experiment's step 0) and start that step's
+        faults in it: one step, one segment. Returns the first fault's error, if any."""
+        with self._changes:
+            started, error = self._start_faults(faults)
+            if started:
+                changes = {**changes, "fault": fault_changes(started)}
+            self.segments.relabel(0, changes, caption, self._faults_on())
+        return error
+
+    def _start_faults(self, faults: Sequence[Fault]) -> tuple[list[Fault], str | None]:
+        """Start each of ``faults``: those started, and the first error (each one an event)."""
+        started, first_error = [], None
+        for fault in faults:
+            error = self._start_fault(fault)
+            if error is None:
+                started.append(fault)
+                continue
+            self.event("error", f"not started ({fault.describe()}): {error}")
+            first_error = first_error or error
+        return started, first_error
+
+    def _start_fault(self, fault: Fault) -> str | None:
         if not self.running:
             return "the engine is not running"
         if fault.session is not None and self.roster.session(fault.session) is None:
             return f"{fault.kind}: no session {fault.session} (the run has {self.config.sessions})"
         start, end = fault_actions(
             fault,
+            self.faults,
             self._feeder,
             self._worker,
             self.roster,
@@ -549,16 +625,21 @@ class Engine:
             return f"{fault.kind}: {type(exc).__name__}: {exc}"
         text = fault.describe()
         self.event("fault", text)
-        self.segments.open(self._clock(), self.config, {"fault": fault.as_json()}, caption or text)
 
         def ended() -> None:
             end()
             self.event("fault", f"ended: {text}")
             if self.running:
-                self.segments.open(self._clock(), self.config, {}, f"after: {text}")
+                self.segments.open(
+                    self._clock(), self.config, {}, f"after: {text}", faults=self._faults_on()
+                )
 
         self._feeder.at(self._clock() + fault.for_s, ended)
         return None
+
+    def _faults_on(self) -> list[dict[str, Any]]:
+        """The faults in effect, as a segment lists them."""
+        return [f.as_json() for f in self.faults.faults()]
 
     @property
     def backend(self) -> Backend:
@@ -618,6 +699,7 @@ class Engine:
             view,
             until,
             self.mailboxes.expired(),
+            frozenset(s.id for s in self.roster.sessions() if self.faults.stalled(s.id)),
         )
 
     def keep_buses(self, buses: dict[int, BusRecords], snap: Snapshot | None = None) -> None:
@@ -644,7 +726,14 @@ class Engine:
     def report(self, kind: str = "run") -> dict[str, Any]:
         """The JSON report over the interval since the last statistics reset (or start)."""
         infos = [
-            SessionInfo(s.id, s.source.spec, s.state, s.error, s.source.own_fps, s.source.has_truth)
+            SessionInfo(
+                s.id,
+                s.source.spec,
+                shown_state(s, self.faults.stalled(s.id)),
+                s.error,
+                s.source.own_fps,
+                s.source.has_truth,
+            )
             for s in self.roster.sessions()
         ]
         return run_report(

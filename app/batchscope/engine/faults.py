@@ -1,14 +1,19 @@
-"""Faults on cue: what starts and what ends each kind, on the engine's parts.
+"""Faults on cue: what starts and what ends each kind, and how overlapping faults compose.
 
 Why a module: a fault touches the feeder (a stalled or bursting session),
 the worker (a slow device) or the roster (a source error), and ends by itself
 on the feeder's clock; the engine only opens the segments and events around
-it (``Engine.inject``).
+it (``Engine.inject``). The simulator plays the same faults by the same
+composition rule (:class:`ActiveFaults`), so live and simulated agree.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
+import threading
 from collections.abc import Callable
+from typing import Any
 
 from batchscope.engine.feeder import Feeder
 from batchscope.engine.roster import Roster
@@ -18,31 +23,133 @@ from batchscope.experiment import Fault
 Action = Callable[[], None]
 
 
+class ActiveFaults:
+    """The faults in effect now, and what they add up to.
+
+    Why: faults overlap (a stall of session 0 for 4 s at 2 s and another for
+    12 s at 3 s), and the end of one must undo only its own effect. So every
+    effect is recomputed from the faults still on, never reset outright: a
+    session is stalled while any stall of it is on, and bursts of one session
+    multiply their factors (a stall wins over a burst); slow devices multiply;
+    a session's source is failed while any source error of it is on.
+    Thread-safe: the engine starts faults on the caller's thread and ends them
+    on the feeder's; hold :attr:`lock` around a change and the effect it sets.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self._on: dict[int, Fault] = {}
+        self._tokens = itertools.count()
+
+    def add(self, fault: Fault) -> int:
+        """``fault`` is on; the token that :meth:`remove` takes."""
+        with self.lock:
+            token = next(self._tokens)
+            self._on[token] = fault
+            return token
+
+    def remove(self, token: int) -> Fault:
+        with self.lock:
+            return self._on.pop(token)
+
+    def faults(self) -> list[Fault]:
+        """The faults on, in the order they started."""
+        with self.lock:
+            return list(self._on.values())
+
+    def pace(self, sid: int | None) -> float:
+        """Session ``sid``'s pace factor: 0 while stalled, else the product of its bursts."""
+        with self.lock:
+            mine = [f for f in self._on.values() if f.session == sid]
+            if any(f.kind == "stall" for f in mine):
+                return 0.0
+            return math.prod(float(f.factor or 1.0) for f in mine if f.kind == "burst")
+
+    def stalled(self, sid: int) -> bool:
+        return self.pace(sid) == 0.0
+
+    def slowdown(self) -> float:
+        """Every batch's compute is this × longer: the product of the slow devices on."""
+        with self.lock:
+            return math.prod(
+                float(f.factor or 1.0) for f in self._on.values() if f.kind == "slow_device"
+            )
+
+    def failed(self, sid: int | None) -> bool:
+        """Whether a source error of session ``sid`` is on."""
+        with self.lock:
+            return any(f.kind == "source_error" and f.session == sid for f in self._on.values())
+
+
+def fault_changes(faults: list[Fault]) -> Any:
+    """What a segment's ``changes`` say under ``"fault"``: the fault, or a list of several."""
+    return faults[0].as_json() if len(faults) == 1 else [f.as_json() for f in faults]
+
+
 def fault_actions(
     fault: Fault,
+    active: ActiveFaults,
     feeder: Feeder,
     worker: Worker,
     roster: Roster,
     report_error: Callable[[str], None],
     fps: Callable[[], float | None],
 ) -> tuple[Action, Action]:
-    """(start, end) of ``fault``; start runs on the caller's thread, end on the feeder's."""
+    """(start, end) of ``fault``; start runs on the caller's thread, end on the feeder's.
+
+    Each sets the effect of all the faults on after it (:class:`ActiveFaults`),
+    so an end undoes only its own fault's share.
+    """
     sid = fault.session
+    token: list[int] = []  # the start's token, for the end
+
+    def on() -> None:
+        token.append(active.add(fault))
+
+    def off() -> None:
+        active.remove(token.pop())
+
     if fault.kind in ("stall", "burst"):
-        factor = 0.0 if fault.kind == "stall" else float(fault.factor)
-        return (lambda: feeder.scale(sid, factor), lambda: feeder.scale(sid, 1.0))
+
+        def pace(change: Action) -> Action:
+            def act() -> None:
+                with active.lock:
+                    change()
+                    feeder.scale(sid, active.pace(sid))
+
+            return act
+
+        return pace(on), pace(off)
     if fault.kind == "slow_device":
-        factor = float(fault.factor)
-        return (
-            lambda: worker.between_batches(lambda: setattr(worker, "slowdown", factor)),
-            # the feeder thread must not wait on the worker: hand it over and go on
-            lambda: worker.call(lambda: setattr(worker, "slowdown", 1.0)),
-        )
+
+        def slow(change: Action, wait: bool) -> Action:
+            def act() -> None:
+                change()
+                set_slowdown = lambda: setattr(worker, "slowdown", active.slowdown())  # noqa: E731
+                if wait:
+                    worker.between_batches(set_slowdown)
+                else:  # the feeder thread must not wait on the worker: hand it over, go on
+                    worker.call(set_slowdown)
+
+            return act
+
+        return slow(on, True), slow(off, False)
     if fault.kind == "source_error":
 
         def fail() -> None:
-            roster.session(sid).fail("source error (injected fault)")
-            report_error(f"session {sid}: source error (injected fault)")
+            with active.lock:
+                first = not active.failed(sid)
+                on()
+            if first:
+                roster.session(sid).fail("source error (injected fault)")
+                report_error(f"session {sid}: source error (injected fault)")
 
-        return (fail, lambda: roster.recover(sid, fps()))
+        def recover() -> None:
+            with active.lock:
+                off()
+                last = not active.failed(sid)
+            if last:
+                roster.recover(sid, fps())
+
+        return fail, recover
     raise ValueError(f"unknown fault {fault.kind!r}")

@@ -57,6 +57,7 @@ class Feeder(LoopThread):
         self._scale: dict[int, float] = {}  # session -> pace factor (0: stalled, K: burst)
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
         self._timer_seq = 0
+        self._paused = False
 
     def set_sessions(self, sessions: list[Session], fps: float | None) -> None:
         """Replace the set of paced sessions; sessions kept keep their schedule."""
@@ -71,6 +72,17 @@ class Feeder(LoopThread):
                     kept.append((now + first_frame_delay(self._rng, self._fps[s.id]), s.id))
             heapq.heapify(kept)
             self._heap = kept
+        self._wake.set()
+
+    def set_paused(self, paused: bool) -> None:
+        """While paused no session publishes (each holds its window, as in a stall).
+
+        A flag of its own, not an empty session set: a live change made while
+        paused (sessions, fps, a recovered source) re-makes the session set, and
+        must not start feeding again (the timers still run).
+        """
+        with self._lock:
+            self._paused = paused
         self._wake.set()
 
     def scale(self, sid: int, factor: float) -> None:
@@ -136,7 +148,8 @@ class Feeder(LoopThread):
                     nxt = now + period
                 if session.state == "running":
                     heapq.heappush(self._heap, (nxt, sid))
-                    if factor > 0:  # a stalled session keeps its schedule, sends nothing
+                    # a stalled session (or all, paused) keeps its schedule, sends nothing
+                    if factor > 0 and not self._paused:
                         due_sessions.append(session)
             for session in due_sessions:
                 try:

@@ -90,23 +90,24 @@ class ExperimentPlayer(LoopThread):
         try:
             steps = list(self.experiment.steps)
             if steps and steps[0].at == 0 and self._engine.config == self.experiment.config_at(0):
-                self._label_first_segment()
                 first = steps.pop(0)
-                self._done(0, self._inject(first))
+                self._done(0, self._label_first_segment(first))
+            elif self._engine.config == self.experiment.base:  # as simulated: its caption
+                self._engine.label_first_segment({}, self.experiment.caption)
             for step in steps:
                 if not self._sleep_until(step.at):
                     return
-                if step.faults and not step.changes:  # the fault opens the step's segment
-                    self._done(step.index, self._inject(step))
-                    continue
+                config, error = self._engine.config, None
                 try:
-                    new = self._engine.config.with_changes(**step.changes)
+                    config = config.with_changes(**step.changes)
                 except ConfigError as exc:  # valid in the file's order, not on what is running
                     error = str(exc)
                     self._engine.event("error", f"step {step.index + 1} not applied: {error}")
-                else:
-                    error = self._engine.apply(new, caption=step.caption, step=True)
-                error = self._inject(step) or error
+                # one step, one segment: the change and the step's faults together
+                error = (
+                    self._engine.apply(config, caption=step.caption, step=True, faults=step.faults)
+                    or error
+                )
                 if self._terminate:
                     return
                 self._done(step.index, error)
@@ -117,24 +118,16 @@ class ExperimentPlayer(LoopThread):
         except Exception as exc:  # never let the player die silently
             self._engine.event("error", f"experiment player: {type(exc).__name__}: {exc}")
 
-    def _inject(self, step: Step) -> str | None:
-        """Start the step's faults (each opens its own segment); the first error, if any."""
-        errors = []
-        for fault in step.faults:
-            error = self._engine.inject(fault, caption=step.caption or fault.describe())
-            if error:
-                self._engine.event("error", f"step {step.index + 1}: {error}")
-                errors.append(error)
-        return errors[0] if errors else None
-
     def _done(self, index: int, error: str | None) -> None:
         self.steps_done = index + 1
         if self._on_step:
             self._on_step(index, error)
 
-    def _label_first_segment(self) -> None:
-        """The running first segment says what step 0 set and shows its caption (as simulated)."""
-        step = self.experiment.steps[0]
+    def _label_first_segment(self, step: Step) -> str | None:
+        """The running first segment says what step 0 set and shows its caption (as
+        simulated), with step 0's faults started in it; the first fault's error, if any."""
         base = self.experiment.base
         changes = {k: b for k, (_, b) in base.diff(self.experiment.config_at(0)).items()}
-        self._engine.segments.relabel(0, changes, step.caption or self.experiment.caption)
+        return self._engine.label_first_segment(
+            changes, step.caption or self.experiment.caption, step.faults
+        )

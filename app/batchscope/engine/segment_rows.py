@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from batchscope.engine.report import overwritten_pct
+from batchscope.engine.segments import too_short
 
 DASH = "–"  # no value: nothing measured, nothing predicted
 
@@ -97,6 +98,8 @@ VERSUS_KEYS = (
     "pred_p99",
     "ratio_p99",
 )
+TOO_SHORT = "too short"  # a closed segment's figures under MIN_MEASURED_S measured
+
 #: The measured figures (those that read "settling…" in the app while a segment settles).
 FIGURE_KEYS = ("mean_fps", "min_fps", "jain", "p50", "p99", "overwritten", "throughput")
 TEXT_KEYS = ("changed", "policy")  # left-aligned wherever the table is drawn
@@ -159,8 +162,9 @@ def policy_text(config: Mapping[str, Any]) -> str:
 
 
 def has_figures(segment: Mapping[str, Any]) -> bool:
-    """Something was delivered after its settling second."""
-    return float(segment.get("measured_s", 0.0)) > 0 and segment["overall"]["throughput_wps"] > 0
+    """Long enough to measure (engine/segments.py's MIN_MEASURED_S), and something was
+    delivered after its settling second."""
+    return not too_short(segment) and segment["overall"]["throughput_wps"] > 0
 
 
 def _num(value: float | None, digits: int = 1) -> str:
@@ -172,7 +176,7 @@ def segment_cells(segment: Mapping[str, Any]) -> dict[str, str]:
 
     A segment with nothing measured after its settling second has "–" for
     every figure, and so has a segment without a prediction for the
-    simulator's.
+    simulator's; one too short to measure reads "too short".
     """
     cfg = segment.get("config", {})
     cells = {
@@ -187,6 +191,8 @@ def segment_cells(segment: Mapping[str, Any]) -> dict[str, str]:
         "caption": segment.get("caption") or "",
         "error": segment.get("error") or "",
     }
+    if too_short(segment):
+        cells |= dict.fromkeys(FIGURE_KEYS, TOO_SHORT)
     if not has_figures(segment):
         return cells
     o = segment["overall"]
@@ -230,7 +236,7 @@ def has_predictions(segments: Sequence[Mapping[str, Any]]) -> bool:
 
 def has_accuracy(segments: Sequence[Mapping[str, Any]]) -> bool:
     """A segment's sources have ground truth (its ``overall`` carries ``accuracy``)."""
-    return any("accuracy" in seg.get("overall", {}) for seg in segments)
+    return any("accuracy" in (seg.get("overall") or {}) for seg in segments)
 
 
 def with_accuracy(keys: Sequence[str], segments: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:

@@ -15,9 +15,18 @@ to find its level, and a new backend's first batches are colder; one second
 is ≥ 30 frames of every session at 30 fps, enough for all of that on every
 profile measured (the slowest batch, 16 at 512×288 fp32 on the laptop GPU,
 is 0.37 s). A segment is *stable* when perf_analyzer's test holds on its
-measured interval: its last three whole 1 s windows agree within 10% (max −
-min ≤ 10% of their mean) in throughput and in p50 latency. A segment shorter
-than three measured seconds is not stable: there is not enough of it to say.
+measured interval (``IsInferWindowStable`` and ``IsLatencyWindowStable`` in
+Triton's client): over its last three whole 1 s windows, max ÷ min ≤ 1.1 in
+throughput and in average latency. A segment shorter than three measured
+seconds is not stable: there is not enough of it to say.
+
+Too short to measure: a segment whose measured interval (after its settling
+second) is under ``MIN_MEASURED_S`` = 1 s has no figures at all (``overall``
+and ``sessions`` null, ``too_short`` true), in every view. A session's fps is
+delivered ÷ measured s, so each frame more or less moves it by 1 ÷ measured:
+over 0.02 s one frame reads 50 fps for a 30 fps session, and Jain's index
+over one or two results per session is noise. One second holds ≥ 30 frames
+of each session at 30 fps, so a frame moves fps by ≤ 3%.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ from batchscope.config import RunConfig
 from batchscope.engine.report import SessionInfo, build_report
 
 SETTLE_S = 1.0
+MIN_MEASURED_S = 1.0
 STABLE_WINDOWS = 3
 STABLE_WINDOW_S = 1.0
 STABLE_TOLERANCE = 0.10
@@ -49,6 +59,8 @@ class Segment:
     end: float | None = None  # None while it runs
     caption: str = ""
     error: str | None = None  # a change that failed here: the run went on as before
+    # the faults in effect while it runs (Fault.as_json() each), those started here too
+    faults: tuple[dict[str, Any], ...] = ()
 
     @property
     def measure_start(self) -> float:
@@ -72,24 +84,39 @@ class SegmentLog:
         changes: Mapping[str, Any] | None = None,
         caption: str = "",
         error: str | None = None,
+        faults: Sequence[Mapping[str, Any]] = (),
     ) -> Segment:
         """Close the running segment at ``at`` and start the next one there."""
         with self._lock:
             if self._segments and self._segments[-1].end is None:
                 self._segments[-1].end = at
             seg = Segment(
-                len(self._segments), at, dict(changes or {}), config, None, caption, error
+                len(self._segments),
+                at,
+                dict(changes or {}),
+                config,
+                None,
+                caption,
+                error,
+                tuple(dict(f) for f in faults),
             )
             self._segments.append(seg)
             return seg
 
-    def relabel(self, index: int, changes: Mapping[str, Any], caption: str) -> bool:
+    def relabel(
+        self,
+        index: int,
+        changes: Mapping[str, Any],
+        caption: str,
+        faults: Sequence[Mapping[str, Any]] = (),
+    ) -> bool:
         """Say what segment ``index`` stands for (an experiment's step 0); False if gone."""
         with self._lock:
             if index >= len(self._segments):
                 return False
             seg = self._segments[index]
             seg.changes, seg.caption = dict(changes), caption
+            seg.faults = tuple(dict(f) for f in faults)
             return True
 
     def close(self, at: float) -> None:
@@ -111,20 +138,20 @@ def is_stable(items: np.ndarray, start: float, end: float) -> bool:
     n = int((end - start) // STABLE_WINDOW_S)
     if n < STABLE_WINDOWS:
         return False
-    throughput, p50 = [], []
+    throughput, latency = [], []
     for k in range(n - STABLE_WINDOWS, n):
         lo = start + k * STABLE_WINDOW_S
         inside = items[(items["result"] >= lo) & (items["result"] < lo + STABLE_WINDOW_S)]
         if len(inside) == 0:
             return False
         throughput.append(len(inside) / STABLE_WINDOW_S)
-        p50.append(float(np.median(inside["result"] - inside["arrival"])))
-    return all(_agree(values) for values in (throughput, p50))
+        latency.append(float(np.mean(inside["result"] - inside["arrival"])))
+    return all(_agree(values) for values in (throughput, latency))
 
 
 def _agree(values: Sequence[float]) -> bool:
-    mean = float(np.mean(values))
-    return mean > 0 and (max(values) - min(values)) <= STABLE_TOLERANCE * mean
+    """perf_analyzer's rule: max ÷ min within 1 + STABLE_TOLERANCE."""
+    return min(values) > 0 and max(values) / min(values) <= 1.0 + STABLE_TOLERANCE
 
 
 def segment_report(
@@ -146,6 +173,7 @@ def segment_report(
     """
     end = segment.end if segment.end is not None else now
     lo = min(segment.measure_start, end)
+    measured = max(0.0, end - lo)
     mine = items[(items["result"] >= lo) & (items["result"] <= end)]
     my_batches = batches[(batches["end"] >= lo) & (batches["end"] <= end)]
     overwritten = _counts(overwrites, lo, end)
@@ -163,14 +191,23 @@ def segment_report(
         "config": body["config"],
         "caption": segment.caption,
         "stable": is_stable(mine, lo, end),
-        "measured_s": round(max(0.0, end - lo), 3),
+        "measured_s": round(measured, 3),
+        "too_short": measured < MIN_MEASURED_S,
         "overall": body["overall"],
         "sessions": body["sessions"],
+        "faults": [dict(f) for f in segment.faults],
         "predicted": None,
     }
+    if entry["too_short"]:  # no figures: see the module doc
+        entry |= {"overall": None, "sessions": None, "stable": False}
     if segment.error:
         entry["error"] = segment.error
     return entry
+
+
+def too_short(segment: Mapping[str, Any]) -> bool:
+    """Whether a report's segment entry was too short to measure (it has no figures)."""
+    return bool(segment.get("too_short")) or segment.get("overall") is None
 
 
 def _counts(records: np.ndarray | None, lo: float, hi: float) -> dict[int, int]:

@@ -57,7 +57,7 @@ class Session:
         self.source = source
         self.phase_frames = phase_frames
         self.seq = 0
-        self.state = "running"  # running | error | stopped
+        self.state = "running"  # running | error | stopped (see shown_state for stalled)
         self.error: str | None = None
         self._frames: deque[np.ndarray] = deque(maxlen=WINDOW)
         where = source.placement
@@ -83,6 +83,15 @@ class Session:
     def fail(self, message: str) -> None:
         self.state = "error"
         self.error = message
+
+
+def shown_state(session: Session, stalled: bool) -> str:
+    """The state views and reports show: ``stalled`` for a running session a stall holds.
+
+    A stall is a fault on the feeder's pace (the session stays in the feeder's
+    schedule and sends nothing), so :attr:`Session.state` stays ``running``.
+    """
+    return "stalled" if stalled and session.state == "running" else session.state
 
 
 class Mailboxes:

@@ -17,7 +17,7 @@ import numpy as np
 
 from batchscope.config import RunConfig
 from batchscope.engine.metrics import Latest, MetricsStore, TimelineSample
-from batchscope.engine.session import Session
+from batchscope.engine.session import Session, shown_state
 from batchscope.engine.stats import (
     OVERWRITE_DTYPE,
     accuracy_summary,
@@ -163,12 +163,14 @@ def take_snapshot(
     segment: SegmentView | None = None,
     until: float | None = None,
     expired: dict[int, int] | None = None,
+    stalled: frozenset[int] = frozenset(),
 ) -> Snapshot:
     """The snapshot at ``now`` (s on the engine's clock) of a run that started at ``t0``.
 
     The latencies, stages and batch sizes cover what was delivered from ``since``
     on (the scope's start) up to ``until`` (a closed segment's end; None: now); the
-    fps, counts and timeline are the run's.
+    fps, counts and timeline are the run's. ``stalled``: the sessions a stall
+    fault holds (their state reads ``stalled``).
     """
     with store.lock:
         if until is None:
@@ -217,7 +219,7 @@ def take_snapshot(
             SessionView(
                 id=s.id,
                 source=s.source.name,
-                state=s.state,
+                state=shown_state(s, s.id in stalled),
                 error=s.error,
                 fps=live_fps(np.asarray(result_times.get(s.id, ()), float), now),
                 delivered=delivered.get(s.id, 0),

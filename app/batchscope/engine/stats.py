@@ -12,11 +12,13 @@ a name says otherwise.
 - throughput: windows processed per second, all sessions.
 - fairness: min fps / mean fps, and Jain's index (Σx)² / (n·Σx²).
 - which sessions the fps figures cover: the sessions being served (state
-  ``running``). A session whose source failed is listed with its error and left
-  out of mean/min fps and Jain: its 0 fps is its source's failure, not the
-  worker's unfairness, and counting it would make one bad file read as a
-  starved session on every figure. Each session's entry carries its state and
-  error, so what was left out is on the same page.
+  ``running``, or ``stalled``: a client that stopped sending is still one of
+  the run's clients, and its 0 fps is shown). A session whose source failed
+  is listed with its error and left out of mean/min fps and Jain: its 0 fps
+  is its source's failure, not the worker's unfairness, and counting it
+  would make one bad file read as a starved session on every figure. Each
+  session's entry carries its state and error, so what was left out is on
+  the same page.
 - busy: fraction of wall time the device spent in compute.
 - accuracy and freshness (sessions with ground truth): hit rate and median
   position error of the results scored against their own newest frame;
@@ -105,7 +107,7 @@ def jain(values: Sequence[float]) -> float:
 
 def served(state: str) -> bool:
     """Whether a session in ``state`` counts in the fps figures (see the module doc)."""
-    return state == "running"
+    return state in ("running", "stalled")  # a stalled client is served: it sends nothing
 
 
 def fps_figures(states_and_fps: Iterable[tuple[str, float]]) -> dict[str, float]:

@@ -15,7 +15,10 @@ its first backend that way).
 How it stops: :meth:`Worker.stop` sets the terminate flag *before* waking the
 loop; the loop checks it between calls and batches, and a backend build
 checks it between its warm-up runs (``cancelled``), so the thread ends within
-a batch or a warm-up run. Failures never kill it silently: device
+a batch or a warm-up run; a batch whose device time is a wait (the emulated
+device, a slow-device fault's stretch) is cut short (:meth:`Backend.interrupt`)
+and not recorded, so a stop never waits out seconds of emulated compute.
+Failures never kill it silently: device
 out-of-memory halves the batch cap and re-runs the batch in halves; any other
 exception is reported as an event naming the stage and the sessions, and the
 loop goes on.
@@ -31,7 +34,13 @@ from concurrent.futures import Future
 from typing import Any
 
 from batchscope.engine.accuracy import UNSCORED
-from batchscope.engine.backends import Backend, BatchResult, DeviceOutOfMemory, sleep_until
+from batchscope.engine.backends import (
+    Backend,
+    BatchInterrupted,
+    BatchResult,
+    DeviceOutOfMemory,
+    sleep_until,
+)
 from batchscope.engine.metrics import Latest, MetricsStore
 from batchscope.engine.policies import BatchPolicy
 from batchscope.engine.session import Mailboxes, Window
@@ -106,9 +115,12 @@ class Worker:
 
         self._result(self.call(swap))
 
-    def discard(self, backend: Backend) -> None:
-        """Close a built backend that will not be used (on the thread that built it)."""
-        self.call(backend.close)
+    def discard(self, backend: Backend) -> Future:
+        """Close a built backend that will not be used (on the thread that built it).
+
+        The Future fails with WorkerStopped at once if the worker has stopped.
+        """
+        return self.call(backend.close)
 
     def set_policy(self, policy: BatchPolicy) -> None:
         """Use ``policy`` from the next batch on."""
@@ -139,6 +151,9 @@ class Worker:
     def stop(self, timeout: float = 2.0) -> None:
         """End the thread; calls not yet run fail with WorkerStopped."""
         self._terminate.set()
+        backend = self.backend
+        if backend is not None:
+            backend.interrupt()
         self._go.set()
         self._mailboxes.wake()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
@@ -216,6 +231,10 @@ class Worker:
         start = self._clock()
         try:
             result = self.backend.run(windows)
+            if self.slowdown != 1.0:
+                result = self._slowed(result)
+        except BatchInterrupted:  # stopping: the batch has no honest timings to record
+            return
         except DeviceOutOfMemory as exc:
             self._on_oom(windows, exc, reason)
             return
@@ -227,8 +246,6 @@ class Worker:
             )
             self._terminate.wait(POLL_S)
             return
-        if self.slowdown != 1.0:
-            result = self._slowed(result)
         end = result.post_end
         n = len(windows)
         records = []
@@ -261,7 +278,8 @@ class Worker:
     def _slowed(self, result: BatchResult) -> BatchResult:
         """The batch as a device ``slowdown`` × slower would run it: compute stretched."""
         extra = (self.slowdown - 1.0) * (result.compute_end - result.prep_end)
-        sleep_until(result.post_end + extra)
+        if not sleep_until(result.post_end + extra, self._terminate):
+            raise BatchInterrupted()
         return BatchResult(
             result.detections,
             result.prep_end,

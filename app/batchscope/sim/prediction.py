@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from batchscope.config import ConfigError, RunConfig
-from batchscope.engine.segments import SETTLE_S
+from batchscope.engine.segments import SETTLE_S, too_short
 from batchscope.profiles.profile import DeviceProfile, ProfileError, load_profile
 from batchscope.sim.simulator import simulate
 
@@ -101,7 +101,7 @@ def add_predictions(
 
 
 def _predict(segment: Mapping[str, Any], profile: DeviceProfile | None) -> dict[str, Any] | None:
-    if "fault" in segment.get("changes", {}):
+    if "fault" in segment.get("changes", {}) or segment.get("faults") or too_short(segment):
         return None
     cfg = segment["config"]
     if cfg.get("backend") == "emulated":

@@ -39,8 +39,8 @@ curve it started on and reports to the policy that chose it. A step the
 simulator cannot make (no curve for it, a config that does not validate)
 changes nothing and opens a segment with the config as it was and the error.
 
-A step's faults start as the experiment player injects them live
-(``Engine.inject``, ``engine/faults.py``), after the step's changes, and end by
+A step's faults start as the experiment player starts them live
+(``Engine.apply(faults=…)``, ``engine/faults.py``), after the step's changes, and end by
 themselves ``for_s`` later (:class:`_Faults`): a stall mutes its session on
 the clock (it keeps its schedule and sends nothing; its frames stand still), a
 burst paces it at ``factor`` × fps from that instant (its latest-only mailbox
@@ -48,10 +48,12 @@ overwrites what the device cannot take), a source error mutes it until it
 recovers on a fresh phase drawn from the run's generator (its pending window
 may still be taken), and a slow device multiplies every batch that starts
 meanwhile by ``factor`` (beside the neighbours' stretch; the batch on the device
-finishes at its pace). Each opens a segment when it starts and one when it
-ends, with the live changes and captions; a step with only faults has no
-segment of its own. A fault's end is a change like a step (at one instant the
-ends come first), so each stretch between changes keeps one bulk schedule.
+finishes at its pace). Overlapping faults compose (``ActiveFaults``: two
+stalls hold until the later end, two slow devices multiply). One step opens
+one segment, listing its changes and the faults it started; each fault's end
+opens another, listing the faults still on. A fault's end is a change like a
+step (at one instant the ends come first), so each stretch between changes
+keeps one bulk schedule.
 
 The device is one batch at a time whose duration is the profile's
 ``BatchCurve.ms(n)``; prep and post take no time (the emulated backend's prep
@@ -75,6 +77,7 @@ from typing import Any
 import numpy as np
 
 from batchscope.config import POLICY_PARAMS, ConfigError, RunConfig
+from batchscope.engine.faults import ActiveFaults, fault_changes
 from batchscope.engine.neighbours import Neighbours
 from batchscope.engine.policies import ARRIVAL, SESSION, BatchPolicy, make_policy
 from batchscope.engine.report import SessionInfo, build_report
@@ -351,41 +354,54 @@ class _Faults:
     roster's rules, on the clock too), and a slow device multiplies every batch
     that starts meanwhile (``slowdown``, as the live worker sets it between two
     batches: the batch on the device finishes at the pace it started with).
-    Each fault opens a segment when it starts and another when it ends.
+    Overlapping faults compose by the live rule (:class:`ActiveFaults`): each
+    end undoes only its own share. A fault's end opens a segment; its start is
+    part of its step's segment (the caller opens that one).
     """
 
     def __init__(self, clock: _Clock, segments: SegmentLog) -> None:
         self._clock = clock
         self._segments = segments
+        self.active = ActiveFaults()
         self.slowdown = 1.0
 
-    def start(self, fault: Fault, caption: str, now: float, config: RunConfig) -> bool:
-        """Start ``fault`` at ``now`` and open its segment; False (nothing done) if refused.
+    def start(self, fault: Fault, now: float, config: RunConfig) -> int | None:
+        """Start ``fault`` at ``now``: its token for :meth:`end`, or None if refused.
 
-        Refused, as live, when its session does not exist in ``config``; ``caption``
-        (the step's) names the segment, or else the fault's description.
+        Refused (nothing done), as live, when its session does not exist in ``config``.
         """
         if fault.session is not None and fault.session >= config.sessions:
-            return False
-        self._act(fault, True, now)
-        self._segments.open(now, config, {"fault": fault.as_json()}, caption or fault.describe())
-        return True
+            return None
+        was_failed = self.active.failed(fault.session)
+        token = self.active.add(fault)
+        self._act(fault, now, was_failed)
+        return token
 
-    def end(self, fault: Fault, now: float, config: RunConfig) -> None:
-        """``fault`` ends by itself at ``now``: the run back to normal, in a segment of its own."""
-        self._act(fault, False, now)
-        self._segments.open(now, config, {}, f"after: {fault.describe()}")
+    def end(self, fault: Fault, token: int, now: float, config: RunConfig) -> None:
+        """``fault`` ends by itself at ``now``: the run back to normal (or to the faults
+        still on), in a segment of its own."""
+        was_failed = self.active.failed(fault.session)
+        self.active.remove(token)
+        self._act(fault, now, was_failed)
+        self._segments.open(now, config, {}, f"after: {fault.describe()}", faults=self.on())
 
-    def _act(self, fault: Fault, starts: bool, now: float) -> None:
-        sid, clock = fault.session, self._clock
-        if fault.kind == "stall":
-            clock.set_scale(sid, 0.0 if starts else 1.0, now)
-        elif fault.kind == "burst":
-            clock.set_scale(sid, float(fault.factor) if starts else 1.0, now)
+    def on(self) -> list[dict[str, Any]]:
+        """The faults in effect, as a segment lists them."""
+        return [f.as_json() for f in self.active.faults()]
+
+    def _act(self, fault: Fault, now: float, was_failed: bool) -> None:
+        """Set the effect of every fault on, after ``fault`` started or ended."""
+        sid, clock, active = fault.session, self._clock, self.active
+        if fault.kind in ("stall", "burst"):
+            clock.set_scale(sid, active.pace(sid), now)
         elif fault.kind == "slow_device":
-            self.slowdown = float(fault.factor) if starts else 1.0
+            self.slowdown = active.slowdown()
         elif fault.kind == "source_error":
-            (clock.fail if starts else clock.recover)(sid, now)
+            failed = active.failed(sid)
+            if failed and not was_failed:
+                clock.fail(sid, now)
+            elif was_failed and not failed:
+                clock.recover(sid, now)
         else:
             raise ValueError(f"unknown fault {fault.kind!r}")
 
@@ -435,12 +451,9 @@ def play(experiment: Experiment, curve_for: CurveFor, warmup_s: float = DEFAULT_
     t0 = warmup_s
     t_end = warmup_s + experiment.duration
     segments = SegmentLog()
-    segments.open(
-        t0,
-        config,
-        _wanted(experiment.base, config),
-        (opening.caption if opening else "") or experiment.caption,
-    )
+    first_changes = _wanted(experiment.base, config)
+    first_caption = (opening.caption if opening else "") or experiment.caption
+    segments.open(t0, config, first_changes, first_caption)
     curves = [curve]  # every curve used; in-flight batches name theirs by index
     batch_s: dict[int, float] = {}  # batch size -> s on the current curve, memoised
     drop_s, neighbours = _worker_knobs(config)  # as the live worker and emulated device
@@ -496,15 +509,32 @@ def play(experiment: Experiment, curve_for: CurveFor, warmup_s: float = DEFAULT_
             while agenda and agenda[0][0] == at:
                 _, kind, _, what = heapq.heappop(agenda)
                 if kind == _ENDS:
-                    faults.end(what, at, config)
+                    faults.end(*what, at, config)
                     continue
-                if what is not opening and (what.changes or not what.faults):
-                    config, policy, curve = _step(
-                        what, at, config, policy, curve, curve_for, clock, pending, segments
+                opens = None
+                if what is not opening:
+                    config, policy, curve, opens = _step(
+                        what, at, config, policy, curve, curve_for, clock, pending
                     )
-                for fault in what.faults:  # as the player injects them: after the change
-                    if faults.start(fault, what.caption, at, config) and at + fault.for_s <= t_end:
-                        heapq.heappush(agenda, (at + fault.for_s, _ENDS, next(seq), fault))
+                started = []
+                for fault in what.faults:  # as the player starts them: after the change
+                    token = faults.start(fault, at, config)
+                    if token is None:
+                        continue
+                    started.append(fault)
+                    if at + fault.for_s <= t_end:
+                        heapq.heappush(agenda, (at + fault.for_s, _ENDS, next(seq), (fault, token)))
+                # one step, one segment: the change and the faults it started
+                if what is opening:
+                    if started:
+                        both = {**first_changes, "fault": fault_changes(started)}
+                        segments.relabel(0, both, first_caption, faults.on())
+                elif started or opens:
+                    cfg, wanted, error = opens or (config, {}, None)
+                    if started:
+                        wanted = {**wanted, "fault": fault_changes(started)}
+                    caption = what.caption or "; ".join(f.describe() for f in started)
+                    segments.open(at, cfg, wanted, caption, error, faults.on())
                 if curve is not curves[-1]:
                     curves.append(curve)
                     curve_k, batch_s = len(curves) - 1, {}
@@ -664,22 +694,22 @@ def _step(
     curve_for: CurveFor,
     clock: _Clock,
     pending: dict[int, list[Any]],
-    segments: SegmentLog,
-) -> tuple[RunConfig, BatchPolicy, BatchCurve]:
-    """Apply ``step`` at ``now`` as ``Engine.apply(step=True)`` would; the config, policy
-    and curve after it (unchanged, with a segment naming the error, if it cannot be made)."""
+) -> tuple[RunConfig, BatchPolicy, BatchCurve, tuple[RunConfig, dict[str, Any], str | None] | None]:
+    """Apply ``step`` at ``now`` as ``Engine.apply(step=True)`` would: the config, policy
+    and curve after it (unchanged if it cannot be made), and the segment it opens as
+    (config, changes, error), or None (nothing changed, no caption)."""
+    if not step.changes:
+        return config, policy, curve, ((config, {}, None) if step.caption else None)
     try:
         new, new_curve, new_policy = _prepare(config, step, curve_for, policy)
     except (ConfigError, ProfileError) as exc:
-        segments.open(now, config, _tried(config, step), step.caption, str(exc))
-        return config, policy, curve
+        return config, policy, curve, (config, _tried(config, step), str(exc))
     changes = config.diff(new)
-    if changes or step.caption:
-        segments.open(now, new, _wanted(config, new), step.caption)
+    opens = (new, _wanted(config, new), None) if changes or step.caption else None
     for gone in range(new.sessions, config.sessions):  # retired: pending window dropped
         pending.pop(gone, None)
     clock.change(config, new, now, bool({"resolution", "sources"} & changes.keys()))
-    return new, new_policy, new_curve
+    return new, new_policy, new_curve, opens
 
 
 def _prepare(

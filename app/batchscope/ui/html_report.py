@@ -42,6 +42,7 @@ from batchscope.engine.segment_rows import (
     segment_cells,
     with_accuracy,
 )
+from batchscope.engine.segments import MIN_MEASURED_S, too_short
 from batchscope.experiment import Experiment
 
 if TYPE_CHECKING:
@@ -212,10 +213,21 @@ def _segment_sections(
             parts.append(f'<p class="caption">{esc(seg["caption"])}</p>')
         if seg.get("error"):
             parts.append(f'<p class="error">Not applied: {esc(seg["error"])}</p>')
+        if too_short(seg):  # no figures; what the bus did is still worth seeing
+            parts.append(
+                f'<p class="note">Too short to measure: {seg["measured_s"]:.2f} s after the '
+                f"settling second (figures need {MIN_MEASURED_S:g} s).</p>"
+            )
+            if seg["index"] in buses:
+                parts.append(_bus_figure(seg, buses[seg["index"]]))
+            parts.append("</section>")
+            out.append("".join(parts))
+            continue
         stable = "stable" if seg["stable"] else "not stable"
         parts.append(
             f'<p class="note">{seg["measured_s"]:.1f} s measured after the settling second; '
-            f"{stable} (the last three 1 s windows within 10% in throughput and p50).</p>"
+            f"{stable} (perf_analyzer's test: over the last three 1 s windows, max ÷ min "
+            "≤ 1.1 in throughput and in mean latency).</p>"
         )
         parts.append('<div class="pair">')
         parts.append(_figure(session_fps_chart(seg), f"segment {seg['index']}: fps per session"))

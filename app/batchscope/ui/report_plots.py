@@ -180,6 +180,14 @@ def _png(image: QImage) -> bytes:
 # -- the report's plots ---------------------------------------------------------------
 
 
+def _live(segment: Mapping[str, Any], key: str) -> float | None:
+    """A measured figure of ``segment``; None (no bar) when it was too short to measure."""
+    overall = segment.get("overall")
+    if not overall:
+        return None
+    return overall["latency_ms"][key] if key in ("p50", "p99") else overall[key]
+
+
 def _predicted(segment: Mapping[str, Any], key: str) -> float | None:
     pred = segment.get("predicted")
     if not pred:
@@ -190,8 +198,8 @@ def _predicted(segment: Mapping[str, Any], key: str) -> float | None:
 def segments_fps_chart(segments: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> bytes:
     """Mean and min fps of every segment, with the simulator's mean where predicted."""
     series = [
-        Series("mean fps", LIVE, [s["overall"]["mean_fps"] for s in segments]),
-        Series("min fps", LIVE_LIGHT, [s["overall"]["min_fps"] for s in segments]),
+        Series("mean fps", LIVE, [_live(s, "mean_fps") for s in segments]),
+        Series("min fps", LIVE_LIGHT, [_live(s, "min_fps") for s in segments]),
     ]
     if any(s.get("predicted") for s in segments):
         series.append(
@@ -208,8 +216,8 @@ def segments_fps_chart(segments: Sequence[Mapping[str, Any]], labels: Sequence[s
 def segments_latency_chart(segments: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> bytes:
     """p50 and p99 latency of every segment, live and predicted."""
     series = [
-        Series("p50", LIVE, [s["overall"]["latency_ms"]["p50"] for s in segments]),
-        Series("p99", LIVE_LIGHT, [s["overall"]["latency_ms"]["p99"] for s in segments]),
+        Series("p50", LIVE, [_live(s, "p50") for s in segments]),
+        Series("p99", LIVE_LIGHT, [_live(s, "p99") for s in segments]),
     ]
     if any(s.get("predicted") for s in segments):
         series += [

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from PySide6.QtCore import QObject, Signal
 
+from batchscope.engine.segments import too_short
 from batchscope.sim.prediction import add_predictions
 
 if TYPE_CHECKING:
@@ -78,7 +79,7 @@ class Predictions:
                 or (made[1] and not is_open and made[0] != measured)
                 or (is_open and measured >= REPREDICT_GROWTH * made[0])
             )
-            if stale and measured > 0:
+            if stale and not too_short(seg):
                 try:
                     predicted = self._predict(seg)
                 except Exception:  # the table goes on without this prediction

@@ -48,7 +48,8 @@ TIPS = {
     "throughput": "windows processed per second, all sessions",
     "mean_batch": "mean batch size (windows)",
     "busy": "share of the time the device spent computing",
-    "stable": "its last three 1 s windows agree within 10%",
+    "stable": "perf_analyzer's test: over its last three 1 s windows, max ÷ min ≤ 1.1 "
+    "in throughput and in mean latency",
     "hit_rate": "results within 5 px of the ball (or rightly empty), % of those scored "
     "against their own frame's ground truth",
     "error_px": "median distance from a detection to the ball in its own frame (source px)",
@@ -71,8 +72,9 @@ COLUMNS: tuple[Column, ...] = tuple(
 def segment_row(segment: Mapping[str, Any], running: bool = False) -> dict[str, str]:
     """The row's cells by column key; ``running``: the segment is still open.
 
-    An open segment's end reads "…", and its figures "settling…" until
-    something was measured after its settling second ("–" once it closed).
+    An open segment's end reads "…", and its figures "settling…" until it
+    has measured enough (MIN_MEASURED_S after its settling second; a closed
+    one reads "too short" then, or "–" with nothing delivered).
     """
     cells = segment_cells(segment)
     row = {c.key: cells[c.key] for c in COLUMNS}

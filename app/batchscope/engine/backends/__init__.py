@@ -13,6 +13,7 @@ from batchscope.device.checks import BackendError
 from batchscope.device.onnx_runtime import runtime_availability
 from batchscope.engine.backends.base import (
     Backend,
+    BatchInterrupted,
     BatchResult,
     BuildCancelled,
     DeviceOutOfMemory,
@@ -26,6 +27,7 @@ from batchscope.profiles.profile import load_profile
 __all__ = [
     "Backend",
     "BackendError",
+    "BatchInterrupted",
     "BatchResult",
     "BuildCancelled",
     "DeviceOutOfMemory",

@@ -23,6 +23,13 @@ class BuildCancelled(RuntimeError):
         super().__init__("backend build cancelled: the engine is stopping")
 
 
+class BatchInterrupted(RuntimeError):
+    """A batch given up half-way because the worker is stopping (no result recorded)."""
+
+    def __init__(self) -> None:
+        super().__init__("batch interrupted: the worker is stopping")
+
+
 class DeviceOutOfMemory(RuntimeError):
     """The device ran out of memory for a batch of ``batch`` windows."""
 
@@ -57,6 +64,13 @@ class Backend(ABC):
     def forget_frames(self) -> None:
         """Let go of the source frames it remembers (which frames its pool holds): the
         next batch ships whole windows. Before the frame caches are given back."""
+
+    def interrupt(self) -> None:
+        """Cut short the batch running now (any thread; the worker is stopping).
+
+        A wait that stands for device time (the emulated device) ends at once with
+        BatchInterrupted; a real kernel cannot be cut and finishes its batch.
+        """
 
     def close(self) -> None:
         """Free the device."""

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 
 from batchscope.device.checks import BackendError
 from batchscope.engine.assembly import FramePool, Staging
-from batchscope.engine.backends.base import Backend, BatchResult, DeviceOutOfMemory
+from batchscope.engine.backends.base import (
+    Backend,
+    BatchInterrupted,
+    BatchResult,
+    DeviceOutOfMemory,
+)
 from batchscope.engine.neighbours import Neighbours
 from batchscope.engine.session import Window
 from batchscope.profiles.profile import DeviceProfile, ProfileError
@@ -50,6 +56,7 @@ class EmulatedBackend(Backend):
         self._lead = 0.0  # s: how early to wake to land on the deadline on average
         self._staging = Staging(resolution)
         self._pool = FramePool()
+        self._interrupted = threading.Event()
 
     def run(self, windows: Sequence[Window]) -> BatchResult:
         n = len(windows)
@@ -67,10 +74,19 @@ class EmulatedBackend(Backend):
     def forget_frames(self) -> None:
         self._pool.forget()
 
+    def interrupt(self) -> None:
+        self._interrupted.set()
+
     def compute(self, n: int, start: float) -> float:
-        """Wait out the profile's time for a batch of ``n`` from ``start``; returns the end."""
+        """Wait out the profile's time for a batch of ``n`` from ``start``; returns the end.
+
+        Raises BatchInterrupted when :meth:`interrupt` comes meanwhile: a slow
+        profile's batch (seconds at fp32 with a slow-device fault) must not hold
+        up a stop.
+        """
         deadline = start + self.neighbours.stretch(self.curve.ms(n)) / 1000.0
-        sleep_until(deadline - self._lead)
+        if not sleep_until(deadline - self._lead, self._interrupted):
+            raise BatchInterrupted()
         end = time.perf_counter()
         # The OS wakes a sleeper ~0.1 ms late; learn by how much and wake that much
         # earlier, so the mean emulated batch time matches the profile.
@@ -87,10 +103,16 @@ class EmulatedBackend(Backend):
         return out
 
 
-def sleep_until(deadline: float) -> None:
-    """Sleep to ``deadline`` (perf_counter s); sleeps in slices, never spins on the GIL."""
+def sleep_until(deadline: float, wake: threading.Event | None = None) -> bool:
+    """Sleep to ``deadline`` (perf_counter s); never spins on the GIL.
+
+    Returns False, early, as soon as ``wake`` is set (True once the deadline passed).
+    """
     while True:
         left = deadline - time.perf_counter()
         if left <= 0:
-            return
-        time.sleep(left)
+            return True
+        if wake is None:
+            time.sleep(left)
+        elif wake.wait(left):
+            return False
