@@ -318,6 +318,18 @@ def decoding_progress(engine: Engine, every_s: float = 0.5) -> Iterator[None]:
             print(file=sys.stderr)
 
 
+def stop_engine(engine: Engine) -> None:
+    """Stop every thread; say on stderr which did not end within the stop's timeout (a
+    real model's batch cannot be cut short), rather than hang or pretend."""
+    alive = engine.stop()
+    if alive:
+        print(
+            f"batchscope: warning: still running after the stop: {', '.join(alive)} "
+            "(it ends with its batch)",
+            file=sys.stderr,
+        )
+
+
 def started_engine(config: RunConfig, message: str | None, run_s: float) -> Engine:
     """An engine opened and started on ``config`` (``message`` on stderr first, if any),
     for a run of ``run_s`` seconds: a clip shorter than that says it loops."""
@@ -378,7 +390,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         report = engine.report()
         recorded = engine.stop_recording()
     finally:
-        engine.stop()
+        stop_engine(engine)
     if not args.quiet and sys.stderr.isatty():
         print(file=sys.stderr)
     print(
@@ -455,7 +467,7 @@ def cmd_run_experiment(args: argparse.Namespace) -> int:
         recorded = engine.stop_recording()
     finally:
         player.stop()
-        engine.stop()
+        stop_engine(engine)
     if not args.quiet and sys.stderr.isatty():
         print(file=sys.stderr)
     report = add_predictions(report)
