@@ -102,6 +102,8 @@ def test_the_dashboard_draws_captions_names_and_errors_as_they_are(
 
     bad = tmp_path / NAME.replace("/", "")  # a file name may hold "<", ">" but no "/"
     bad.write_bytes(b"not a video")
+    # the sources' notes ("tiny.mp4: 2.0 s clip: it loops") are said on the first ticks
+    qtbot.waitUntil(lambda: dashboard.tick_stats.ticks >= 2, timeout=15_000)
     dashboard.presenter.add_sources([str(bad)])
     status = dashboard.status_line.message
     # "Opening …", then the file's error (the job's, or the engine's event): each names it
