@@ -37,7 +37,7 @@ from batchscope.config import (
 from batchscope.device.load import NeighbourLoad
 from batchscope.engine.accuracy import UNSCORED, score
 from batchscope.engine.backends import Backend, BackendError, BuildCancelled, make_backend
-from batchscope.engine.faults import ActiveFaults, fault_actions, fault_changes
+from batchscope.engine.faults import ENDED, ActiveFaults, fault_actions, fault_changes
 from batchscope.engine.feeder import Feeder
 from batchscope.engine.metrics import Event, MetricsStore, TimelineSample
 from batchscope.engine.monitor import Monitor, sample_timeline
@@ -628,7 +628,7 @@ class Engine:
 
         def ended() -> None:
             end()
-            self.event("fault", f"ended: {text}")
+            self.event("fault", f"{ENDED}{text}")
             if self.running:
                 self.segments.open(
                     self._clock(), self.config, {}, f"after: {text}", faults=self._faults_on()

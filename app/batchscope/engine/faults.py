@@ -22,6 +22,9 @@ from batchscope.experiment import Fault
 
 Action = Callable[[], None]
 
+#: How the ``fault`` event that says a fault ended begins ("ended: session 0 stalls…").
+ENDED = "ended: "
+
 
 class ActiveFaults:
     """The faults in effect now, and what they add up to.

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from batchscope.engine.faults import ENDED
 from batchscope.experiment import FAULT_FIELDS, ExperimentError, Fault, make_fault
 from batchscope.ui.plain_text import plain_label
 
@@ -38,8 +39,6 @@ DEFAULTS = {"session": "0", "for_s": "5"}
 DEFAULT_FACTOR = {"burst": "3", "slow_device": "2"}
 LABELS = {"session": "Session", "factor": "Factor (×)", "for_s": "For (s)"}
 WHERE = "fault"  # how errors name the place: "fault: burst: factor = 0.0: …"
-#: How the engine's ``fault`` event says that a fault is over (``Engine.inject``).
-ENDED = "ended: "
 
 
 class FaultTarget(Protocol):
