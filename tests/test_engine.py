@@ -95,10 +95,18 @@ def test_ring_memory_is_committed_when_made_not_as_it_fills():
     assert held == "0"
 
 
-def test_emulated_device_stages_new_frames_like_the_real_one():
-    from batchscope.engine.backends import EmulatedBackend
+def test_emulated_device_stages_new_frames_like_the_real_one(monkeypatch):
+    from batchscope.engine.backends import EmulatedBackend, emulated
     from batchscope.profiles.profile import load_profile
 
+    deadlines = []  # what the device sleeps until: the profile's time, not the machine's
+    real_sleep = emulated.sleep_until
+
+    def sleep_until(deadline: float, *wake: object) -> object:
+        deadlines.append(deadline)
+        return real_sleep(deadline, *wake)
+
+    monkeypatch.setattr(emulated, "sleep_until", sleep_until)
     backend = EmulatedBackend(load_profile("laptop-8gb"), "fp16", (256, 144))
     frames = [np.full((144, 256, 3), v, np.uint8) for v in range(8)]
     first = [Window(s, 3, 2, tuple(frames[3 * s : 3 * s + 3]), 0.0) for s in range(2)]
@@ -106,10 +114,11 @@ def test_emulated_device_stages_new_frames_like_the_real_one():
     result = backend.run(first)  # whole windows: 6 frames staged
     assert [int(backend._staging.host[i, 0, 0, 0]) for i in range(6)] == [0, 1, 2, 3, 4, 5]
     assert result.prep_end >= t0
-    # compute waits the profile's batch-2 time (fp16 256x144: 4.69 ms at 1, 9.29 at 4)
+    # compute waits the profile's batch-2 time (fp16 256x144: 4.69 ms at 1, 9.29 at 4) from
+    # the end of prep (a first batch: no lead learned yet), and not a moment less
     assert backend.curve.ms(2) == pytest.approx(4.69 + (9.29 - 4.69) / 3)
-    waited = result.compute_end - result.prep_end
-    assert backend.curve.ms(2) / 1000 <= waited < backend.curve.ms(2) / 1000 + 0.02
+    assert deadlines == [pytest.approx(result.prep_end + backend.curve.ms(2) / 1000, abs=1e-9)]
+    assert result.compute_end >= deadlines[0]
     # the next window of session 0 shares two frames: only its new frame is staged
     backend.run([Window(0, 4, 3, (frames[1], frames[2], frames[7]), 0.0)])
     assert int(backend._staging.host[0, 0, 0, 0]) == 7
@@ -133,22 +142,35 @@ def test_emulated_run_delivers_and_reports_in_schema(engines):
     assert set(r["overall"]) == OVERALL_KEYS | {"accuracy"}  # the synthetic scene has truth
     assert set(r["overall"]["accuracy"]) == ACCURACY_KEYS
     assert len(r["sessions"]) == 3
+    batches = e.store.batches.view()
+    batch_ms = batches["compute_s"] * 1000
     for s in r["sessions"]:
         assert s.keys() >= SESSION_KEYS
-        assert 24 <= s["fps"] <= 32  # 30 fps offered; 3 × 30 is well within the device
-        assert 4.0 < s["stages_ms"]["compute"] < 12.0  # 256x144 fp16: 4.69 ms … b3 ≈ 7.8
+        # 30 fps offered (the feeder's pace, whatever the load); 3 × 30 is well within the
+        # device, so most are delivered (a loaded machine's late wake-ups overwrite a few)
+        seconds = s["delivered"] / s["fps"]
+        sent = s["delivered"] + s["overwritten"] + s["expired"]
+        assert sent / seconds == pytest.approx(30.0, rel=0.1)
+        assert s["delivered"] > 0.6 * sent
+        assert batch_ms.min() <= s["stages_ms"]["compute"] <= batch_ms.max()  # in ms
+    # each batch waits its size's time on the profile (256x144 fp16: 4.69 ms at 1 … 7.76
+    # at 3) less the lead the device learns from late wake-ups (at most 2 ms); a loaded
+    # machine wakes some batches late, so the median batch, not the slowest, is on the curve
+    curve_ms = np.array([e.backend.curve.ms(int(n)) for n in batches["size"]])
+    assert np.all(batch_ms >= curve_ms - 2.0)
+    assert np.median(batch_ms / curve_ms) == pytest.approx(1.0, abs=0.3)
     assert r["overall"]["jain"] > 0.98
     assert r["config"]["backend"] == "emulated"
     assert r["config"]["resolution"] == [256, 144]
 
 
-def test_stop_ends_every_thread_within_two_seconds(engines):
+def test_stop_ends_every_thread_within_its_timeout(engines):
     e = flowing(sessions=8)
     before = {t.name for t in threading.enumerate()}
     assert {"batchscope-worker", "batchscope-feeder", "batchscope-monitor"} <= before
-    t0 = time.monotonic()
-    e.stop()
-    assert time.monotonic() - t0 < 2.0
+    # stop joins each thread for what is left of its timeout: every thread is dead when it
+    # returns only if each ended within it (how long the call took measures the machine)
+    e.stop(timeout=2.0)
     assert e.threads_alive() == []
     names = {t.name for t in threading.enumerate()}
     assert not names & {"batchscope-worker", "batchscope-feeder", "batchscope-monitor"}
@@ -228,18 +250,13 @@ def test_pause_stops_processing_and_resume_continues(engines):
     e = flowing(sessions=2)
     engines.append(e)
     e.set_paused(True)
-    # a batch in flight when pausing may still finish; after that nothing moves
-    assert wait_for(lambda: e.snapshot().sessions and _settled(e))
+    # a batch in flight when pausing may still finish: the paused worker runs a call only
+    # between batches, once that batch's results are recorded; after that nothing moves
+    e._worker.between_batches(lambda: None)
     n0 = delivered(e)
     assert not wait_for(lambda: delivered(e) != n0, timeout=0.5)
     e.set_paused(False)
     assert wait_for(lambda: sum(s.delivered for s in e.snapshot().sessions) > n0 + 5)
-
-
-def _settled(e: Engine) -> bool:
-    """No result for 0.1 s (the emulated device finishes a batch in < 10 ms)."""
-    n = delivered(e)
-    return not wait_for(lambda: delivered(e) != n, timeout=0.1)
 
 
 def test_real_model_on_cpu_runs_and_says_untrained(engines):
@@ -254,7 +271,8 @@ def test_real_model_on_cpu_runs_and_says_untrained(engines):
         checkpoint=UNTRAINED,
     )
     engines.append(e)
-    assert wait_for(lambda: sum(s.delivered for s in e.snapshot().sessions) >= 4, timeout=20)
+    # the real model on two busy cores: seconds a batch
+    assert wait_for(lambda: sum(s.delivered for s in e.snapshot().sessions) >= 4, timeout=120)
     snap = e.snapshot()
     assert snap.weights == "untrained weights: timing only"
     assert snap.draws_detections is False
