@@ -221,11 +221,11 @@ def test_exception_in_a_batch_is_reported_and_the_worker_goes_on(engines, monkey
     real = e.backend.run
     calls = {"n": 0}
 
-    def flaky(windows):
+    def flaky(windows, pad=0):
         calls["n"] += 1
         if calls["n"] == 1:
             raise RuntimeError("injected post-processing failure")
-        return real(windows)
+        return real(windows, pad)
 
     monkeypatch.setattr(e.backend, "run", flaky)
     assert wait_for(lambda: any("injected" in ev.message for ev in e.events()))

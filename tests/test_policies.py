@@ -93,13 +93,19 @@ def test_round_robin_serves_in_id_order_under_load() -> None:
     assert served[2:] == [i % 4 for i in range(len(served) - 2)]
 
 
-def test_fixed_takes_what_is_there_after_its_delay() -> None:
-    # A batch of 8 never fills with 2 sessions: every batch is the 2 there are, run once
-    # the first of them has waited 30 ms, so the worst latency is 30 ms + batch 2.
-    rep = report(scenario("fixed", 2, 5.0, batch=8, max_delay_ms=30.0))
-    assert set(rep["overall"]["batch_sizes"]) == {"2"}
-    assert rep["overall"]["latency_ms"]["max"] == pytest.approx(30.0 + 2 * 9.82, abs=1e-6)
-    assert min(s["delivered"] for s in rep["sessions"]) > 100
+def test_fixed_takes_what_is_there_after_its_delay_padded_to_its_shape() -> None:
+    # A batch of 8 never fills with 2 sessions: every batch is the 2 there are, taken once
+    # the first of them has waited 30 ms, and run padded to 8 rows: 8 × 9.82 ms, not 2 ×.
+    config = scenario("fixed", 2, 5.0, batch=8, max_delay_ms=30.0)
+    tr = trace(config)
+    assert set(tr.batches["size"].tolist()) == {2}
+    assert (tr.batches["padded"] == 6).all()
+    assert np.allclose(tr.batches["compute_s"], 8 * 9.82 / 1000.0)
+    first = tr.batches[0]  # both windows arrive in the first frame interval, then wait
+    assert first["start"] == pytest.approx(tr.items["arrival"][:2].min() + 0.030)
+    rep = report(config)
+    assert rep["overall"]["padded"] == {"windows": 6 * len(tr.batches), "share": 0.75}
+    assert min(s["delivered"] for s in rep["sessions"]) == len(tr.batches) > 50
 
 
 def test_dynamic_deadline_survives_overwrites_under_load() -> None:

@@ -209,7 +209,16 @@ KNOBS: dict[str, Knob] = {
             slider=(0, 200),
             help="longest wait for a fuller batch (dynamic, fixed)",
         ),
-        Knob("batch", int, "windows", 1, 1024, 4, slider=(1, 32), help="fixed batch size"),
+        Knob(
+            "batch",
+            int,
+            "windows",
+            1,
+            1024,
+            4,
+            slider=(1, 32),
+            help="fixed batch shape (a short batch is padded to it)",
+        ),
         Knob(
             "slo_ms",
             float,

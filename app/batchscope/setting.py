@@ -78,7 +78,10 @@ TRITON_MAPPING = {
     "dynamic": "dynamic -> max_batch_size and preferred_batch_size = max_batch, "
     "max_queue_delay_microseconds = max_delay_ms x 1000",
     "fixed": "fixed -> preferred_batch_size = batch (also max_batch_size), "
-    "max_queue_delay_microseconds = max_delay_ms x 1000",
+    "max_queue_delay_microseconds = max_delay_ms x 1000. BatchScope pads a short batch "
+    "to that constant shape (what a static TensorRT engine or one CUDA graph needs), and "
+    "the plan pays for the padding; Triton's dynamic batcher does not pad, so it runs a "
+    "short batch at its own size, faster than planned, unless the model behind it pads",
     "adaptive": "adaptive (AIMD) -> Triton has no AIMD cap: max_batch_size = the cap it "
     "settled at in the simulation, dynamic batching without delay",
     "oldest": "oldest first -> no Triton equivalent: one request at a time "

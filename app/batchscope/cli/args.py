@@ -140,7 +140,12 @@ def add_policy_flags(p: argparse.ArgumentParser) -> None:
         "max_delay_ms",
         help="longest wait for a fuller batch in ms (dynamic, fixed; default %(default)g)",
     )
-    add_knob(g, "batch", help="batch size of the fixed policy (default %(default)g)")
+    add_knob(
+        g,
+        "batch",
+        help="the fixed policy's batch shape: every batch runs this many rows, a short one "
+        "padded with empty rows that cost device time (default %(default)g)",
+    )
     add_knob(g, "slo_ms", help="latency objective in ms (adaptive; default %(default)g)")
     add_knob(
         g,

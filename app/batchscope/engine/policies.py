@@ -116,6 +116,14 @@ class BatchPolicy(ABC):
         """The largest batch this policy will form now (None: unbounded)."""
         return None
 
+    @property
+    def shape(self) -> int | None:
+        """The batch size the device runs, whatever was taken (None: the windows taken).
+
+        Only ``fixed`` has one: a batch short of it is padded with empty rows.
+        """
+        return None
+
     def describe(self) -> str:
         return self.name
 
@@ -262,10 +270,15 @@ class Dynamic(BatchPolicy):
 
 
 class FixedBatch(Dynamic):
-    """Wait for exactly ``batch`` windows; after ``max_delay_ms`` take what is there.
+    """A constant batch shape: the device always runs ``batch`` rows.
 
-    The delay is what keeps it from deadlocking when fewer sessions than
-    ``batch`` exist. It is :class:`Dynamic` with the target size as the cap.
+    It goes as :class:`Dynamic` does with ``batch`` as the cap (when ``batch``
+    windows wait, or when the oldest waited ``max_delay_ms``: the delay keeps it
+    from deadlocking with fewer sessions than ``batch``), but a batch short of
+    ``batch`` is padded with empty rows (:attr:`shape`): the one shape a static
+    TensorRT engine or a single captured CUDA graph can run. The padding costs the
+    device the time of a full batch and delivers nothing; reports count it apart
+    (``overall.padded``), never in ``batch_sizes``.
     """
 
     name = "fixed"
@@ -276,6 +289,10 @@ class FixedBatch(Dynamic):
     def __init__(self, batch: int, max_delay_ms: float) -> None:
         self.batch = batch
         self.max_delay_ms = max_delay_ms
+
+    @property
+    def shape(self) -> int:
+        return self._max_batch
 
     def describe(self) -> str:
         return f"fixed ({self.max_batch}, {self.max_delay_ms:g} ms)"

@@ -10,7 +10,8 @@ Layout of a recording (times in s since the engine started):
                     (empty where they do not apply)
 - ``batches.csv``   one row per batch: start, size, prep_ms, compute_ms, post_ms, end,
                     reason (why it left: all waiting, full, deadline, …), cap (the
-                    policy's cap then; 0: none)
+                    policy's cap then; 0: none), padded (empty rows run to fill a
+                    fixed batch shape; 0 for the other policies)
 - ``timeline.csv``  one row per monitor sample: t, throughput_wps, busy, mean_batch,
                     fps per session (JSON), memory MB (JSON)
 - ``report.json``   the report when recording stops (it covers the interval since the
@@ -93,7 +94,7 @@ class Recorder:
             ["session", "batch", "arrival", "start", "prep_end", "compute_end", "result", *_SCORES]
         )
         self._csv["batches.csv"].writerow(
-            ["start", "size", "prep_ms", "compute_ms", "post_ms", "end", "reason", "cap"]
+            ["start", "size", "prep_ms", "compute_ms", "post_ms", "end", "reason", "cap", "padded"]
         )
         self._csv["timeline.csv"].writerow(
             ["t", "throughput_wps", "busy", "mean_batch", "fps", "memory_mb"]
@@ -154,6 +155,7 @@ class Recorder:
                 _t(b["end"] - t0),
                 REASONS[int(b["reason"])],
                 int(b["cap"]),
+                int(b["padded"]),
             )
             for b in batches
         )

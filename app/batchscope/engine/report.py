@@ -94,6 +94,10 @@ def build_report(
         "batch_reasons": {r: reasons[r] for r in REASONS if r in reasons},
         "busy": round(busy_fraction(float(batches["compute_s"].sum()), duration_s), 4),
     }
+    padded = int(batches["padded"].sum())
+    if padded:  # a fixed batch shape ran short batches: the rows it filled with nothing
+        rows = padded + int(batches["size"].sum())
+        overall["padded"] = {"windows": padded, "share": round(padded / rows, 4)}
     truth = [s.id for s in sessions if s.has_truth]
     if truth:
         overall["accuracy"] = accuracy_summary(items[np.isin(items["session"], truth)])

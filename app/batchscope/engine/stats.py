@@ -168,6 +168,9 @@ BATCH_DTYPE = np.dtype(
         ("end", np.float64),
         ("reason", np.int8),  # why it left: an index into policies.REASONS (0: not said)
         ("cap", np.int32),  # the policy's cap when it left (0: none), e.g. adaptive's
+        # empty rows run after the windows to fill the policy's batch shape (fixed's:
+        # batch - size), device time that delivers nothing; 0 for every other policy
+        ("padded", np.int32),
     ]
 )
 

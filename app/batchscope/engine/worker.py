@@ -228,9 +228,11 @@ class Worker:
         return [win for win in windows if win.frames[0].shape[:2] == (h, w)]
 
     def _run_batch(self, windows: Sequence[Window], reason: int = 0) -> None:
+        shape = self.policy.shape  # a fixed shape pads a short batch (to the OOM cap, if any)
+        pad = 0 if shape is None else max(0, min(shape, self.oom_cap or shape) - len(windows))
         start = self._clock()
         try:
-            result = self.backend.run(windows)
+            result = self.backend.run(windows, pad)
             if self.slowdown != 1.0:
                 result = self._slowed(result)
         except BatchInterrupted:  # stopping: the batch has no honest timings to record
@@ -271,6 +273,7 @@ class Worker:
             end,
             reason,
             self.policy.cap or 0,
+            pad,
         )
         self._store.record_batch(records, batch, latest)
         self.policy.observe(n, worst)

@@ -56,9 +56,11 @@ step (at one instant the ends come first), so each stretch between changes
 keeps one bulk schedule.
 
 The device is one batch at a time whose duration is the profile's
-``BatchCurve.ms(n)``; prep and post take no time (the emulated backend's prep
-is the real copying of the new frames, ≈ 0.1 ms per window at 512×288, which the
-simulator leaves out). Like ``run``, statistics cover the experiment's duration
+``BatchCurve.ms(n)``; a policy with a batch shape (``fixed``) pads a short batch
+to it, as the live backends run it, so the batch costs ``ms(shape)`` and records
+its padding. Prep and post take no time (the emulated backend's prep is the real
+copying of the new frames, ≈ 0.1 ms per window at 512×288, which the simulator
+leaves out). Like ``run``, statistics cover the experiment's duration
 after a ``warmup_s`` warm-up (played under the first config): the windows and
 batches delivered, and the windows overwritten, in that interval.
 """
@@ -486,15 +488,15 @@ def play(experiment: Experiment, curve_for: CurveFor, warmup_s: float = DEFAULT_
     select = policy.select
     busy = False  # a batch on the device: started at start, taken by chooser, ends at free_at
     start = free_at = 0.0
-    reason = cap = 0  # why the batch on the device left, and the policy's cap then
+    reason = cap = pad = 0  # why the batch on the device left, the policy's cap, its padding
     taken: list[list[Any]] = []
     chooser = policy
     curve_k = batch_k = 0  # the current curve's index in curves, and the running batch's
     timer: float | None = None  # the pending wait_until, if any
     looks = clock.looks
 
-    # (start, size, end, curve index, why it left, the policy's cap then)
-    measured: list[tuple[float, int, float, int, int, int]] = []
+    # (start, size, end, curve index, why it left, the policy's cap then, padded rows)
+    measured: list[tuple[float, int, float, int, int, int, int]] = []
     delivered: list[list[Any]] = []  # their windows, batch after batch
 
     while True:
@@ -567,7 +569,7 @@ def play(experiment: Experiment, curve_for: CurveFor, warmup_s: float = DEFAULT_
             busy = False
             n = len(taken)
             if now >= t0:  # delivered in the measured interval
-                measured.append((start, n, now, batch_k, reason, cap))
+                measured.append((start, n, now, batch_k, reason, cap, pad))
                 delivered.extend(taken)
             if chooser.learns:
                 chooser.observe(n, (now - min(map(_arrival_of, taken))) * 1000.0)
@@ -582,11 +584,14 @@ def play(experiment: Experiment, curve_for: CurveFor, warmup_s: float = DEFAULT_
         taken = list(map(pending.pop, decision[0]))  # a policy takes only waiting sessions
         if taken:
             n = len(taken)
-            duration = batch_s.get(n)
+            shape = policy.shape  # the device runs that many rows: the rest is padding
+            rows = n if shape is None or shape <= n else shape
+            pad = rows - n
+            duration = batch_s.get(rows)
             if neighbours:  # each batch draws its own stretch from the time slices
-                duration = neighbours.stretch(curve.ms(n)) * slowdown / 1000.0
+                duration = neighbours.stretch(curve.ms(rows)) * slowdown / 1000.0
             elif duration is None:
-                duration = batch_s[n] = curve.ms(n) * slowdown / 1000.0
+                duration = batch_s[rows] = curve.ms(rows) * slowdown / 1000.0
             busy, start, chooser, batch_k = True, now, policy, curve_k
             reason, cap = decision[2], policy.cap or 0
             free_at = now + duration
@@ -602,8 +607,8 @@ def play(experiment: Experiment, curve_for: CurveFor, warmup_s: float = DEFAULT_
     segments.close(t_end)
     items, batches = _records(measured, delivered)
     used = {
-        (k, n) for _, n, _, k, _, _ in measured
-    }  # (curve index, batch size) run in the interval
+        (k, n + pad) for _, n, _, k, _, _, pad in measured
+    }  # (curve index, rows the device ran) in the interval
     peaks = [
         p.peak_mb
         for k, n in used
@@ -637,7 +642,7 @@ def _knob_key(config: RunConfig) -> tuple[float | None, int, float]:
 
 
 def _records(
-    measured: list[tuple[float, int, float, int, int, int]], delivered: list[list[Any]]
+    measured: list[tuple[float, int, float, int, int, int, int]], delivered: list[list[Any]]
 ) -> tuple[np.ndarray, np.ndarray]:
     """:data:`ITEM_DTYPE` and :data:`BATCH_DTYPE` rows of the measured batches (filled by
     column: a row per item from a list of tuples cost 1 ms a run)."""
@@ -645,12 +650,13 @@ def _records(
     items = item_records(len(delivered))
     if not measured:
         return items, batches
-    starts, sizes, ends, _, reasons, caps = zip(*measured, strict=True)
+    starts, sizes, ends, _, reasons, caps, pads = zip(*measured, strict=True)
     batches["start"] = starts
     batches["size"] = sizes
     batches["end"] = ends
     batches["reason"] = reasons
     batches["cap"] = caps
+    batches["padded"] = pads
     batches["compute_s"] = batches["end"] - batches["start"]
     items["session"] = np.fromiter(map(_session_of, delivered), np.int32, len(delivered))
     items["arrival"] = np.fromiter(map(_arrival_of, delivered), np.float64, len(delivered))

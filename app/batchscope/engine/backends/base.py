@@ -1,8 +1,11 @@
 """What every backend is: ``run(windows)`` for one batch, its memory, and its errors.
 
-``run(windows)`` does prep → compute → post for one batch and returns the
+``run(windows, pad)`` does prep → compute → post for one batch and returns the
 detections with the three stage end times (s, ``time.perf_counter``). The
 worker owns the only thread that calls it (one job on the device at a time).
+``pad`` empty rows run after the windows (a fixed batch shape, see
+``BatchPolicy.shape``): they take device time like any row and their results
+are dropped.
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ class Backend(ABC):
     draws_detections: bool = False
 
     @abstractmethod
-    def run(self, windows: Sequence[Window]) -> BatchResult: ...
+    def run(self, windows: Sequence[Window], pad: int = 0) -> BatchResult: ...
 
     def memory(self) -> dict[str, float]:
         """Current memory figures in MB (keys depend on what the device can report)."""

@@ -58,17 +58,18 @@ class EmulatedBackend(Backend):
         self._pool = FramePool()
         self._interrupted = threading.Event()
 
-    def run(self, windows: Sequence[Window]) -> BatchResult:
+    def run(self, windows: Sequence[Window], pad: int = 0) -> BatchResult:
         n = len(windows)
-        if self.oom_above is not None and n > self.oom_above:
-            raise DeviceOutOfMemory(n, "injected by the emulated device")
+        rows = n + pad  # the padding takes the device's time and memory too
+        if self.oom_above is not None and rows > self.oom_above:
+            raise DeviceOutOfMemory(rows, "injected by the emulated device")
         plan = self._pool.plan(windows)
         if plan.uploads:
             self._staging.put(plan.uploads)
         self._pool.commit(plan)
         prep_end = time.perf_counter()
-        compute_end = self.compute(n, prep_end)
-        self._last_batch = n
+        compute_end = self.compute(rows, prep_end)
+        self._last_batch = rows
         return BatchResult([None] * n, prep_end, compute_end, time.perf_counter())
 
     def forget_frames(self) -> None:

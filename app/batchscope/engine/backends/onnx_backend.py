@@ -29,6 +29,7 @@ from batchscope.engine.backends.torch_device import (
     channels_first,
     detect,
     device_memory,
+    padded,
     warm_up,
 )
 from batchscope.engine.session import Window
@@ -121,7 +122,7 @@ class OnnxBackend(Backend):
                 f"{'; '.join(got_out)}, expected {want_out}"
             )
 
-    def run(self, windows: Sequence[Window]) -> BatchResult:
+    def run(self, windows: Sequence[Window], pad: int = 0) -> BatchResult:
         from batchscope.models.onnx_export import INPUT, OUTPUT
         from batchscope.models.postprocess import best_detections
 
@@ -129,21 +130,23 @@ class OnnxBackend(Backend):
         n = len(windows)
         try:
             with torch.inference_mode():
-                x = channels_first(self._frames.gather(windows))  # (n, 9, h, w) uint8
+                # (n + pad, 9, h, w) uint8: the padding's results are dropped
+                x = padded(channels_first(self._frames.gather(windows)), pad)
                 if self.device.type == "cpu":
                     prep_end = time.perf_counter()
                     out = self._session.run([OUTPUT], {INPUT: x.numpy()})[0]
                     compute_end = time.perf_counter()
-                    heatmaps = torch.from_numpy(out[:, 2])  # shares out's memory
+                    heatmaps = torch.from_numpy(out[:n, 2])  # shares out's memory
                 else:
                     heatmaps, prep_end, compute_end = self._run_bound(x)
+                    heatmaps = heatmaps[:n]
                 dets = detect(best_detections, heatmaps, windows)
                 if not self.draws_detections:
                     dets = [None] * n
         except Exception as exc:
             self._frames.forget()  # the pool may hold half a batch: ship whole windows next
             if "Failed to allocate memory" in str(exc):
-                raise DeviceOutOfMemory(n, _first_line(exc)[:120]) from None
+                raise DeviceOutOfMemory(n + pad, _first_line(exc)[:120]) from None
             raise
         return BatchResult(dets, prep_end, compute_end, time.perf_counter())
 

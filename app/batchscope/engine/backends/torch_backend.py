@@ -15,6 +15,7 @@ from batchscope.engine.backends.torch_device import (
     channels_first,
     detect,
     device_memory,
+    padded,
     warm_up,
 )
 from batchscope.engine.session import Window
@@ -111,20 +112,21 @@ class TorchBackend(Backend):
         warm_up(self.run, self.resolution, sizes, runs, cancelled, self.close)
         self._frames.forget()  # the sessions start with empty pool positions
 
-    def run(self, windows: Sequence[Window]) -> BatchResult:
+    def run(self, windows: Sequence[Window], pad: int = 0) -> BatchResult:
         from batchscope.models.postprocess import best_detections
 
         torch = self.torch
         n = len(windows)
         try:
             with torch.inference_mode():
-                x = channels_first(self._assemble(windows)).to(self.dtype)
+                x = padded(channels_first(self._assemble(windows)), pad).to(self.dtype)
                 x = x * self._scale + self._shift
                 if self.channels_last:
                     x = x.contiguous(memory_format=torch.channels_last)
                 self._sync()
                 prep_end = time.perf_counter()
                 heatmaps = self.model(x)[:, 2] if self._graphs is None else self._replay(x)
+                heatmaps = heatmaps[:n]  # the padding's results are dropped
                 self._sync()
                 compute_end = time.perf_counter()
                 # post-processing runs with untrained weights too: its cost is part of
@@ -135,7 +137,7 @@ class TorchBackend(Backend):
         except torch.OutOfMemoryError as exc:
             self._frames.forget()
             torch.cuda.empty_cache()
-            raise DeviceOutOfMemory(n, str(exc).split("\n")[0][:120]) from None
+            raise DeviceOutOfMemory(n + pad, str(exc).split("\n")[0][:120]) from None
         except Exception:
             self._frames.forget()  # the pool may hold half a batch: ship whole windows next
             raise

@@ -75,6 +75,15 @@ class DeviceFrames:
         self._staging.release()
 
 
+def padded(x: Any, pad: int) -> Any:
+    """``x`` with ``pad`` rows of zeros after its own (a fixed batch shape's padding)."""
+    if not pad:
+        return x
+    out = x.new_zeros((len(x) + pad, *x.shape[1:]))
+    out[: len(x)] = x
+    return out
+
+
 def channels_first(x: Any) -> Any:
     """(n, 3, h, w, 3) frames → (n, 9, h, w), BlurBall's layout (a copy, contiguous)."""
     n, _, h, w, _ = x.shape
