@@ -40,9 +40,9 @@ def delivered(engine: Engine) -> int:
 
 
 def assert_stops_promptly(engine: Engine) -> None:
-    t0 = time.monotonic()
-    engine.stop()
-    assert time.monotonic() - t0 < 2.5
+    """Every thread ended within ``stop``'s timeout: stop joins each for what is left of it,
+    so one still alive when it returns overran it (the call's duration measures the machine)."""
+    engine.stop(timeout=2.0)
     assert engine.threads_alive() == []
     assert not {t.name for t in threading.enumerate()} & ENGINE_THREADS
 
@@ -141,7 +141,7 @@ def test_stop_while_opening_sources_ends_every_thread(monkeypatch):
     t, outcome = _open_in_thread(e)
     assert entered.wait(5)
     assert_stops_promptly(e)
-    t.join(2.0)
+    t.join(10.0)  # opening gives up once stopped
     assert not t.is_alive()
     assert isinstance(outcome[0], EngineStopped)
 
@@ -161,7 +161,7 @@ def test_stop_while_building_a_backend_ends_every_thread(monkeypatch):
     t, outcome = _open_in_thread(e)
     assert building.wait(5)
     assert_stops_promptly(e)
-    t.join(2.0)
+    t.join(10.0)  # opening gives up once stopped
     assert not t.is_alive()
     assert isinstance(outcome[0], EngineStopped)
 
@@ -176,7 +176,7 @@ def test_stop_while_re_decoding_for_a_live_change(monkeypatch, engines):
     t.start()
     assert entered.wait(5)
     assert_stops_promptly(e)
-    t.join(2.0)
+    t.join(10.0)
     assert result == ["the engine was stopped"]
 
 
