@@ -151,9 +151,7 @@ def test_stop_mid_experiment_is_prompt_and_applies_nothing_more(tmp_path, play):
     exp = experiment(tmp_path, STEPS, duration=30)
     p = play(exp)
     wait_for(lambda: p.player.steps_done >= 1)
-    t = time.monotonic()
-    p.player.stop()
-    assert time.monotonic() - t < 2.0
+    p.player.stop()  # joins for at most its timeout: alive after it means it overran it
     assert not p.player.alive
     assert not p.player.finished.is_set()
     assert p.engine.config == exp.config_at(0)
@@ -163,9 +161,8 @@ def test_stop_before_the_engine_clock_reaches_a_step_while_waiting(tmp_path, pla
     exp = experiment(tmp_path, "[[step]]\nat = 20\nsessions = 1\n", duration=25)
     p = play(exp)
     wait_for(lambda: p.player.alive)
-    t = time.monotonic()
-    p.player.stop()
-    assert time.monotonic() - t < 2.0 and not p.player.alive
+    p.player.stop()  # the wait for the step at 20 s sees the flag, or the join times out
+    assert not p.player.alive
 
 
 def test_an_exception_in_the_loop_is_an_event_not_a_dead_thread(tmp_path, play):
