@@ -1,7 +1,7 @@
 """The model's arithmetic: MACs and memory traffic per window, and what measured times imply.
 
 For each resolution it runs BlurBall once (batch 1, on the CPU) under two
-counters (``batchscope.models.arithmetic``) and prints:
+counters (``benchmarks/arithmetic.py``) and prints:
 
 - GMAC per window: multiply-accumulates of every convolution and linear layer;
 - MB moved per window: bytes read and written by every tensor operation as
@@ -26,8 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "app"))
 
+from arithmetic import ELEMENT_BYTES, elements_moved, macs
 from batchscope.config import parse_resolution
-from batchscope.models.arithmetic import ELEMENT_BYTES, elements_moved, macs
 from batchscope.profiles.profile import ProfileError, load_profile
 
 

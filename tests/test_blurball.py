@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from batchscope.models.blurball import PARAMETER_COUNT, BlurBall, parameter_count
+from batchscope.models.blurball import PARAMETER_COUNT, BlurBall
 
 LAYOUT = Path(__file__).parent / "data" / "blurball_state_dict.tsv"
 SHARED_LAYOUT = Path(__file__).parents[2] / "shared" / "design" / "blurball_state_dict.tsv"
@@ -24,7 +24,7 @@ def _window(batch: int, height: int, width: int, seed: int = 1) -> torch.Tensor:
 
 
 def test_parameter_count(model: BlurBall) -> None:
-    assert parameter_count(model) == PARAMETER_COUNT == 1_488_531
+    assert sum(p.numel() for p in model.parameters()) == PARAMETER_COUNT == 1_488_531
 
 
 def test_state_dict_matches_checkpoint_layout(model: BlurBall) -> None:
@@ -81,7 +81,7 @@ def test_rejects_sizes_the_branches_cannot_fuse(model: BlurBall) -> None:
 
 
 def test_arithmetic_matches_the_design_card() -> None:
-    from batchscope.models.arithmetic import macs
+    from benchmarks.arithmetic import macs
 
     full = macs((512, 288))
     assert 27.5e9 < full < 28.5e9  # BLURBALL.md: ≈28 GMAC per window at 512×288
@@ -90,7 +90,7 @@ def test_arithmetic_matches_the_design_card() -> None:
 
 
 def test_elements_moved_counts_reads_and_writes_not_views() -> None:
-    from batchscope.models.arithmetic import _ElementCounter
+    from benchmarks.arithmetic import _ElementCounter
 
     x, y = torch.ones(10, 4), torch.ones(10, 4)
     with _ElementCounter() as counter:

@@ -17,8 +17,9 @@ from batchscope.engine.policies import Waiting, make_policy
 from batchscope.engine.session import Window
 from batchscope.profiles.profile import load_profile
 from batchscope.sim.planner import Budget, plan
-from batchscope.sim.simulator import simulate, simulate_trace
+from batchscope.sim.simulator import simulate
 from contract import SMALL_EMULATED, wait_for
+from simulated import simulate_trace
 
 #: laptop-8gb fp16 256x144: 4.69 ms for 1 window, 9.29 ms for 4 (6.22 ms for 2)
 CURVE = load_profile("laptop-8gb").curve("fp16", (256, 144))

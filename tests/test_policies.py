@@ -22,7 +22,8 @@ from batchscope.engine.policies import (
     make_policy,
 )
 from batchscope.profiles.profile import BatchCurve, CurvePoint, DeviceProfile
-from batchscope.sim.simulator import Trace, simulate, simulate_trace
+from batchscope.sim.simulator import Trace, simulate
+from simulated import simulate_trace
 
 
 def linear_curve(base_ms: float, per_window_ms: float) -> BatchCurve:

@@ -28,7 +28,8 @@ from batchscope.engine.session import first_frame_delay
 from batchscope.experiment import Experiment, Fault, load_experiment, parse_experiment
 from batchscope.profiles.profile import load_profile
 from batchscope.sim.experiment import simulate_experiment
-from batchscope.sim.simulator import ProfileCurves, Trace, play, session_phases
+from batchscope.sim.simulator import ProfileCurves, Trace, play
+from simulated import session_phases
 
 LAPTOP = load_profile("laptop-8gb")
 B1_MS = LAPTOP.curve("fp16", (256, 144)).ms(1)  # 4.69 ms

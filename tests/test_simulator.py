@@ -14,8 +14,9 @@ from batchscope.cli import main
 from batchscope.config import RunConfig
 from batchscope.engine.session import WINDOW
 from batchscope.profiles.profile import load_profile
-from batchscope.sim.simulator import session_phases, simulate, simulate_trace
+from batchscope.sim.simulator import simulate
 from contract import LATENCY_KEYS, OVERALL_KEYS, SESSION_KEYS, STAGE_KEYS
+from simulated import session_phases, simulate_trace
 
 LAPTOP_B1_WPS = 1000.0 / 9.82  # laptop-8gb fp16 512x288 at batch 1: 101.8 windows/s
 

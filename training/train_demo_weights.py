@@ -38,7 +38,7 @@ import torch
 from torch import nn
 
 from batchscope.engine.accuracy import score
-from batchscope.models.blurball import BlurBall, parameter_count
+from batchscope.models.blurball import BlurBall
 from batchscope.models.normalise import normalisation
 from batchscope.models.postprocess import best_detections
 from batchscope.scene.synthetic import DEFAULT_STYLE, BallTruth, SceneStyle, SyntheticScene
@@ -256,7 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     log_path = args.out.with_suffix(".log")
     log = log_path.open("w")
     log.write(f"# {' '.join(sys.argv)}\n")
-    log.write(f"# {parameter_count(model)} parameters, torch {torch.__version__}\n")
+    parameters = sum(p.numel() for p in model.parameters())
+    log.write(f"# {parameters} parameters, torch {torch.__version__}\n")
     started = time.monotonic()
     recent: list[float] = []
     for step in range(args.steps):

@@ -251,11 +251,6 @@ class Engine:
 
     # -- events and recording ---------------------------------------------------------
 
-    @property
-    def clock_origin(self) -> float:
-        """The clock reading that is t = 0 s on every time axis."""
-        return self._t0
-
     def now(self) -> float:
         """Seconds since start (the time axis of every plot)."""
         return self._clock() - self._t0

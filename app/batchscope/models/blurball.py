@@ -25,11 +25,6 @@ SIZE_MULTIPLE = 8
 must land back on the same sizes."""
 
 
-def parameter_count(model: nn.Module) -> int:
-    """Number of trainable parameters of ``model`` (1,488,531 for :class:`BlurBall`)."""
-    return sum(p.numel() for p in model.parameters())
-
-
 def _conv3x3(in_channels: int, out_channels: int, stride: int = 1) -> nn.Conv2d:
     return nn.Conv2d(in_channels, out_channels, 3, stride=stride, padding=1, bias=False)
 

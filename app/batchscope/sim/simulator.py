@@ -408,16 +408,6 @@ class _Faults:
             raise ValueError(f"unknown fault {fault.kind!r}")
 
 
-def session_phases(sessions: int, fps: float, seed: int) -> list[float]:
-    """First-frame time of each session in s, inside one frame interval.
-
-    Drawn as the live feeder draws them (:func:`first_frame_delay`, one draw per
-    session in id order from ``random.Random(seed)``).
-    """
-    rng = random.Random(seed)
-    return [first_frame_delay(rng, fps) for _ in range(sessions)]
-
-
 def one_step(config: RunConfig) -> Experiment:
     """``config`` as an experiment: one step at 0 s that changes nothing."""
     return Experiment(
@@ -744,13 +734,6 @@ def _wanted(old: RunConfig, new: RunConfig) -> dict[str, Any]:
 def _tried(config: RunConfig, step: Step) -> dict[str, Any]:
     """What a failed step asked for: the fields it would have changed."""
     return {k: v for k, v in step.changes.items() if getattr(config, k) != v}
-
-
-def simulate_trace(
-    config: RunConfig, curve: BatchCurve, warmup_s: float = DEFAULT_WARMUP_S
-) -> Trace:
-    """Run ``config`` on ``curve`` in virtual time; the policy comes from ``make_policy``."""
-    return play(one_step(config), lambda _config: curve, warmup_s)
 
 
 def simulated_report(
