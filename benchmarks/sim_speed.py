@@ -38,7 +38,7 @@ import numpy as np
 from batchscope.config import POLICIES, RunConfig
 from batchscope.experiment import Experiment, load_experiment, parse_experiment
 from batchscope.profiles.profile import load_profile
-from batchscope.sim.experiment import simulate_experiment
+from batchscope.sim.simulated_experiment import simulate_experiment
 from batchscope.sim.simulator import DEFAULT_WARMUP_S, ProfileCurves, play, simulate
 
 #: (profile, precision, resolution) of the identity grid: both GPUs, both precisions,

@@ -16,7 +16,7 @@ from batchscope.engine import engine as engine_module
 from batchscope.engine.engine import Engine
 from batchscope.engine.player import ExperimentPlayer, first_config
 from batchscope.experiment import Fault, parse_experiment
-from batchscope.sim.experiment import simulate_experiment
+from batchscope.sim.simulated_experiment import simulate_experiment
 from contract import SMALL_EMULATED, wait_for
 
 

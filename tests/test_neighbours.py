@@ -172,7 +172,7 @@ def test_the_simulator_stretches_batches_by_the_same_model():
 
 def test_the_noisy_neighbour_experiment_predicts_what_the_emulated_device_does():
     from batchscope.experiment import load_experiment
-    from batchscope.sim.experiment import simulate_experiment
+    from batchscope.sim.simulated_experiment import simulate_experiment
 
     report = simulate_experiment(load_experiment("noisy-neighbour"))
     p50 = [s["overall"]["latency_ms"]["p50"] for s in report["segments"]]

@@ -10,7 +10,7 @@ import pytest
 
 from batchscope.cli import main
 from batchscope.experiment import load_experiment
-from batchscope.sim.experiment import simulate_experiment
+from batchscope.sim.simulated_experiment import simulate_experiment
 from batchscope.ui.html_report import build_html
 
 SCRIPT = "<script>alert(1)</script>"

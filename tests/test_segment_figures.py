@@ -12,7 +12,7 @@ from batchscope.engine.segment_rows import TOO_SHORT, segment_cells
 from batchscope.engine.segments import MIN_MEASURED_S, is_stable
 from batchscope.engine.stats import item_records
 from batchscope.experiment import parse_experiment
-from batchscope.sim.experiment import simulate_experiment
+from batchscope.sim.simulated_experiment import simulate_experiment
 
 
 def windows(throughputs: list[int], latencies_s: list[float]) -> np.ndarray:

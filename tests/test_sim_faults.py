@@ -27,7 +27,7 @@ from batchscope.config import RunConfig
 from batchscope.engine.session import first_frame_delay
 from batchscope.experiment import Experiment, Fault, load_experiment, parse_experiment
 from batchscope.profiles.profile import load_profile
-from batchscope.sim.experiment import simulate_experiment
+from batchscope.sim.simulated_experiment import simulate_experiment
 from batchscope.sim.simulator import ProfileCurves, Trace, play
 from simulated import session_phases
 

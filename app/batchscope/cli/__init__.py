@@ -2,8 +2,9 @@
 
 One module per command (``gui``, ``run``, ``simulate``, ``sweep`` with
 ``profiles``, ``experiments``, ``compare``), ``args`` for what they share,
-``tables`` for the segment table and ``html_report`` for ``--report``. Bad input exits 2 with one
-line on stderr naming the input and the reason; never a traceback.
+``tables`` for the segment table, ``reports`` for how ``run`` and ``simulate`` report an
+experiment (terminal tables, ``--report``'s HTML). Bad input exits 2 with one line on stderr
+naming the input and the reason; never a traceback.
 """
 
 from __future__ import annotations

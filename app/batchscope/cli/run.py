@@ -27,7 +27,7 @@ from batchscope.cli.args import (
     resolution,
     write_json,
 )
-from batchscope.cli.experiments import print_experiment_report, write_report
+from batchscope.cli.reports import print_experiment_report, write_report
 from batchscope.cli.tables import write_csv
 from batchscope.config import (
     BACKENDS,

@@ -5,7 +5,7 @@ table has the columns the study compared, and ``--json`` writes the list of
 full reports (the same schema as ``batchscope run``).
 
 With ``--experiment`` it plays an experiment file in virtual time instead
-(:func:`~batchscope.sim.experiment.simulate_experiment`: the same steps at the
+(:func:`~batchscope.sim.simulated_experiment.simulate_experiment`: the same steps at the
 same times as ``run --experiment``) and prints the same segment table; its
 ``--json`` is one report, as ``run`` writes it.
 """
@@ -29,7 +29,7 @@ from batchscope.cli.args import (
     seed_count,
     write_json,
 )
-from batchscope.cli.experiments import print_experiment_report, write_report
+from batchscope.cli.reports import print_experiment_report, write_report
 from batchscope.cli.tables import write_csv
 from batchscope.config import (
     DEFAULT_RESOLUTION,
@@ -43,8 +43,8 @@ from batchscope.config import (
 from batchscope.engine.report import format_table
 from batchscope.experiment import load_experiment
 from batchscope.profiles.profile import load_profile
-from batchscope.sim.experiment import simulate_experiment
 from batchscope.sim.seeds import seed_spread
+from batchscope.sim.simulated_experiment import simulate_experiment
 from batchscope.sim.simulator import DEFAULT_WARMUP_S, simulate
 from batchscope.ui.html_report import experiment_block
 

@@ -7,7 +7,7 @@ sessions' phases from the seed exactly as the simulator does), then each policy
 is applied live, warmed up, measured, and simulated with the same config.
 :func:`live_experiment` plays an experiment file on a live engine, each step
 applied when the engine's clock reaches its time, for comparison with
-:func:`~batchscope.sim.experiment.simulate_experiment`.
+:func:`~batchscope.sim.simulated_experiment.simulate_experiment`.
 """
 
 from __future__ import annotations
