@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from batchscope.experiment import list_experiments, load_experiment
-from batchscope.ui.experiments import menu_entries, on_sources
+from batchscope.ui.experiments_menu import menu_entries, on_sources
 from batchscope.ui.segment_rows import COLUMNS
 
 BUILT_IN = ["adaptive-budget", "bus-or-taxi", "round-robin", "small-inputs", "starvation"]

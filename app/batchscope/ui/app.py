@@ -41,7 +41,7 @@ from batchscope.engine.player import first_config
 from batchscope.experiment import Experiment, ExperimentError, load_experiment
 from batchscope.paths import assets_dir
 from batchscope.ui import startup_log
-from batchscope.ui.experiments import on_sources
+from batchscope.ui.experiments_menu import on_sources
 from batchscope.ui.qt_platform import display_problem, prepare_qt_platform
 from batchscope.ui.settings import initial_config
 from batchscope.ui.starting import WINDOW_TITLE, StartingView

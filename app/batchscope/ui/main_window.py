@@ -48,7 +48,7 @@ from batchscope.ui.capacity_view import CapacityView
 from batchscope.ui.controls import ControlsPanel
 from batchscope.ui.device_options import DeviceChoice, device_choices
 from batchscope.ui.dist_plots import BatchSizeBars, LatencyHistogram, OverwrittenBars, StageBars
-from batchscope.ui.experiments import menu_entries
+from batchscope.ui.experiments_menu import menu_entries
 from batchscope.ui.export import (
     ExportError,
     export_html_report,

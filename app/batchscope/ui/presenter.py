@@ -28,7 +28,7 @@ from batchscope.engine.recorder import RecordingError
 from batchscope.engine.snapshot import SCOPES
 from batchscope.experiment import Experiment, ExperimentError, load_experiment
 from batchscope.ui.commands import ConfigurableEngine, EngineCommands
-from batchscope.ui.experiments import on_sources
+from batchscope.ui.experiments_menu import on_sources
 
 if TYPE_CHECKING:
     from batchscope.engine.roster import SourceSlot
