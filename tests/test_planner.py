@@ -1,4 +1,4 @@
-"""The capacity planner (sim/planner.py) and `batchscope plan` (cli/plan.py).
+"""The capacity planner (sim/planner/) and `batchscope plan` (cli/plan.py).
 
 The search runs on a synthetic profile whose answer can be worked out by hand:
 one window takes 20 ms and a batch of b takes 20·b ms (no gain from batching),

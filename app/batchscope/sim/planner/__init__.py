@@ -1,0 +1,54 @@
+"""The capacity planner: how many sessions fit a budget, with which policy and knobs.
+
+Three rooms, as Triton Model Analyzer keeps them: ``search`` (the grid of
+settings as a generator of candidates, the capacity bound, the ranking),
+``measure`` (each candidate simulated over the phase seeds; ``verify`` runs the
+recommendation live) and ``present`` (the series the capacity plot draws), with
+the result types in ``results``. The rules are in ``search``'s docstring.
+"""
+
+from batchscope.sim.planner.measure import Evaluator, verify
+from batchscope.sim.planner.present import Series, series
+from batchscope.sim.planner.results import (
+    DEFAULT_DURATION_S,
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_MIN_FPS_RATIO,
+    DEFAULT_SEEDS,
+    Budget,
+    Plan,
+    PlanCancelled,
+    Point,
+    PolicyPlan,
+)
+from batchscope.sim.planner.search import (
+    candidates,
+    capacity_bound,
+    plan,
+    plan_policy,
+    recommend,
+    settings,
+    windows_needed,
+)
+
+__all__ = [
+    "DEFAULT_DURATION_S",
+    "DEFAULT_MAX_SESSIONS",
+    "DEFAULT_MIN_FPS_RATIO",
+    "DEFAULT_SEEDS",
+    "Budget",
+    "Evaluator",
+    "Plan",
+    "PlanCancelled",
+    "Point",
+    "PolicyPlan",
+    "Series",
+    "candidates",
+    "capacity_bound",
+    "plan",
+    "plan_policy",
+    "recommend",
+    "series",
+    "settings",
+    "verify",
+    "windows_needed",
+]

@@ -1,0 +1,281 @@
+"""The capacity planner's search: the grid of settings, the bound, the scan, the ranking.
+
+The study derived its worker's session limit by hand from a latency budget;
+this module does the search in the simulator. A *budget* is a frame rate, the
+share of it every session must get (``min_fps_ratio``) and a p99 end-to-end
+latency (``p99_ms``). A setting (policy + knobs) *fits* ``n`` sessions when,
+for every phase seed ``0 … seeds-1``, the slowest session's fps is at least
+``min_fps_ratio × fps`` and the overall p99 is at most ``p99_ms`` (figures by
+the report's definitions: :func:`~batchscope.engine.stats.fps_figures` and
+:func:`~batchscope.engine.stats.latency_summary`). One seed is luck: the phases
+decide which session starves (server-24gb, 5 sessions, oldest first: the
+slowest session gets 5, 10, 15 or 20 fps depending on the draw).
+
+**The grid** (:func:`settings`), per policy:
+
+- ``oldest``, ``round-robin``: no knobs;
+- ``all``: ``max_batch`` none, 2, 4, 8;
+- ``dynamic``: ``max_batch`` 2, 4, 8 × ``max_delay_ms`` 2, 5, 10;
+- ``fixed``: ``batch`` 2, 3, 4 × ``max_delay_ms`` 5, 10;
+- ``adaptive``: ``slo_ms`` 0.5 and 0.8 × the p99 budget (3 significant digits, inside
+  the knob's range: a budget of 0.09 ms searches 0.045 and 0.072 ms), no cap (the
+  objective is on a batch's worst latency, so it must sit below the p99 budget).
+
+**The session count** (:func:`plan_policy`). Feasibility is *not* monotone in
+the session count (``fixed`` with a batch of 4 waits out its delay at 3
+sessions and fills at once at 4), so no bisection. Instead an upper bound that
+holds for any policy, in whole windows over the measured ``duration_s``: every
+session must deliver the fewest windows whose fps, as the report rounds it,
+meets ``min_fps_ratio × fps``; the batches that start inside the interval take
+the device's time in turn, so they deliver at most ``duration_s × max over b ≤
+min(cap, n)`` of ``b / curve.ms(b)`` windows (a batch holds at most one window
+per session and at most the policy's cap), and the one batch that started
+before it and ended inside adds at most ``min(cap, n)`` more. No count above
+:func:`capacity_bound` can fit: a measured fps moves in steps of 1 /
+``duration_s``, so a device a hair short of ``n × min fps`` windows/s still
+fits ``n`` (113.999 windows/s serve 4 sessions at 28.5 fps for 30 s). The
+search scans down from that bound and stops at the first count that fits for
+every seed: exact on the grid, because every count above it was simulated and
+failed (or is above the bound). A count's seeds are tried worst-first (the seed
+that failed last), and the first failing seed rejects it. Once a policy has an
+answer, its other settings are scanned only down to that answer.
+
+**The recommendation** (:func:`recommend`): the most sessions; ties broken by
+the lower worst-seed p99, then by the simpler policy in the order of
+:data:`~batchscope.config.POLICIES` (oldest, round-robin, all, dynamic, fixed,
+adaptive: fewer knobs and less state first), then by grid order. A policy
+with no fitting count gets ``max_sessions`` 0 and its *closest point*: 1
+session with the setting whose worst shortfall (``p99 / p99_ms - 1`` or ``1 -
+min fps / (ratio × fps)``, whichever is larger) is the smallest.
+
+:func:`plan` is a pure function of its inputs (no Qt, no threads, no global
+state), so the app can call it on a background thread: ``progress(done, total,
+policy)`` is called after each setting and ``cancelled()`` is polled between
+simulations (True raises :class:`PlanCancelled`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Generator, Sequence
+from typing import Any
+
+from batchscope.config import KNOBS, POLICIES, ConfigError, RunConfig
+from batchscope.engine.stats import fps_figures
+from batchscope.profiles.profile import BatchCurve, DeviceProfile
+from batchscope.sim.planner.measure import Evaluator
+from batchscope.sim.planner.results import (
+    DEFAULT_DURATION_S,
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_SEEDS,
+    Budget,
+    Cancelled,
+    Plan,
+    Point,
+    PolicyPlan,
+    Progress,
+)
+from batchscope.sim.simulator import DEFAULT_WARMUP_S
+
+
+def settings(policy: str, budget: Budget) -> list[dict[str, Any]]:
+    """The knob values searched for ``policy`` (the grid of the module doc)."""
+    if policy in ("oldest", "round-robin"):
+        return [{}]
+    if policy == "all":
+        return [{"max_batch": b} for b in (None, 2, 4, 8)]
+    if policy == "dynamic":
+        return [{"max_batch": b, "max_delay_ms": d} for b in (2, 4, 8) for d in (2.0, 5.0, 10.0)]
+    if policy == "fixed":
+        return [{"batch": b, "max_delay_ms": d} for b in (2, 3, 4) for d in (5.0, 10.0)]
+    if policy == "adaptive":
+        return [{"slo_ms": slo, "max_batch": None} for slo in _objectives(budget.p99_ms)]
+    raise ConfigError("policy", policy, "unknown policy")
+
+
+def _objectives(p99_ms: float) -> list[float]:
+    """Adaptive's ``slo_ms`` values for a p99 budget: only values its knob accepts.
+
+    0.5 and 0.8 × the budget at 3 significant digits (rounding to 0.1 ms made a
+    0.09 ms budget's objective 0.0, which the knob refuses), inside the knob's range;
+    two that clip to the same value are searched once.
+    """
+    knob = KNOBS["slo_ms"]
+    out: list[float] = []
+    for f in (0.5, 0.8):
+        slo = knob.clip(float(f"{f * p99_ms:.3g}"))
+        if slo not in out:
+            out.append(slo)
+    return out
+
+
+def _cap(policy: str, params: dict[str, Any]) -> int | None:
+    if policy in ("oldest", "round-robin"):
+        return 1
+    if policy == "fixed":
+        return params["batch"]
+    return params.get("max_batch")
+
+
+def capacity_bound(
+    curve: BatchCurve, cap: int | None, budget: Budget, max_sessions: int, duration_s: float
+) -> int:
+    """The largest count the device could serve at ``min_fps_ratio × fps`` each over
+    ``duration_s`` measured seconds (see the module doc)."""
+    need = windows_needed(budget, duration_s)
+    best_wps = 0.0
+    bound = 0
+    for n in range(1, max_sessions + 1):
+        if cap is None or n <= cap:
+            best_wps = max(best_wps, curve.windows_per_s(n))
+        # 1e-9: only the float noise of the product; the slack is the batch already running
+        if n * need <= best_wps * duration_s * (1 + 1e-9) + min(cap or n, n):
+            bound = n
+        elif cap is not None and n > cap:
+            break  # the ceiling no longer grows: no larger count fits
+    return bound
+
+
+def windows_needed(budget: Budget, duration_s: float) -> int:
+    """The fewest windows a session must deliver in ``duration_s`` for its fps, as the
+    report rounds it (:func:`~batchscope.engine.stats.fps_figures`), to meet the budget."""
+
+    def enough(windows: int) -> bool:
+        fps = fps_figures([("running", windows / duration_s)])["min_fps"]
+        return budget.meets(fps, budget.p99_ms)  # the p99 at its limit: the fps decides
+
+    windows = math.ceil(budget.min_fps * duration_s)
+    while windows > 0 and enough(windows - 1):
+        windows -= 1
+    while not enough(windows):
+        windows += 1
+    return windows
+
+
+def candidates(
+    policy: str, budget: Budget, curve: BatchCurve, max_sessions: int, duration_s: float
+) -> Generator[tuple[dict[str, Any], int], bool, None]:
+    """The (setting, sessions) pairs to try for ``policy``, told after each whether it fit.
+
+    A generator of candidates, as Model Analyzer's config generators are: it knows the
+    grid and the bound, not how a candidate is measured. Each setting is scanned down
+    from its :func:`capacity_bound` and stops at the first count that fits; once one
+    fits, the next settings are scanned only down to that count (see the module doc).
+    """
+    best = 0
+    for params in settings(policy, budget):
+        bound = capacity_bound(curve, _cap(policy, params), budget, max_sessions, duration_s)
+        for n in range(bound, max(best, 1) - 1, -1):
+            if (yield params, n):
+                best = max(best, n)
+                break
+
+
+def plan_policy(
+    evaluator: Evaluator, curve: BatchCurve, policy: str, seeds: int, max_sessions: int
+) -> PolicyPlan:
+    """The best setting of ``policy`` on the grid and the most sessions it fits."""
+    budget = evaluator.budget
+    runs_before = evaluator.runs
+    order = list(range(seeds))
+    grid = settings(policy, budget)
+    best: tuple[int, float, int] | None = None  # (sessions, -p99, -grid index)
+    best_point: Point | None = None
+    best_params: dict[str, Any] = {}
+    search = candidates(policy, budget, curve, max_sessions, evaluator.duration_s)
+    fits = None
+    while True:
+        try:
+            params, n = search.send(fits) if fits is not None else next(search)
+        except StopIteration:
+            break
+        fits = evaluator.fits(policy, params, n, order)
+        if fits:
+            point = evaluator.point(policy, params, n, seeds)
+            rank = (n, -point.p99_worst, -grid.index(params))
+            if best is None or rank > best:
+                best, best_point, best_params = rank, point, params
+    if best_point is None:  # nothing fits: the closest point, at 1 session
+        scored = [(evaluator.point(policy, p, 1, seeds), p) for p in grid]
+        best_point, best_params = min(scored, key=lambda c: c[0].shortfall(budget))
+        max_n = 0
+    else:
+        max_n = best_point.sessions
+    bound = max(
+        capacity_bound(curve, _cap(policy, p), budget, max_sessions, evaluator.duration_s)
+        for p in grid
+    )
+    return PolicyPlan(
+        policy=policy,
+        params=dict(best_params),
+        max_sessions=max_n,
+        at_max=best_point,
+        bound=bound,
+        simulations=evaluator.runs - runs_before,
+    )
+
+
+def recommend(plans: Sequence[PolicyPlan], budget: Budget) -> PolicyPlan:
+    """Most sessions; then lower worst p99; then the simpler policy (POLICIES order).
+
+    With nothing fitting anywhere: the smallest shortfall, then the same order.
+    """
+    if all(p.max_sessions == 0 for p in plans):
+        return min(plans, key=lambda p: (p.at_max.shortfall(budget), POLICIES.index(p.policy)))
+    return min(
+        plans,
+        key=lambda p: (-p.max_sessions, p.at_max.p99_worst, POLICIES.index(p.policy)),
+    )
+
+
+def plan(
+    profile: DeviceProfile,
+    precision: str,
+    resolution: tuple[int, int],
+    budget: Budget,
+    policies: Sequence[str] = POLICIES,
+    max_sessions: int = DEFAULT_MAX_SESSIONS,
+    duration_s: float = DEFAULT_DURATION_S,
+    seeds: int = DEFAULT_SEEDS,
+    warmup_s: float = DEFAULT_WARMUP_S,
+    progress: Progress | None = None,
+    cancelled: Cancelled | None = None,
+) -> Plan:
+    """Search every policy in ``policies`` (see the module doc); raises ProfileError when
+    the profile has no curve for ``precision`` at ``resolution``, ConfigError on a bad
+    value, PlanCancelled when ``cancelled()`` turns true."""
+    curve = profile.curve(precision, resolution)
+    KNOBS["sessions"].check(max_sessions)
+    KNOBS["duration_s"].check(duration_s)
+    if not (isinstance(seeds, int) and seeds >= 1):
+        raise ConfigError("seeds", seeds, "must be a whole number of at least 1")
+    if not policies:
+        raise ConfigError("policies", "", "give at least one policy")
+    for p in policies:
+        if p not in POLICIES:
+            raise ConfigError("policies", p, f"unknown policy; choose from {', '.join(POLICIES)}")
+    base = RunConfig(
+        fps=budget.fps,
+        profile=profile.name,
+        precision=precision,
+        resolution=tuple(resolution),
+        backend="emulated",
+        duration_s=duration_s,
+    )
+    evaluator = Evaluator(profile, base, budget, duration_s, warmup_s, cancelled)
+    plans = []
+    for k, policy in enumerate(policies):
+        plans.append(plan_policy(evaluator, curve, policy, seeds, max_sessions))
+        if progress is not None:
+            progress(k + 1, len(policies), policy)
+    return Plan(
+        profile=profile.name,
+        precision=precision,
+        resolution=tuple(resolution),
+        budget=budget,
+        policies=tuple(plans),
+        recommended=recommend(plans, budget),
+        seeds=seeds,
+        duration_s=duration_s,
+        runs=evaluator,
+    )
