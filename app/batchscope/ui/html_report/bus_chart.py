@@ -4,7 +4,7 @@ The same layout as the live view (:func:`batchscope.ui.bus_layout.bus_layout`):
 the device band with one bar per batch stacked from its windows' cells in their
 sessions' colours, a lane per session with each window's wait and its overwritten
 windows (×), and the reasons the batches left in the title. Drawn on white like
-the report's other plots (``ui/report_plots.py``), at twice its nominal size.
+the report's other plots (``ui/html_report/charts.py``), at twice its nominal size.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QFont, QImage, QPainter, QPen
 
 from batchscope.ui.bus_layout import BusLayout, reasons_text
-from batchscope.ui.report_plots import GRID, INK, SCALE, _png, ensure_gui, nice_step
+from batchscope.ui.html_report.charts import GRID, INK, SCALE, _png, ensure_gui, nice_step
 from batchscope.ui.theme import session_colour
 
 LANE_PX = 22  # a session lane's height (nominal pixels)

@@ -5,7 +5,7 @@ Export report… write it: the experiment's name and caption, the device,
 backend, profile, precision and resolution, the versions, the segment table
 with the simulator's predictions (the cells of
 :func:`batchscope.engine.segment_rows.segment_cells`), plots as PNG data URIs
-(:mod:`batchscope.ui.report_plots`), the events, the config and the
+(:mod:`batchscope.ui.html_report.charts`), the events, the config and the
 experiment file itself. Qt is imported only to draw (and name its version),
 so the CLI can import this module for :func:`experiment_block` at no cost.
 
@@ -189,7 +189,7 @@ def _bus_figure(seg: Mapping[str, Any], bus: BusRecords) -> str:
     """The segment's last seconds (up to BUS_S) on the device, batch by batch."""
     from batchscope.engine.snapshot import BUS_S
     from batchscope.ui.bus_layout import bus_layout
-    from batchscope.ui.bus_picture import bus_chart
+    from batchscope.ui.html_report.bus_chart import bus_chart
 
     span = min(BUS_S, seg["end_s"] - seg["start_s"])
     lay = bus_layout(bus, seg["end_s"], span=span)
@@ -200,7 +200,7 @@ def _bus_figure(seg: Mapping[str, Any], bus: BusRecords) -> str:
 def _segment_sections(
     segments: Sequence[Mapping[str, Any]], buses: Mapping[int, BusRecords]
 ) -> list[str]:
-    from batchscope.ui.report_plots import latency_percentiles_chart, session_fps_chart
+    from batchscope.ui.html_report.charts import latency_percentiles_chart, session_fps_chart
 
     out = []
     for seg in segments:
@@ -248,7 +248,7 @@ def build_html(report: Mapping[str, Any], buses: Mapping[int, BusRecords] | None
     ``buses``: segment index -> the device's records kept at its end (``Snapshot.bus``),
     drawn as that segment's bus view; not part of the JSON report.
     """
-    from batchscope.ui.report_plots import segments_fps_chart, segments_latency_chart
+    from batchscope.ui.html_report.charts import segments_fps_chart, segments_latency_chart
 
     exp = report.get("experiment") or {}
     name = exp.get("name") or ("simulation" if report.get("kind") == "simulate" else "live run")
