@@ -345,7 +345,7 @@ def test_the_real_model_build_stops_between_warm_up_runs():
 
 
 def test_report_and_headline_agree_when_a_source_is_bad(engines, tmp_path):
-    from batchscope.ui.headline import headline_numbers
+    from batchscope.ui.plots.headline import headline_numbers
 
     bad = tmp_path / "notes.mp4"
     bad.write_text("this is not a video")

@@ -42,7 +42,7 @@ def tip_shown(tip: str) -> str:
 
 
 def test_status_line_and_starting_view_draw_user_text_as_it_is(qtbot):
-    from batchscope.ui.headline import StatusLine
+    from batchscope.ui.plots.headline import StatusLine
     from batchscope.ui.starting import StartingView
 
     status = StatusLine(Look())
@@ -75,7 +75,7 @@ def test_a_fault_dialog_quotes_what_was_typed_as_it_is(qtbot):
 
 
 def test_card_titles_and_event_markers_draw_user_text_as_it_is(qtbot):
-    from batchscope.ui.plots import FpsPlot
+    from batchscope.ui.plots.time_plots import FpsPlot
     from batchscope.ui.segment_table import SegmentPlots
 
     plot, segment = FpsPlot(Look()), SegmentPlots(Look())
@@ -162,7 +162,7 @@ def snapshot(sessions: list[SessionView]) -> Snapshot:
 
 
 def test_the_headline_names_a_session_in_error_and_what_the_fps_cover(qtbot):
-    from batchscope.ui.headline import HeadlineStrip
+    from batchscope.ui.plots.headline import HeadlineStrip
 
     strip = HeadlineStrip()
     qtbot.addWidget(strip)
@@ -187,7 +187,7 @@ def test_the_headline_names_a_session_in_error_and_what_the_fps_cover(qtbot):
 
 
 def test_a_stalled_session_is_named_in_the_headline_and_the_table(qtbot):
-    from batchscope.ui.headline import HeadlineStrip
+    from batchscope.ui.plots.headline import HeadlineStrip
     from batchscope.ui.sessions_panel import SessionsPanel
 
     look = Look()

@@ -15,8 +15,8 @@ from batchscope.config import KNOBS, RunConfig
 from batchscope.engine.metrics import Latest, TimelineSample
 from batchscope.engine.roster import SourceSlot
 from batchscope.engine.snapshot import SessionView, Snapshot
-from batchscope.ui.dist_plots import OverwrittenBars
-from batchscope.ui.plots import BAND_ABOVE, FpsPlot, fps_band, time_window
+from batchscope.ui.plots.distributions import OverwrittenBars
+from batchscope.ui.plots.time_plots import BAND_ABOVE, FpsPlot, fps_band, time_window
 from batchscope.ui.sessions_panel import COLUMNS, NOTE_MARK, SessionsPanel
 from batchscope.ui.theme import Look
 from batchscope.ui.video_tiles import MAX_TILES, VideoWall

@@ -1,6 +1,6 @@
 """Where everything of the bus view goes: the device's recent batches as plain arrays.
 
-One layout for the live view (``ui/bus_view.py``, pyqtgraph) and the report's
+One layout for the live view (``ui/plots/bus.py``, pyqtgraph) and the report's
 still picture (``ui/html_report/bus_chart.py``, QPainter), so both draw the same thing.
 No Qt here: numbers in, numbers out.
 

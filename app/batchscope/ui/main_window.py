@@ -42,12 +42,10 @@ from batchscope.config import UNTRAINED, drop_after_warning
 from batchscope.engine.engine import Engine
 from batchscope.engine.snapshot import Snapshot
 from batchscope.experiment import Experiment
-from batchscope.ui.bus_view import BusView
 from batchscope.ui.capacity_presenter import CapacityPresenter
 from batchscope.ui.capacity_view import CapacityView
 from batchscope.ui.controls import ControlsPanel
 from batchscope.ui.device_options import DeviceChoice, device_choices
-from batchscope.ui.dist_plots import BatchSizeBars, LatencyHistogram, OverwrittenBars, StageBars
 from batchscope.ui.experiments_menu import menu_entries
 from batchscope.ui.export import (
     ExportError,
@@ -58,9 +56,21 @@ from batchscope.ui.export import (
     html_path,
 )
 from batchscope.ui.faults_menu import add_faults_menu, ended_fault, fault_status
-from batchscope.ui.headline import HeadlineStrip, StatusLine
 from batchscope.ui.plain_text import menu_text, plain_label, plain_tip
-from batchscope.ui.plots import FpsPlot, MemoryPlot, PlotCard, ThroughputPlot, time_window
+from batchscope.ui.plots import (
+    BatchSizeBars,
+    BusView,
+    FpsPlot,
+    HeadlineStrip,
+    LatencyHistogram,
+    MemoryPlot,
+    OverwrittenBars,
+    PlotCard,
+    StageBars,
+    StatusLine,
+    ThroughputPlot,
+    time_window,
+)
 from batchscope.ui.presenter import Presenter
 from batchscope.ui.segment_feed import SegmentFeed
 from batchscope.ui.segment_table import SegmentTable

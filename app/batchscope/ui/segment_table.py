@@ -33,8 +33,8 @@ from PySide6.QtWidgets import (
 from batchscope.config import RunConfig
 from batchscope.engine.segment_rows import ACCURACY_KEYS, TEXT_KEYS, describe_changes, has_accuracy
 from batchscope.engine.snapshot import Snapshot
-from batchscope.ui.dist_plots import LatencyHistogram, StageBars
 from batchscope.ui.plain_text import plain_label, plain_tip
+from batchscope.ui.plots import LatencyHistogram, StageBars
 from batchscope.ui.segment_feed import SegmentUpdate
 from batchscope.ui.segment_rows import COLUMNS, compare, segment_row
 from batchscope.ui.theme import Look

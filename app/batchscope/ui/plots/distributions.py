@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QComboBox
 
 from batchscope.engine.snapshot import Snapshot
 from batchscope.engine.stats import STAGES, latency_summary
-from batchscope.ui.plots import PlotCard, pen, style_labels
+from batchscope.ui.plots.time_plots import PlotCard, pen, style_labels
 from batchscope.ui.theme import STAGE_COLOURS, Look, session_colour
 
 BINS = 60

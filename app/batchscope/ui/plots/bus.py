@@ -23,7 +23,7 @@ from PySide6.QtWidgets import QComboBox, QToolTip
 
 from batchscope.engine.snapshot import BUS_S, Snapshot
 from batchscope.ui.bus_layout import BusLayout, bus_layout, reasons_text
-from batchscope.ui.plots import PlotCard, pen, style_labels
+from batchscope.ui.plots.time_plots import PlotCard, pen, style_labels
 from batchscope.ui.theme import SESSION_COLOURS, Look, session_colour
 
 SPANS_S = (2.0, 5.0, 10.0)  # what the span selector offers (the snapshot keeps BUS_S)
