@@ -73,7 +73,7 @@ def main() -> None:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
         from PySide6.QtWidgets import QApplication
 
-        from batchscope.ui.device_options import device_choices
+        from batchscope.ui.controls.device_options import device_choices
         from batchscope.ui.main_window import MainWindow
         from batchscope.ui.theme import Look, apply_look
 

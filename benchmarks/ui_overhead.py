@@ -74,7 +74,7 @@ def with_dashboard(
     from PySide6.QtCore import QEventLoop, QTimer
     from PySide6.QtWidgets import QApplication
 
-    from batchscope.ui.device_options import device_choices
+    from batchscope.ui.controls.device_options import device_choices
     from batchscope.ui.main_window import MainWindow
     from batchscope.ui.theme import Look, apply_look
 

@@ -46,7 +46,7 @@ def dashboard(qtbot, tiny_video: Path, ui_settings):
     """
     from batchscope.config import RunConfig
     from batchscope.engine.engine import Engine
-    from batchscope.ui.device_options import device_choices
+    from batchscope.ui.controls.device_options import device_choices
     from batchscope.ui.main_window import MainWindow
     from batchscope.ui.theme import Look
 

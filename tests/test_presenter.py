@@ -233,8 +233,8 @@ def test_an_unrelated_change_keeps_every_other_field(presenter, fake):
 
 
 def test_the_controls_through_the_presenter_keep_values_outside_the_sliders(presenter, fake, qtbot):
-    from batchscope.ui.controls import ControlsPanel
-    from batchscope.ui.device_options import device_choices
+    from batchscope.ui.controls.device_options import device_choices
+    from batchscope.ui.controls.panel import ControlsPanel
 
     controls = ControlsPanel(device_choices(gpus=[]))
     qtbot.addWidget(controls)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from batchscope.config import DYNAMIC_DEFAULT_MAX_BATCH, KNOBS, RunConfig
-from batchscope.ui.controls import ControlsPanel
-from batchscope.ui.device_options import device_choices
+from batchscope.ui.controls.device_options import device_choices
+from batchscope.ui.controls.panel import ControlsPanel
 
 
 @pytest.fixture

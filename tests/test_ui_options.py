@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from batchscope.config import RunConfig
-from batchscope.ui.device_options import (
+from batchscope.ui.controls.device_options import (
     device_choices,
     fit,
     precision_reasons,
@@ -29,7 +29,7 @@ def test_device_list_has_cpu_gpus_and_profiles():
 
 def test_a_runtime_that_cannot_run_is_greyed_out_with_its_reason(monkeypatch):
     from batchscope.device import onnx_runtime
-    from batchscope.ui import device_options
+    from batchscope.ui.controls import device_options
 
     monkeypatch.setattr(device_options, "default_runtime", lambda device: "torch")
     monkeypatch.setattr(

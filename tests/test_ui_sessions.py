@@ -74,7 +74,7 @@ def test_the_source_column_elides_in_the_middle_with_the_full_path_as_tip(qtbot)
 def test_a_bad_source_past_the_count_shows_in_the_running_app(qtbot, tiny_video, ui_settings):
     from batchscope.config import RunConfig
     from batchscope.engine.engine import Engine
-    from batchscope.ui.device_options import device_choices
+    from batchscope.ui.controls.device_options import device_choices
     from batchscope.ui.main_window import MainWindow
 
     bad = str(Path(tiny_video).parent / "missing.mp4")

@@ -17,7 +17,7 @@ from batchscope.config import RunConfig
 from batchscope.device.checks import gpu_driver_found
 from batchscope.engine.engine import Engine
 from batchscope.ui import startup_log
-from batchscope.ui.device_options import device_choices
+from batchscope.ui.controls.device_options import device_choices
 from batchscope.ui.main_window import MainWindow
 from batchscope.ui.theme import Look, apply_look
 
@@ -139,7 +139,7 @@ def test_nothing_heavy_is_imported_before_the_starting_window(tmp_path: Path):
 def test_without_a_gpu_driver_the_device_list_and_the_demo_need_no_torch(tmp_path: Path):
     code = (
         "import sys; from batchscope.ui.app import cuda_available;"
-        "from batchscope.ui.device_options import device_choices;"
+        "from batchscope.ui.controls.device_options import device_choices;"
         "keys = [c.key for c in device_choices()];"
         "print(cuda_available(), 'cpu' in keys, 'cuda:0' in keys, 'torch' in sys.modules)"
     )

@@ -10,8 +10,8 @@ from PySide6.QtGui import QFont, QImage, QPainter
 
 from batchscope.config import RunConfig
 from batchscope.engine.snapshot import SessionView, Snapshot
-from batchscope.ui.controls import ControlsPanel
-from batchscope.ui.device_options import device_choices
+from batchscope.ui.controls.device_options import device_choices
+from batchscope.ui.controls.panel import ControlsPanel
 from batchscope.ui.plots.distributions import LatencyHistogram
 from batchscope.ui.theme import Look, look_from_name
 from batchscope.ui.video_tiles import VideoWall, footer_text

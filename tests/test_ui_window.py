@@ -270,7 +270,7 @@ def test_camera_menu_says_when_there_is_none(dashboard, monkeypatch):
 def test_a_start_failure_is_shown_and_close_stays_clean(qtbot, tiny_video, ui_settings):
     from batchscope.config import RunConfig
     from batchscope.engine.engine import Engine
-    from batchscope.ui.device_options import device_choices
+    from batchscope.ui.controls.device_options import device_choices
     from batchscope.ui.main_window import MainWindow
     from batchscope.ui.theme import Look
 

@@ -44,8 +44,7 @@ from batchscope.engine.snapshot import Snapshot
 from batchscope.experiment import Experiment
 from batchscope.ui.capacity_presenter import CapacityPresenter
 from batchscope.ui.capacity_view import CapacityView
-from batchscope.ui.controls import ControlsPanel
-from batchscope.ui.device_options import DeviceChoice, device_choices
+from batchscope.ui.controls import ControlsPanel, DeviceChoice, device_choices
 from batchscope.ui.experiments_menu import menu_entries
 from batchscope.ui.export import (
     ExportError,

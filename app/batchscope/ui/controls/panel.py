@@ -39,7 +39,7 @@ from batchscope.config import (
     RunConfig,
     format_resolution,
 )
-from batchscope.ui.device_options import (
+from batchscope.ui.controls.device_options import (
     DeviceChoice,
     choice_key,
     fit,
