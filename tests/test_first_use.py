@@ -194,7 +194,7 @@ def test_run_says_in_the_terminal_that_a_clip_shorter_than_the_run_loops(tmp_pat
 def test_the_app_says_on_the_row_how_long_a_clip_is_and_that_it_loops(dashboard, qtbot):
     # the app runs until stopped: every clip loops; its row (and the engine's info event)
     # give the clip's length, the tiny clip's 60 frames at 30 fps
-    from batchscope.ui.sessions_panel import COLUMNS, NOTE_MARK
+    from batchscope.ui.sessions.panel import COLUMNS, NOTE_MARK
 
     table = dashboard.sessions.table
     state = COLUMNS.index("State")

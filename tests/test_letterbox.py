@@ -18,8 +18,8 @@ from batchscope.engine.session import Session, Window
 from batchscope.engine.snapshot import SessionView
 from batchscope.engine.sources import VideoFileSource, placement, to_model
 from batchscope.models.postprocess import best_detections
+from batchscope.ui.sessions.video_wall import VideoWall
 from batchscope.ui.theme import Look
-from batchscope.ui.video_tiles import VideoWall
 
 
 def test_a_portrait_source_is_scaled_by_one_factor_and_centred() -> None:

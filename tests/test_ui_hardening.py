@@ -188,7 +188,7 @@ def test_the_headline_names_a_session_in_error_and_what_the_fps_cover(qtbot):
 
 def test_a_stalled_session_is_named_in_the_headline_and_the_table(qtbot):
     from batchscope.ui.plots.headline import HeadlineStrip
-    from batchscope.ui.sessions_panel import SessionsPanel
+    from batchscope.ui.sessions.panel import SessionsPanel
 
     look = Look()
     strip, panel = HeadlineStrip(), SessionsPanel(look)

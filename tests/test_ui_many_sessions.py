@@ -17,9 +17,9 @@ from batchscope.engine.roster import SourceSlot
 from batchscope.engine.snapshot import SessionView, Snapshot
 from batchscope.ui.plots.distributions import OverwrittenBars
 from batchscope.ui.plots.time_plots import BAND_ABOVE, FpsPlot, fps_band, time_window
-from batchscope.ui.sessions_panel import COLUMNS, NOTE_MARK, SessionsPanel
+from batchscope.ui.sessions.panel import COLUMNS, NOTE_MARK, SessionsPanel
+from batchscope.ui.sessions.video_wall import MAX_TILES, VideoWall
 from batchscope.ui.theme import Look
-from batchscope.ui.video_tiles import MAX_TILES, VideoWall
 
 STATE = COLUMNS.index("State")
 

@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QStyleOptionViewItem
 
 from batchscope.engine.roster import SourceSlot
 from batchscope.engine.snapshot import SessionView
-from batchscope.ui.sessions_panel import COLUMNS, SessionsPanel
+from batchscope.ui.sessions.panel import COLUMNS, SessionsPanel
 from batchscope.ui.theme import Look, look_from_name
 
 SOURCE, STATE, P50 = COLUMNS.index("Source"), COLUMNS.index("State"), COLUMNS.index("p50 ms")

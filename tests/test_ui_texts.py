@@ -13,8 +13,8 @@ from batchscope.engine.snapshot import SessionView, Snapshot
 from batchscope.ui.controls.device_options import device_choices
 from batchscope.ui.controls.panel import ControlsPanel
 from batchscope.ui.plots.distributions import LatencyHistogram
+from batchscope.ui.sessions.video_wall import VideoWall, footer_text
 from batchscope.ui.theme import Look, look_from_name
-from batchscope.ui.video_tiles import VideoWall, footer_text
 
 FOOTER = "emulated device: no model runs"
 

@@ -10,8 +10,8 @@ from batchscope.engine.metrics import Latest
 from batchscope.engine.snapshot import SessionView, Snapshot
 from batchscope.engine.sources import placement
 from batchscope.models.postprocess import Detection
+from batchscope.ui.sessions.video_wall import VideoWall, grid_shape
 from batchscope.ui.theme import Look
-from batchscope.ui.video_tiles import VideoWall, grid_shape
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import numpy as np
 from PySide6.QtCore import QPoint
 
 from batchscope.config import POLICIES
-from batchscope.ui.sessions_panel import NOTE_MARK
+from batchscope.ui.sessions.panel import NOTE_MARK
 from contract import wait_for
 
 #: ms for a live change to reach the engine (through the command thread) on a loaded machine

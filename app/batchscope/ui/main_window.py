@@ -73,12 +73,11 @@ from batchscope.ui.plots import (
 from batchscope.ui.presenter import Presenter
 from batchscope.ui.segment_feed import SegmentFeed
 from batchscope.ui.segment_table import SegmentTable
-from batchscope.ui.sessions_panel import SessionsPanel
+from batchscope.ui.sessions import SessionsPanel, VideoWall
 from batchscope.ui.settings import save_config
 from batchscope.ui.starting import WINDOW_TITLE, StartingView
 from batchscope.ui.startup_log import note
 from batchscope.ui.theme import Look, apply_look
-from batchscope.ui.video_tiles import VideoWall
 
 TICK_HZ = 15
 REPORT_JOB = "report"  # the command-thread label of an HTML report export (then its path)
