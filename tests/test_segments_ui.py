@@ -11,8 +11,8 @@ import pytest
 
 from batchscope.engine.segment_rows import segments_csv
 from batchscope.ui.export import ExportError, export_segments
-from batchscope.ui.segment_feed import Predictions, SegmentFeed
-from batchscope.ui.segment_rows import COLUMNS, compare, segment_row
+from batchscope.ui.segment_table.cells import COLUMNS, compare, segment_row
+from batchscope.ui.segment_table.feed import Predictions, SegmentFeed
 
 
 def segment(index=1, mean_fps=25.0, p50=37.0, predicted=None, **extra) -> dict:

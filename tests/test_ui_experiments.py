@@ -6,7 +6,7 @@ from pathlib import Path
 
 from batchscope.experiment import list_experiments, load_experiment
 from batchscope.ui.experiments_menu import menu_entries, on_sources
-from batchscope.ui.segment_rows import COLUMNS
+from batchscope.ui.segment_table.cells import COLUMNS
 
 BUILT_IN = ["adaptive-budget", "bus-or-taxi", "round-robin", "small-inputs", "starvation"]
 

@@ -76,7 +76,7 @@ def test_a_fault_dialog_quotes_what_was_typed_as_it_is(qtbot):
 
 def test_card_titles_and_event_markers_draw_user_text_as_it_is(qtbot):
     from batchscope.ui.plots.time_plots import FpsPlot
-    from batchscope.ui.segment_table import SegmentPlots
+    from batchscope.ui.segment_table.view import SegmentPlots
 
     plot, segment = FpsPlot(Look()), SegmentPlots(Look())
     for w in (plot, segment):

@@ -71,8 +71,7 @@ from batchscope.ui.plots import (
     time_window,
 )
 from batchscope.ui.presenter import Presenter
-from batchscope.ui.segment_feed import SegmentFeed
-from batchscope.ui.segment_table import SegmentTable
+from batchscope.ui.segment_table import SegmentFeed, SegmentTable
 from batchscope.ui.sessions import SessionsPanel, VideoWall
 from batchscope.ui.settings import save_config
 from batchscope.ui.starting import WINDOW_TITLE, StartingView

@@ -1,6 +1,6 @@
 """The segment table: one row per segment, and the plots of the rows selected.
 
-A dumb view: :class:`~batchscope.ui.segment_feed.SegmentFeed` hands it the
+A dumb view: :class:`~batchscope.ui.segment_table.feed.SegmentFeed` hands it the
 report's segments once a second, the main window hands it the segment-scope
 snapshots it takes anyway. The report carries percentiles, not histograms,
 so the table keeps, per segment, the newest segment-scope snapshot taken in
@@ -35,8 +35,8 @@ from batchscope.engine.segment_rows import ACCURACY_KEYS, TEXT_KEYS, describe_ch
 from batchscope.engine.snapshot import Snapshot
 from batchscope.ui.plain_text import plain_label, plain_tip
 from batchscope.ui.plots import LatencyHistogram, StageBars
-from batchscope.ui.segment_feed import SegmentUpdate
-from batchscope.ui.segment_rows import COLUMNS, compare, segment_row
+from batchscope.ui.segment_table.cells import COLUMNS, compare, segment_row
+from batchscope.ui.segment_table.feed import SegmentUpdate
 from batchscope.ui.theme import Look
 
 RIGHT = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
