@@ -12,8 +12,8 @@ import pytest
 from batchscope.config import RunConfig
 from batchscope.engine.metrics import Event
 from batchscope.experiment import parse_experiment
-from batchscope.ui.commands import EngineCommands
-from batchscope.ui.presenter import LiveEngine, Presenter
+from batchscope.ui.live.commands import EngineCommands
+from batchscope.ui.live.presenter import LiveEngine, Presenter
 
 CONFIG = RunConfig(sources=("a.mp4", "b.mp4"), sessions=2, max_delay_ms=500.0, slo_ms=2000.0)
 

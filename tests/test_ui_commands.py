@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from batchscope.config import RunConfig
-from batchscope.ui.commands import STOP_TIMEOUT_S, EngineCommands
+from batchscope.ui.live.commands import STOP_TIMEOUT_S, EngineCommands
 from contract import wait_for
 
 
@@ -112,7 +112,7 @@ def test_a_job_that_outlives_stop_is_abandoned_and_reported(commands, caplog):
     commands.submit("build backend", blocker(started, release))
     assert started.wait(10)
     t0 = time.monotonic()
-    with caplog.at_level(logging.WARNING, logger="batchscope.ui.commands"):
+    with caplog.at_level(logging.WARNING, logger="batchscope.ui.live.commands"):
         left = commands.stop()
     # it waited the whole timeout for the job, then gave up on it (returned while the job
     # still runs: not joined forever)

@@ -29,7 +29,7 @@ from batchscope.ui.setting_files import POLICY_FILE, TRITON_FILE, changes_from_f
 
 if TYPE_CHECKING:
     from batchscope.engine.snapshot import Snapshot
-    from batchscope.ui.presenter import Presenter
+    from batchscope.ui.live import Presenter
 
 #: The p99 budget the view starts with (``plan --p99-ms`` has no default; the issue's example).
 DEFAULT_P99_MS = 50.0

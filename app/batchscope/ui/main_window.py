@@ -55,6 +55,7 @@ from batchscope.ui.export import (
     html_path,
 )
 from batchscope.ui.faults_menu import add_faults_menu, ended_fault, fault_status
+from batchscope.ui.live import Presenter
 from batchscope.ui.plain_text import menu_text, plain_label, plain_tip
 from batchscope.ui.plots import (
     BatchSizeBars,
@@ -70,7 +71,6 @@ from batchscope.ui.plots import (
     ThroughputPlot,
     time_window,
 )
-from batchscope.ui.presenter import Presenter
 from batchscope.ui.segment_table import SegmentFeed, SegmentTable
 from batchscope.ui.sessions import SessionsPanel, VideoWall
 from batchscope.ui.settings import save_config

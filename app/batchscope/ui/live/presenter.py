@@ -27,8 +27,8 @@ from batchscope.engine.player import ExperimentPlayer, first_config
 from batchscope.engine.recorder import RecordingError
 from batchscope.engine.snapshot import SCOPES
 from batchscope.experiment import Experiment, ExperimentError, load_experiment
-from batchscope.ui.commands import ConfigurableEngine, EngineCommands
 from batchscope.ui.experiments_menu import on_sources
+from batchscope.ui.live.commands import ConfigurableEngine, EngineCommands
 
 if TYPE_CHECKING:
     from batchscope.engine.roster import SourceSlot
