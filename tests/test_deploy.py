@@ -15,7 +15,7 @@ from tritonclient.grpc import model_config_pb2
 from batchscope.cli import build_parser, main
 from batchscope.config import RunConfig
 from batchscope.setting import export_precision, precision_note, triton_config
-from batchscope.ui.setting_files import export_setting
+from batchscope.ui.capacity.setting_files import export_setting
 
 KIND = model_config_pb2.ModelInstanceGroup
 #: ONNX Runtime's name of each output type config.pbtxt can give.

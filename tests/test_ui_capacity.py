@@ -14,9 +14,9 @@ from PySide6.QtCore import QObject, Signal
 from batchscope.config import RunConfig
 from batchscope.profiles.profile import load_profile
 from batchscope.sim.planner import Budget, plan
-from batchscope.ui.capacity_planner import PlanInputs, Search, compute
-from batchscope.ui.capacity_presenter import CapacityPresenter, setting_changes
-from batchscope.ui.capacity_view import CapacityView
+from batchscope.ui.capacity.planning import PlanInputs, Search, compute
+from batchscope.ui.capacity.presenter import CapacityPresenter, setting_changes
+from batchscope.ui.capacity.view import CapacityView
 from batchscope.ui.theme import Look
 
 QUICK = Search(duration_s=5.0, seeds=2, max_sessions=32)  # a plan in about a second
@@ -146,7 +146,7 @@ def test_a_frame_rate_of_source_is_nothing_to_plan(view, qtbot):
 
 
 def test_torch_without_a_sweep_profile_says_how_to_make_one(monkeypatch):
-    from batchscope.ui import capacity_planner
+    from batchscope.ui.capacity import planning as capacity_planner
 
     monkeypatch.setattr(capacity_planner, "sweep_profile", lambda device: None)
     inputs = PlanInputs(None, "cpu", "fp32", (256, 144), Budget(30.0, 50.0), QUICK)
@@ -161,7 +161,7 @@ def test_torch_without_a_sweep_profile_says_how_to_make_one(monkeypatch):
 
 
 def test_the_torch_backend_plans_on_its_sweep_profile(qtbot, monkeypatch):
-    from batchscope.ui import capacity_planner
+    from batchscope.ui.capacity import planning as capacity_planner
 
     seen = []
     monkeypatch.setattr(

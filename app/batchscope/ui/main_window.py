@@ -42,8 +42,7 @@ from batchscope.config import UNTRAINED, drop_after_warning
 from batchscope.engine.engine import Engine
 from batchscope.engine.snapshot import Snapshot
 from batchscope.experiment import Experiment
-from batchscope.ui.capacity_presenter import CapacityPresenter
-from batchscope.ui.capacity_view import CapacityView
+from batchscope.ui.capacity import CapacityPresenter, CapacityView
 from batchscope.ui.controls import ControlsPanel, DeviceChoice, device_choices
 from batchscope.ui.experiments_menu import menu_entries
 from batchscope.ui.export import (

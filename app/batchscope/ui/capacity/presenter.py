@@ -4,7 +4,7 @@ The view is dumb: it shows what :class:`CapacityPresenter` says (``computing``,
 ``planned``, ``note``) and hands it the budget text and the user's clicks. The
 presenter decides the planner's inputs from the running config (the emulated
 backend's profile; on the torch backend the profile ``batchscope sweep`` made for
-this device, found by :func:`~batchscope.ui.capacity_planner.sweep_profile`), checks
+this device, found by :func:`~batchscope.ui.capacity.planning.sweep_profile`), checks
 the budget with the planner's own :class:`~batchscope.sim.planner.Budget`, and
 applies a recommendation through the dashboard's :class:`Presenter` (the same
 path as the controls: one change, one segment).
@@ -24,8 +24,13 @@ from batchscope.config import KNOBS, POLICY_PARAMS, ConfigError, RunConfig
 from batchscope.engine.stats import fps_figures, latency_summary, served
 from batchscope.setting import SettingError
 from batchscope.sim.planner import DEFAULT_MIN_FPS_RATIO, Budget, Plan, PolicyPlan
-from batchscope.ui.capacity_planner import CapacityPlanner, PlanInputs, PlanResult, Search
-from batchscope.ui.setting_files import POLICY_FILE, TRITON_FILE, changes_from_file, export_setting
+from batchscope.ui.capacity.planning import CapacityPlanner, PlanInputs, PlanResult, Search
+from batchscope.ui.capacity.setting_files import (
+    POLICY_FILE,
+    TRITON_FILE,
+    changes_from_file,
+    export_setting,
+)
 
 if TYPE_CHECKING:
     from batchscope.engine.snapshot import Snapshot

@@ -1,6 +1,6 @@
 """The Capacity tab: how many sessions fit the budget, per policy, with the live run on it.
 
-A dumb view of :class:`~batchscope.ui.capacity_presenter.CapacityPresenter`: the
+A dumb view of :class:`~batchscope.ui.capacity.presenter.CapacityPresenter`: the
 budget fields, a progress bar while the planner's thread works, the two panels of
 ``plan --plot`` (slowest session's fps and p99 against sessions; same colours, the
 budget dashed, each policy's maximum ringed, p99 clipped at 3× the budget) drawn
@@ -37,7 +37,7 @@ from PySide6.QtWidgets import (
 from batchscope.config import POLICIES, format_resolution
 from batchscope.engine.snapshot import Snapshot
 from batchscope.sim.planner import Series
-from batchscope.ui.capacity_presenter import (
+from batchscope.ui.capacity.presenter import (
     CapacityPresenter,
     OperatingPoint,
     PlanResult,
