@@ -74,8 +74,8 @@ def main() -> None:
         from PySide6.QtWidgets import QApplication
 
         from batchscope.ui.controls.device_options import device_choices
-        from batchscope.ui.main_window import MainWindow
         from batchscope.ui.theme import Look, apply_look
+        from batchscope.ui.window.main_window import MainWindow
 
         app = QApplication.instance() or QApplication([])
         apply_look(app, Look())

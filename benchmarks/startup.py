@@ -5,7 +5,7 @@
 Launches ``python -m batchscope gui [GUI ARGS…]`` (what ``./batchscope.sh demo`` runs)
 ``--runs`` times as a subprocess under ``QT_QPA_PLATFORM=offscreen``, each with fresh
 settings (an empty ``XDG_CONFIG_HOME``, so it opens on the demo), and reads the
-milestones the app writes to ``BATCHSCOPE_STARTUP_LOG`` (``batchscope.ui.startup_log``):
+milestones the app writes to ``BATCHSCOPE_STARTUP_LOG`` (``batchscope.ui.window.startup_log``):
 the seconds from the process's start to its window's first paint and to the first
 result drawn into the plots. Each run is ended once its first result is in. Prints
 the median (and min–max) of each; ``--json PATH`` also writes every run.

@@ -47,8 +47,8 @@ def dashboard(qtbot, tiny_video: Path, ui_settings):
     from batchscope.config import RunConfig
     from batchscope.engine.engine import Engine
     from batchscope.ui.controls.device_options import device_choices
-    from batchscope.ui.main_window import MainWindow
     from batchscope.ui.theme import Look
+    from batchscope.ui.window.main_window import MainWindow
 
     config = RunConfig(
         sources=(str(tiny_video),),

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from batchscope.ui.qt_platform import display_problem
+from batchscope.ui.window.qt_platform import display_problem
 
 APP = Path(__file__).resolve().parents[1] / "app"
 

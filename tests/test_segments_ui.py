@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from batchscope.engine.segment_rows import segments_csv
-from batchscope.ui.export import ExportError, export_segments
 from batchscope.ui.segment_table.cells import COLUMNS, compare, segment_row
 from batchscope.ui.segment_table.feed import Predictions, SegmentFeed
+from batchscope.ui.window.export import ExportError, export_segments
 
 
 def segment(index=1, mean_fps=25.0, p50=37.0, predicted=None, **extra) -> dict:

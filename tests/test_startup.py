@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from batchscope.ui.qt_platform import (
+from batchscope.ui.window.qt_platform import (
     debian_package,
     missing_libraries,
     prepare_qt_platform,

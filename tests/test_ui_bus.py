@@ -14,9 +14,9 @@ from batchscope.experiment import ExperimentError, Fault
 from batchscope.ui.bus_layout import bus_layout, reasons_text
 from batchscope.ui.controls.device_options import device_choices
 from batchscope.ui.controls.panel import ControlsPanel
-from batchscope.ui.faults_menu import KINDS, FaultDialog, inject, parse_fault
 from batchscope.ui.sessions.panel import COLUMNS, SessionsPanel
 from batchscope.ui.theme import Look, session_colour
+from batchscope.ui.window.faults_menu import KINDS, FaultDialog, inject, parse_fault
 
 
 def records() -> BusRecords:

@@ -108,7 +108,7 @@ def test_gui_help_lists_every_experiment_and_the_look_flags(monkeypatch, capsys)
 def test_initial_look_flag_over_environment_over_saved_theme(ui_settings):
     import argparse
 
-    from batchscope.ui.app import initial_look
+    from batchscope.ui.window.app import initial_look
 
     def look(light: bool, presentation: bool, environ: dict, saved: str | None):
         if saved:

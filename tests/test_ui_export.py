@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from batchscope.ui.export import ExportError, export_png, export_report
+from batchscope.ui.window.export import ExportError, export_png, export_report
 from contract import OVERALL_KEYS, SESSION_KEYS
 
 

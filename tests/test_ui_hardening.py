@@ -43,7 +43,7 @@ def tip_shown(tip: str) -> str:
 
 def test_status_line_and_starting_view_draw_user_text_as_it_is(qtbot):
     from batchscope.ui.plots.headline import StatusLine
-    from batchscope.ui.starting import StartingView
+    from batchscope.ui.window.starting import StartingView
 
     status = StatusLine(Look())
     starting = StartingView(f"Starting the experiment {CAPTION}…")
@@ -63,7 +63,7 @@ def test_status_line_and_starting_view_draw_user_text_as_it_is(qtbot):
 
 
 def test_a_fault_dialog_quotes_what_was_typed_as_it_is(qtbot):
-    from batchscope.ui.faults_menu import FaultDialog
+    from batchscope.ui.window.faults_menu import FaultDialog
 
     dialog = FaultDialog("burst", sessions=2)
     qtbot.addWidget(dialog)
@@ -214,7 +214,7 @@ def test_a_stalled_session_is_named_in_the_headline_and_the_table(qtbot):
 
 
 def test_a_faults_message_goes_when_it_ends(dashboard, qtbot):
-    from batchscope.ui.faults_menu import inject
+    from batchscope.ui.window.faults_menu import inject
 
     status = dashboard.status_line.message
     marked = lambda: [m.event.message for m in dashboard.fps_plot.markers.markers]  # noqa: E731

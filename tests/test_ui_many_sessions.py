@@ -200,7 +200,7 @@ def test_the_note_of_an_opened_source_is_said_in_the_status_line_and_on_its_row(
 ):
     from batchscope.engine.engine import Engine
     from batchscope.ui.controls.device_options import device_choices
-    from batchscope.ui.main_window import MainWindow
+    from batchscope.ui.window.main_window import MainWindow
 
     # room for 20 of the clip's 60 frames at 256×144: it loops its first 20
     monkeypatch.setattr(sys.modules["batchscope.engine.roster"], "CACHE_BYTES", 20 * 256 * 144 * 3)

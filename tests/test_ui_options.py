@@ -9,7 +9,7 @@ from batchscope.ui.controls.device_options import (
     precision_reasons,
     resolution_options,
 )
-from batchscope.ui.settings import NO_CUDA_NOTE, demo_config, initial_config, save_config
+from batchscope.ui.window.settings import NO_CUDA_NOTE, demo_config, initial_config, save_config
 
 
 def choices() -> dict:

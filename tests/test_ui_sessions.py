@@ -75,7 +75,7 @@ def test_a_bad_source_past_the_count_shows_in_the_running_app(qtbot, tiny_video,
     from batchscope.config import RunConfig
     from batchscope.engine.engine import Engine
     from batchscope.ui.controls.device_options import device_choices
-    from batchscope.ui.main_window import MainWindow
+    from batchscope.ui.window.main_window import MainWindow
 
     bad = str(Path(tiny_video).parent / "missing.mp4")
     config = RunConfig(

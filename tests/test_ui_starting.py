@@ -16,14 +16,14 @@ from PySide6.QtWidgets import QApplication
 from batchscope.config import RunConfig
 from batchscope.device.checks import gpu_driver_found
 from batchscope.engine.engine import Engine
-from batchscope.ui import startup_log
 from batchscope.ui.controls.device_options import device_choices
-from batchscope.ui.main_window import MainWindow
 from batchscope.ui.theme import Look, apply_look
+from batchscope.ui.window import startup_log
+from batchscope.ui.window.main_window import MainWindow
 
 APP = Path(__file__).resolve().parents[1] / "app"
 #: What takes a second or more to import: none of it may load before the starting window.
-HEAVY = ("pyqtgraph", "superqt", "torch", "onnxruntime", "batchscope.ui.main_window")
+HEAVY = ("pyqtgraph", "superqt", "torch", "onnxruntime", "batchscope.ui.window.main_window")
 
 
 def emulated(source: Path, **changes) -> RunConfig:
@@ -127,7 +127,7 @@ def test_a_start_failure_is_said_where_the_plots_would_be(qtbot, tiny_video, ui_
 
 def test_nothing_heavy_is_imported_before_the_starting_window(tmp_path: Path):
     code = (
-        "import sys, batchscope.cli, batchscope.ui.app, batchscope.ui.starting;"
+        "import sys, batchscope.cli, batchscope.ui.window.app, batchscope.ui.window.starting;"
         f"print(' '.join(m for m in {HEAVY!r} if m in sys.modules))"
     )
     proc = python(code, tmp_path)
@@ -138,7 +138,7 @@ def test_nothing_heavy_is_imported_before_the_starting_window(tmp_path: Path):
 @pytest.mark.skipif(gpu_driver_found(), reason="a GPU driver is installed: torch is asked")
 def test_without_a_gpu_driver_the_device_list_and_the_demo_need_no_torch(tmp_path: Path):
     code = (
-        "import sys; from batchscope.ui.app import cuda_available;"
+        "import sys; from batchscope.ui.window.app import cuda_available;"
         "from batchscope.ui.controls.device_options import device_choices;"
         "keys = [c.key for c in device_choices()];"
         "print(cuda_available(), 'cpu' in keys, 'cuda:0' in keys, 'torch' in sys.modules)"

@@ -211,7 +211,7 @@ def test_video_tiles_without_detections_say_why(dashboard, qtbot):
 
 
 def test_tick_cost_is_small(dashboard, qtbot):
-    from batchscope.ui.main_window import TICK_HZ
+    from batchscope.ui.window.main_window import TICK_HZ
 
     dashboard.tick_stats.reset()
     qtbot.waitUntil(lambda: dashboard.tick_stats.ticks >= 2 * TICK_HZ, timeout=10_000)
@@ -271,8 +271,8 @@ def test_a_start_failure_is_shown_and_close_stays_clean(qtbot, tiny_video, ui_se
     from batchscope.config import RunConfig
     from batchscope.engine.engine import Engine
     from batchscope.ui.controls.device_options import device_choices
-    from batchscope.ui.main_window import MainWindow
     from batchscope.ui.theme import Look
+    from batchscope.ui.window.main_window import MainWindow
 
     # the server profile has no fp32 curve: the backend cannot be built
     config = RunConfig(

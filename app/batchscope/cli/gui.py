@@ -69,6 +69,6 @@ def experiment_names() -> str:
 
 def cmd_gui(args: argparse.Namespace) -> int:
     # Qt is imported only when the app opens: the headless commands never load it.
-    from batchscope.ui.app import run_gui
+    from batchscope.ui.window import run_gui
 
     return run_gui(args)

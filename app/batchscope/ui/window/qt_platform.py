@@ -41,7 +41,7 @@ _NOT_FOUND = re.compile(r"^\s*(\S+)\s+=>\s+not found\s*$", re.MULTILINE)
 def prepare_qt_platform(environ: MutableMapping[str, str] = os.environ) -> str | None:
     """Undo opencv-python's redirect; then one line naming what xcb lacks, or None.
 
-    Call it after every import of cv2 (``batchscope.ui.app`` imports the engine, which
+    Call it after every import of cv2 (``batchscope.ui.window.app`` imports the engine, which
     imports cv2, at its top: cv2 sets the variables only on its first import) and before
     the QApplication, which reads them.
     """

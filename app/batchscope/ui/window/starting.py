@@ -2,7 +2,7 @@
 
 Why it exists (issue 16, "start-up speed"): the window stayed black for about 3 s while
 the app imported torch, pyqtgraph and the engine and built the dashboard, then showed
-empty plots until the sources were decoded. ``batchscope.ui.app`` now shows this view as
+empty plots until the sources were decoded. ``batchscope.ui.window.app`` now shows this view as
 the first window, on the theme's palette, before anything heavy is imported; the main
 window then shows it in place of the plots until the engine runs. Plain Qt widgets only,
 so it can paint before pyqtgraph or the engine load.

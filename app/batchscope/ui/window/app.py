@@ -15,10 +15,10 @@ it (a bad file: one line naming it, exit 2, no window);
 screenshot runs ignore and keep the saved settings so images are
 reproducible. ``--light`` and ``--presentation`` (or ``BATCHSCOPE_THEME=light``
 and ``BATCHSCOPE_PRESENTATION=1``) choose the look over the saved theme.
-Before the QApplication, :func:`~batchscope.ui.qt_platform.prepare_qt_platform`
+Before the QApplication, :func:`~batchscope.ui.window.qt_platform.prepare_qt_platform`
 undoes opencv-python's Qt plugin redirect and, where xcb lacks system
 libraries, the app prints one line naming them and exits 2 with no window; without a
-display (:func:`~batchscope.ui.qt_platform.display_problem`: no ``DISPLAY`` or
+display (:func:`~batchscope.ui.window.qt_platform.display_problem`: no ``DISPLAY`` or
 ``WAYLAND_DISPLAY``) it says so in one line and exits 2, and a screenshot run draws
 offscreen.
 """
@@ -40,15 +40,15 @@ from batchscope.engine.engine import Engine
 from batchscope.engine.player import first_config
 from batchscope.experiment import Experiment, ExperimentError, load_experiment
 from batchscope.paths import assets_dir
-from batchscope.ui import startup_log
 from batchscope.ui.experiments_menu import on_sources
-from batchscope.ui.qt_platform import display_problem, prepare_qt_platform
-from batchscope.ui.settings import initial_config
-from batchscope.ui.starting import WINDOW_TITLE, StartingView
 from batchscope.ui.theme import Look, apply_look, apply_palette, look_from_name
+from batchscope.ui.window import startup_log
+from batchscope.ui.window.qt_platform import display_problem, prepare_qt_platform
+from batchscope.ui.window.settings import initial_config
+from batchscope.ui.window.starting import WINDOW_TITLE, StartingView
 
 if TYPE_CHECKING:
-    from batchscope.ui.main_window import MainWindow
+    from batchscope.ui.window.main_window import MainWindow
 
 SCREENSHOT_SIZE = (1600, 1000)
 START_TIMEOUT_S = 120.0  # a screenshot run gives up if the engine has not started by then
@@ -101,7 +101,7 @@ def run_gui(args: argparse.Namespace) -> int:
 
     # pyqtgraph, the dashboard's widgets, and torch where a GPU driver is installed:
     # imported only now that the starting window is on screen
-    from batchscope.ui.main_window import MainWindow
+    from batchscope.ui.window.main_window import MainWindow
 
     config, note = initial_config(settings, args.sources, cuda_available())
     if experiment is not None:  # start on its first step rather than switching right away

@@ -45,15 +45,6 @@ from batchscope.experiment import Experiment
 from batchscope.ui.capacity import CapacityPresenter, CapacityView
 from batchscope.ui.controls import ControlsPanel, DeviceChoice, device_choices
 from batchscope.ui.experiments_menu import menu_entries
-from batchscope.ui.export import (
-    ExportError,
-    export_html_report,
-    export_png,
-    export_report,
-    export_segments,
-    html_path,
-)
-from batchscope.ui.faults_menu import add_faults_menu, ended_fault, fault_status
 from batchscope.ui.live import Presenter
 from batchscope.ui.plain_text import menu_text, plain_label, plain_tip
 from batchscope.ui.plots import (
@@ -72,10 +63,19 @@ from batchscope.ui.plots import (
 )
 from batchscope.ui.segment_table import SegmentFeed, SegmentTable
 from batchscope.ui.sessions import SessionsPanel, VideoWall
-from batchscope.ui.settings import save_config
-from batchscope.ui.starting import WINDOW_TITLE, StartingView
-from batchscope.ui.startup_log import note
 from batchscope.ui.theme import Look, apply_look
+from batchscope.ui.window.export import (
+    ExportError,
+    export_html_report,
+    export_png,
+    export_report,
+    export_segments,
+    html_path,
+)
+from batchscope.ui.window.faults_menu import add_faults_menu, ended_fault, fault_status
+from batchscope.ui.window.settings import save_config
+from batchscope.ui.window.starting import WINDOW_TITLE, StartingView
+from batchscope.ui.window.startup_log import note
 
 TICK_HZ = 15
 REPORT_JOB = "report"  # the command-thread label of an HTML report export (then its path)
