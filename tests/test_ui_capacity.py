@@ -4,7 +4,6 @@ its recommendation applied live, and File → Export setting… / Open settings�
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,11 @@ from batchscope.ui.theme import Look
 
 QUICK = Search(duration_s=5.0, seeds=2, max_sessions=32)  # a plan in about a second
 SLOW = Search()  # the CLI's defaults: tens of seconds at 256x144
+#: ms a quick plan may take: the planner thread runs niced (NICENESS), so two busy cores
+#: beside it stretch its second to a minute or more
+PLAN_MS = 180_000
+#: ms for a live change or a thread to start on a loaded machine
+CHANGE_MS = 30_000
 
 
 class FakeEngine:
@@ -79,7 +83,7 @@ def expected(p99_ms: float, resolution=(512, 288)):
 
 def test_the_view_plans_in_the_background_and_a_new_budget_plans_again(view, qtbot):
     view.show()  # shown: it plans for the engine's config
-    qtbot.waitUntil(lambda: view.table.rowCount() == 6, timeout=20_000)
+    qtbot.waitUntil(lambda: view.table.rowCount() == 6, timeout=PLAN_MS)
     want = expected(50.0)
     rows = table(view)
     assert [r[1].split()[0] for r in rows] == [str(p.max_sessions) for p in want.policies]
@@ -103,7 +107,7 @@ def test_the_view_plans_in_the_background_and_a_new_budget_plans_again(view, qtb
         lambda: (
             view.presenter.result is not None and view.presenter.result.inputs.budget.p99_ms == 12.0
         ),
-        timeout=20_000,
+        timeout=PLAN_MS,
     )
     want = expected(12.0)
     assert [r[1].split()[0] for r in table(view)] == [str(p.max_sessions) for p in want.policies]
@@ -113,17 +117,24 @@ def test_the_view_plans_in_the_background_and_a_new_budget_plans_again(view, qtb
 def test_new_inputs_cancel_the_plan_in_progress(qtbot):
     dashboard = FakeDashboard(laptop(resolution=(256, 144)))
     presenter = CapacityPresenter(dashboard, SLOW)
-    got = []
+    got, progress = [], []
     presenter.planned.connect(got.append)
+    presenter.planner.progressed.connect(
+        lambda inputs, done, total, what: progress.append((inputs.resolution, done, total))
+    )
     try:
         presenter.refresh()
-        qtbot.waitUntil(lambda: presenter.planner.busy, timeout=5000)
-        t0 = time.perf_counter()
+        qtbot.waitUntil(lambda: presenter.planner.busy, timeout=CHANGE_MS)
         presenter.search = QUICK
         presenter.refresh(laptop())  # 512x288: a new plan; the slow one is dropped
-        qtbot.waitUntil(lambda: bool(got), timeout=15_000)
-        assert time.perf_counter() - t0 < 10  # the slow plan alone takes ~25 s
+        qtbot.waitUntil(lambda: bool(got), timeout=PLAN_MS)
         assert [r.inputs.resolution for r in got] == [(512, 288)]
+        # the slow plan (~25 s alone) stopped short of its last step: it was cancelled,
+        # not run to its end and then thrown away
+        slow = [(done, total) for res, done, total in progress if res == (256, 144)]
+        assert all(done < total for done, total in slow)
+        quick = [(done, total) for res, done, total in progress if res == (512, 288)]
+        assert quick[-1][0] == quick[-1][1]  # the new plan ran to its end
         assert got[0].plan.recommended.max_sessions == expected(50.0).recommended.max_sessions
     finally:
         presenter.shutdown()
@@ -132,10 +143,10 @@ def test_new_inputs_cancel_the_plan_in_progress(qtbot):
 def test_closing_stops_the_planner_promptly_mid_plan(qtbot):
     presenter = CapacityPresenter(FakeDashboard(laptop(resolution=(256, 144))), SLOW)
     presenter.refresh()
-    qtbot.waitUntil(lambda: presenter.planner.busy, timeout=5000)
-    t0 = time.perf_counter()
+    qtbot.waitUntil(lambda: presenter.planner.busy, timeout=CHANGE_MS)
+    # shutdown joins the planner for at most 2 s: dead after it means the plan in progress
+    # saw the terminate flag at its next simulation (left alone it runs ~25 s)
     presenter.shutdown()
-    assert time.perf_counter() - t0 < 2.0
     assert not presenter.planner.alive
 
 
@@ -171,7 +182,7 @@ def test_the_torch_backend_plans_on_its_sweep_profile(qtbot, monkeypatch):
     presenter = CapacityPresenter(FakeDashboard(torch_config), QUICK)
     try:
         presenter.refresh()
-        qtbot.waitUntil(lambda: presenter.result is not None, timeout=20_000)
+        qtbot.waitUntil(lambda: presenter.result is not None, timeout=PLAN_MS)
         assert seen == ["cpu"] and presenter.result.profile == "laptop-8gb"
     finally:
         presenter.shutdown()
@@ -184,7 +195,7 @@ def planned_dashboard(dashboard, qtbot):
     capacity = dashboard.capacity
     capacity.presenter.search = QUICK
     dashboard.tabs.setCurrentWidget(capacity)
-    qtbot.waitUntil(lambda: capacity.table.rowCount() == 6, timeout=30_000)
+    qtbot.waitUntil(lambda: capacity.table.rowCount() == 6, timeout=PLAN_MS)
     return capacity
 
 
@@ -198,16 +209,16 @@ def test_apply_recommended_puts_the_engine_on_the_recommendation(dashboard, qtbo
     capacity.apply_button.click()
     engine = dashboard.engine
     qtbot.waitUntil(
-        lambda: all(getattr(engine.config, k) == v for k, v in want.items()), timeout=10_000
+        lambda: all(getattr(engine.config, k) == v for k, v in want.items()), timeout=CHANGE_MS
     )
-    qtbot.waitUntil(lambda: len(engine.snapshot().sessions) == rec.max_sessions, timeout=10_000)
+    qtbot.waitUntil(lambda: len(engine.snapshot().sessions) == rec.max_sessions, timeout=CHANGE_MS)
     # the live point follows the current segment
     qtbot.waitUntil(
-        lambda: f"{rec.max_sessions} sessions" in capacity.live_text.text(), timeout=10_000
+        lambda: f"{rec.max_sessions} sessions" in capacity.live_text.text(), timeout=CHANGE_MS
     )
     assert (engine.config.precision, engine.config.resolution) == ("fp16", (256, 144))
     # the controls show the setting the button applied, not the one before it
-    qtbot.waitUntil(lambda: dashboard.sessions.count.value() == rec.max_sessions, timeout=5000)
+    qtbot.waitUntil(lambda: dashboard.sessions.count.value() == rec.max_sessions, timeout=CHANGE_MS)
     assert dashboard.controls.policy.currentData() == rec.policy
 
 
@@ -215,19 +226,17 @@ def test_closing_the_window_stops_the_planner(dashboard, qtbot):
     capacity = dashboard.capacity
     capacity.presenter.search = SLOW
     dashboard.tabs.setCurrentWidget(capacity)
-    qtbot.waitUntil(lambda: capacity.presenter.planner.busy, timeout=5000)
+    qtbot.waitUntil(lambda: capacity.presenter.planner.busy, timeout=CHANGE_MS)
     assert capacity.progress.isVisibleTo(capacity)
-    t0 = time.perf_counter()
-    dashboard.close()
+    dashboard.close()  # joins the planner for at most 2 s (see the test above)
     assert not capacity.presenter.planner.alive
-    assert time.perf_counter() - t0 < 4.0  # the planner's part: under 2 s (test above)
 
 
 def test_export_then_open_gives_the_same_setting(dashboard, qtbot, tmp_path: Path):
     engine, capacity = dashboard.engine, dashboard.capacity
     p = dashboard.presenter
     p.change({"policy": "dynamic", "max_batch": 4, "max_delay_ms": 5.0, "sessions": 4})
-    qtbot.waitUntil(lambda: engine.config.policy == "dynamic", timeout=10_000)
+    qtbot.waitUntil(lambda: engine.config.policy == "dynamic", timeout=CHANGE_MS)
     before = engine.config
     folder = capacity.presenter.export_current(tmp_path / "setting")
     assert folder is not None and "exported" in dashboard.status_line.message.text()
@@ -242,12 +251,12 @@ def test_export_then_open_gives_the_same_setting(dashboard, qtbot, tmp_path: Pat
     assert "max_batch_size: 4" in pbtxt and "max_queue_delay_microseconds: 5000" in pbtxt
 
     p.change({"policy": "oldest", "sessions": 2})
-    qtbot.waitUntil(lambda: engine.config.policy == "oldest", timeout=10_000)
+    qtbot.waitUntil(lambda: engine.config.policy == "oldest", timeout=CHANGE_MS)
     assert capacity.presenter.open_setting(folder / "policy.json")
     fields = ("policy", "max_batch", "max_delay_ms", "batch", "slo_ms", "sessions", "fps")
     qtbot.waitUntil(
         lambda: all(getattr(engine.config, k) == getattr(before, k) for k in fields),
-        timeout=10_000,
+        timeout=CHANGE_MS,
     )
 
     # a bad file is one line in the status bar, and the run goes on as it was
