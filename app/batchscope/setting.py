@@ -224,6 +224,7 @@ def triton_config(
     if policy == "all":
         max_batch, preferred, delay_us = config.max_batch or config.sessions, None, 0
     elif policy == "dynamic":
+        assert config.max_batch is not None, "RunConfig: the dynamic policy needs max_batch"
         max_batch = config.max_batch
         preferred, delay_us = max_batch, round(config.max_delay_ms * 1000)
     elif policy == "fixed":

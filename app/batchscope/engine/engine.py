@@ -36,7 +36,13 @@ from batchscope.config import (
 )
 from batchscope.device.load import NeighbourLoad
 from batchscope.engine.accuracy import UNSCORED, score
-from batchscope.engine.backends import Backend, BackendError, BuildCancelled, make_backend
+from batchscope.engine.backends import (
+    Backend,
+    BackendError,
+    BuildCancelled,
+    EmulatedBackend,
+    make_backend,
+)
 from batchscope.engine.faults import ENDED, ActiveFaults, fault_actions, fault_changes
 from batchscope.engine.feeder import Feeder
 from batchscope.engine.metrics import Event, MetricsStore, TimelineSample
@@ -176,14 +182,14 @@ class Engine:
         self._t0 = self._stats_t0 = started
         self.segments.open(self._t0, self.config)
         self._sync_sessions()
-        self._worker.start()
+        self._opened.start()
         self._feeder.start()
         self._monitor.start()
         self.running = True
         self.event(
             "config",
             f"start: {self.config.policy_phrase()}, {self.config.sessions} "
-            f"sessions on {self._worker.backend.label}",
+            f"sessions on {self.backend.label}",
         )
 
     def stop(self, timeout: float = 2.0) -> list[str]:
@@ -227,7 +233,7 @@ class Engine:
     def set_paused(self, paused: bool) -> None:
         """Pause or resume feeding and batching; paused stays paused through every live
         change and recovery (the feeder's own flag, which re-making sessions keeps)."""
-        self._worker.paused = paused
+        self._opened.paused = paused
         self._feeder.set_paused(paused)
         self.event("config", "paused" if paused else "resumed")
 
@@ -419,23 +425,24 @@ class Engine:
                 slots = self._reopen(new)
             # 2. swap it in, between two batches
             if backend is not None:
-                self._worker.swap_backend(backend)
+                self._opened.swap_backend(backend)
                 backend = None  # the worker owns it now
         except BaseException:
             self._release(backend, slots)
             raise
+        worker = self._opened
         if policy is not None:
-            self._worker.set_policy(policy)
+            worker.set_policy(policy)
         elif set(POLICY_PARAMS[new.policy]) & changes.keys():
-            self._worker.retune(lambda p: p.retune(new))
+            worker.retune(lambda p: p.retune(new))
         if set(WORKER_FIELDS) & changes.keys():
-            self._worker.between_batches(lambda: self._set_worker_knobs(new))
+            worker.between_batches(lambda: self._set_worker_knobs(new))
         if (
             set(DEVICE_LOAD_FIELDS) & changes.keys()
             and set(BACKEND_FIELDS).isdisjoint(changes.keys())
             and new.backend == "emulated"
         ):
-            self._worker.between_batches(lambda: self._set_neighbours(new))
+            worker.between_batches(lambda: self._set_neighbours(new))
         if {*DEVICE_LOAD_FIELDS, "backend", "device"} & changes.keys():
             self._sync_load(new)
         if slots is not None:
@@ -459,7 +466,7 @@ class Engine:
         if slots is not None:
             close_slots(slots)
         if backend is not None:
-            future = self._worker.discard(backend)
+            future = self._opened.discard(backend)
             if future.done() and future.exception() is not None:  # the worker is gone
                 backend.close()
 
@@ -475,7 +482,7 @@ class Engine:
     def _set_worker_knobs(self, config: RunConfig) -> None:
         """Worker thread: the knobs it applies to every policy."""
         ms = config.drop_after_ms
-        self._worker.drop_after_s = None if ms is None else ms / 1000.0
+        self._opened.drop_after_s = None if ms is None else ms / 1000.0
 
     def _sync_load(self, config: RunConfig) -> None:
         """Real neighbour processes on a real device, as many as ``config`` asks for."""
@@ -496,9 +503,9 @@ class Engine:
 
     def _set_neighbours(self, config: RunConfig) -> None:
         """Worker thread: the emulated device's neighbours change between two batches."""
-        self._worker.backend.neighbours = Neighbours(
-            config.neighbours, config.neighbour_duty, config.seed
-        )
+        backend = self.backend
+        assert isinstance(backend, EmulatedBackend), "neighbours are the emulated device's"
+        backend.neighbours = Neighbours(config.neighbours, config.neighbour_duty, config.seed)
 
     def _reopen(self, new: RunConfig) -> list[SourceSlot]:
         """The sources of ``new``; refused if one that works now would fail after the change.
@@ -523,7 +530,7 @@ class Engine:
         self._feeder.set_sessions([], old.fps)
         for session in self.roster.sessions():
             self.mailboxes.drop(session.id)
-        self._worker.between_batches(self._worker.backend.forget_frames)
+        self._opened.between_batches(self.backend.forget_frames)
         self.roster.release_caches()
         try:
             return self._checked(self._open_slots(specs, new))
@@ -536,10 +543,10 @@ class Engine:
 
     def _checked(self, slots: list[SourceSlot]) -> list[SourceSlot]:
         working = {s.spec for s in self.roster.slots if s.error is None}
-        broken = [s for s in slots if s.error and s.spec in working]
+        broken = [(s.spec, s.error) for s in slots if s.error and s.spec in working]
         if broken:
             close_slots(slots)
-            raise SourceError(broken[0].spec, broken[0].error)
+            raise SourceError(*broken[0])
         return slots
 
     def _cache_estimate(self, specs: tuple[str, ...], resolution: tuple[int, int]) -> int:
@@ -553,14 +560,16 @@ class Engine:
         total = 0
         for spec in files:
             source = opened.get(spec)
-            whole = isinstance(source, VideoFileSource) and source.complete
-            total += min(share, source.n_frames * frame) if whole else share
+            if isinstance(source, VideoFileSource) and source.complete:
+                total += min(share, source.n_frames * frame)
+            else:
+                total += share
         return total
 
     def _build(self, config: RunConfig) -> Backend:
         oom_above = self._oom_above
         try:
-            return self._worker.build_backend(
+            return self._opened.build_backend(
                 lambda cancelled: make_backend(config, oom_above, cancelled)
             )
         except BuildCancelled:
@@ -609,7 +618,7 @@ class Engine:
             fault,
             self.faults,
             self._feeder,
-            self._worker,
+            self._opened,
             self.roster,
             lambda message: self.event("error", message),
             lambda: self.config.fps,
@@ -637,8 +646,16 @@ class Engine:
         return [f.as_json() for f in self.faults.faults()]
 
     @property
+    def _opened(self) -> Worker:
+        """The worker; :meth:`open` makes it first, before anything that uses it."""
+        assert self._worker is not None, "the engine is not open"
+        return self._worker
+
+    @property
     def backend(self) -> Backend:
-        return self._worker.backend
+        backend = self._opened.backend
+        assert backend is not None, "open() swaps the first backend in"
+        return backend
 
     # -- reading -----------------------------------------------------------------------
 
@@ -646,7 +663,7 @@ class Engine:
         return sample_timeline(
             self.store,
             [s.id for s in self.roster.sessions()],
-            self._worker.backend.memory(),
+            self.backend.memory(),
             self._clock(),
             self._t0,
             self._stats_t0,
@@ -659,8 +676,8 @@ class Engine:
         (a closed one: from its settling second's end to its end) instead of the
         current one.
         """
-        worker = self._worker
-        backend = worker.backend
+        worker = self._opened
+        backend = self.backend
         now = self._clock()
         segments = self.segments.all()
         if segment is not None and not 0 <= segment < len(segments):

@@ -95,7 +95,7 @@ def fault_actions(
     feeder: Feeder,
     worker: Worker,
     roster: Roster,
-    report_error: Callable[[str], None],
+    report_error: Callable[[str], object],
     fps: Callable[[], float | None],
 ) -> tuple[Action, Action]:
     """(start, end) of ``fault``; start runs on the caller's thread, end on the feeder's.
@@ -113,6 +113,7 @@ def fault_actions(
         active.remove(token.pop())
 
     if fault.kind in ("stall", "burst"):
+        assert sid is not None, f"a {fault.kind} fault names its session (FAULT_FIELDS)"
 
         def pace(change: Action) -> Action:
             def act() -> None:
@@ -138,13 +139,16 @@ def fault_actions(
 
         return slow(on, True), slow(off, False)
     if fault.kind == "source_error":
+        assert sid is not None, "a source_error fault names its session (FAULT_FIELDS)"
 
         def fail() -> None:
             with active.lock:
                 first = not active.failed(sid)
                 on()
             if first:
-                roster.session(sid).fail("source error (injected fault)")
+                session = roster.session(sid)
+                assert session is not None, f"no session {sid} (Engine checks before a start)"
+                session.fail("source error (injected fault)")
                 report_error(f"session {sid}: source error (injected fault)")
 
         def recover() -> None:

@@ -41,7 +41,7 @@ class Feeder(LoopThread):
     def __init__(
         self,
         mailboxes: Mailboxes,
-        on_error: Callable[[str], None],
+        on_error: Callable[[str], object],
         clock: Callable[[], float] = time.perf_counter,
         seed: int = 0,
     ) -> None:

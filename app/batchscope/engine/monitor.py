@@ -54,7 +54,7 @@ class Monitor(LoopThread):
         self,
         store: MetricsStore,
         sample: Callable[[], TimelineSample],
-        on_error: Callable[[str], None],
+        on_error: Callable[[str], object],
         period_s: float = MONITOR_PERIOD_S,
     ) -> None:
         super().__init__("batchscope-monitor")

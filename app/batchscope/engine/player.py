@@ -79,6 +79,7 @@ class ExperimentPlayer(LoopThread):
 
     def _sleep_until(self, at: float) -> bool:
         """Wait until ``at`` s on the experiment's clock; False if stopped meanwhile."""
+        assert self._origin is not None, "start() sets the origin before the thread runs"
         while not self._terminate:
             left = self._origin + at - self._engine.now()
             if left <= 0:

@@ -59,7 +59,7 @@ class Recorder:
         store: MetricsStore,
         t0: float,
         config_json: dict[str, Any],
-        on_error: Callable[[str], None],
+        on_error: Callable[[str], object],
     ) -> None:
         self.folder = Path(folder)
         try:

@@ -192,7 +192,9 @@ def close_slots(slots: Iterable[SourceSlot]) -> None:
 def _make_session(sid: int, slot: SourceSlot | None) -> Session:
     if slot is None or slot.source is None:
         session = Session(sid, _NoSource(slot.spec if slot else "no source"))
-        session.fail(slot.error if slot else "no source opened")
+        reason = slot.error if slot else "no source opened"
+        assert reason is not None, "a SourceSlot holds its source or the error that stopped it"
+        session.fail(reason)
         return session
     n = slot.source.n_frames or 1
     return Session(sid, slot.source, int(n * ((sid * GOLDEN) % 1.0)))

@@ -186,14 +186,14 @@ def take_snapshot(
         overwrites = store.overwrites.tail(4096) if until is None else None
         expiries = store.expiries.tail(4096) if until is None else None
     bus = None
-    if overwrites is not None:
-        recent = now - BUS_S
+    if overwrites is not None and expiries is not None:
+        bus_start = now - BUS_S
         bus = BusRecords(
-            items[items["result"] > recent],
-            batches[batches["end"] > recent],
-            overwrites[overwrites["t"] > recent],
+            items[items["result"] > bus_start],
+            batches[batches["end"] > bus_start],
+            overwrites[overwrites["t"] > bus_start],
             t0,
-            expiries[expiries["t"] > recent],
+            expiries[expiries["t"] > bus_start],
         )
     end = np.inf if until is None else until
     truncated = len(items) > 0 and items["result"][0] > since and len(items) >= MAX_ITEMS
@@ -207,7 +207,8 @@ def take_snapshot(
     spans = {
         int(sid): (int(a), int(a + c)) for sid, a, c in zip(present, first, count, strict=True)
     }
-    views, recent = [], {}
+    views: list[SessionView] = []
+    recent: dict[int, np.ndarray] = {}
     for s in sessions:
         shown = latest.get(s.id)
         has_truth = s.source.has_truth

@@ -137,7 +137,10 @@ class FrameSource(ABC):
         """Where its frames lie in the model frame (see :func:`placement`)."""
         return placement(self.source_size, self.resolution, self.fit)
 
-    has_truth: bool = False  # whether truth() gives the ball's position (labels, the scene)
+    @property
+    def has_truth(self) -> bool:
+        """Whether truth() gives the ball's position (labels, the scene)."""
+        return False
 
     def truth(self, index: int) -> BallTruth | None:
         """Ground truth for frame ``index`` in source pixels, when the source knows it."""

@@ -62,7 +62,7 @@ class Worker:
         mailboxes: Mailboxes,
         store: MetricsStore,
         policy: BatchPolicy,
-        event: Callable[[str, str], None],
+        event: Callable[[str, str], object],
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self._mailboxes = mailboxes
@@ -224,10 +224,12 @@ class Worker:
 
     def _fit(self, windows: list[Window]) -> list[Window]:
         """Drop windows made for another resolution (in flight across a resolution change)."""
+        assert self.backend is not None, "the loop steps only with a backend in"
         w, h = self.backend.resolution
         return [win for win in windows if win.frames[0].shape[:2] == (h, w)]
 
     def _run_batch(self, windows: Sequence[Window], reason: int = 0) -> None:
+        assert self.backend is not None, "the loop steps only with a backend in"
         shape = self.policy.shape  # a fixed shape pads a short batch (to the OOM cap, if any)
         pad = 0 if shape is None else max(0, min(shape, self.oom_cap or shape) - len(windows))
         start = self._clock()

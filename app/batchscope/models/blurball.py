@@ -9,6 +9,9 @@ only for timing.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import cast
+
 from torch import Tensor, nn
 
 PARAMETER_COUNT = 1_488_531
@@ -31,6 +34,15 @@ def _conv3x3(in_channels: int, out_channels: int, stride: int = 1) -> nn.Conv2d:
 
 def _bn(channels: int) -> nn.BatchNorm2d:
     return nn.BatchNorm2d(channels, momentum=BN_MOMENTUM)
+
+
+def _module_list(modules: Iterable[nn.Module | None]) -> nn.ModuleList:
+    """A ModuleList whose None entries keep the checkpoint's indices free.
+
+    ModuleList stores None (``add_module`` takes it); its constructor's annotation
+    says Module only.
+    """
+    return nn.ModuleList(modules)  # type: ignore[arg-type]
 
 
 class SqueezeExcitation(nn.Module):
@@ -126,7 +138,7 @@ class HighResolutionModule(nn.Module):
         n = len(channels)
         self.branches = nn.ModuleList(nn.Sequential(BasicBlock(c), BasicBlock(c)) for c in channels)
         self.fuse_layers = nn.ModuleList(
-            nn.ModuleList(_fuse_layer(channels, i, j) for j in range(n)) for i in range(n)
+            _module_list(_fuse_layer(channels, i, j) for j in range(n)) for i in range(n)
         )
         self.relu = nn.ReLU(inplace=True)
 
@@ -140,8 +152,8 @@ class HighResolutionModule(nn.Module):
         fused = []
         for i, layers in enumerate(self.fuse_layers[: len(xs) if outputs is None else outputs]):
             y = xs[i]
-            for j, layer in enumerate(layers):
-                if j != i:
+            for j, layer in enumerate(cast("Iterable[nn.Module | None]", layers)):
+                if layer is not None:  # None at j == i: the branch itself
                     y = y + layer(xs[j])
             fused.append(self.relu(y))
         return fused
@@ -184,9 +196,9 @@ class BlurBall(nn.Module):
         )
         self.stage2 = nn.ModuleList([HighResolutionModule(c[:2])])
         # Existing branches pass through unchanged; None keeps the checkpoint's indices.
-        self.transition2 = nn.ModuleList([None, None, _new_branch(c[1], c[2])])
+        self.transition2 = _module_list([None, None, _new_branch(c[1], c[2])])
         self.stage3 = nn.ModuleList([HighResolutionModule(c[:3])])
-        self.transition3 = nn.ModuleList([None, None, None, _new_branch(c[2], c[3])])
+        self.transition3 = _module_list([None, None, None, _new_branch(c[2], c[3])])
         self.stage4 = nn.ModuleList([HighResolutionModule(c)])
         self.final_layers = nn.ModuleList([nn.Conv2d(c[0], 3, 1)])
 

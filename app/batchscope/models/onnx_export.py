@@ -48,6 +48,9 @@ class ExportError(ValueError):
 class NormalisedBlurBall(nn.Module):
     """BlurBall behind its input normalisation: uint8 [B, 9, H, W] → logits [B, 3, H, W]."""
 
+    scale: torch.Tensor  # buffers (register_buffer), typed for nn.Module's __getattr__
+    shift: torch.Tensor
+
     def __init__(self, model: nn.Module, dtype: torch.dtype) -> None:
         super().__init__()
         self.model = model
@@ -115,6 +118,7 @@ def export_model(model: NormalisedBlurBall, resolution: tuple[int, int]) -> byte
             )
     finally:
         quiet.setLevel(level)
+    assert program is not None, "torch.onnx.export returns its ONNXProgram when dynamo=True"
     return program.model_proto.SerializeToString()
 
 

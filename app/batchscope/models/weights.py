@@ -147,8 +147,8 @@ def _numpy_metadata_globals() -> list[Any]:
 
     try:
         from numpy._core.multiarray import scalar
-    except ImportError:  # numpy < 2
-        from numpy.core.multiarray import scalar
+    except ImportError:  # numpy < 2: the same function under its old module name
+        from numpy.core.multiarray import scalar  # type: ignore[no-redef]
     kinds = (
         np.bool_,
         np.int8,

@@ -75,18 +75,17 @@ class BatchCurve:
 
     def ms(self, batch: int) -> float:
         """Milliseconds for one batch of ``batch`` windows."""
-        pts = self.measured
+        pts = [(p.batch, p.ms) for p in self.points if p.ms is not None]
         if batch < 1:
             raise ValueError(f"batch must be ≥ 1, got {batch}")
-        if len(pts) == 1:
-            return pts[0].ms * batch / pts[0].batch
-        if batch <= pts[0].batch:
-            return pts[0].ms * batch / pts[0].batch
-        for a, b in pairwise(pts):
-            if batch <= b.batch:
-                return a.ms + (b.ms - a.ms) * (batch - a.batch) / (b.batch - a.batch)
-        a, b = pts[-2], pts[-1]
-        return b.ms + (b.ms - a.ms) * (batch - b.batch) / (b.batch - a.batch)
+        first_batch, first_ms = pts[0]
+        if len(pts) == 1 or batch <= first_batch:
+            return first_ms * batch / first_batch
+        for (a_batch, a_ms), (b_batch, b_ms) in pairwise(pts):
+            if batch <= b_batch:
+                return a_ms + (b_ms - a_ms) * (batch - a_batch) / (b_batch - a_batch)
+        (a_batch, a_ms), (b_batch, b_ms) = pts[-2], pts[-1]
+        return b_ms + (b_ms - a_ms) * (batch - b_batch) / (b_batch - a_batch)
 
     def windows_per_s(self, batch: int) -> float:
         return batch * 1000.0 / self.ms(batch)
@@ -223,17 +222,17 @@ def parse_profile(data: Any, origin: str) -> DeviceProfile:
                     error=p.get("error"),
                 )
             )
-        measured = [p for p in points if p.ms is not None]
+        measured = [(p.batch, p.ms) for p in points if p.ms is not None]
         if not measured:
             raise fail(f"{where}.points", "no measured point")
-        for a, b in pairwise(measured):
-            if b.batch <= a.batch:
+        for (a_batch, a_ms), (b_batch, b_ms) in pairwise(measured):
+            if b_batch <= a_batch:
                 raise fail(f"{where}.points", "batch sizes must increase")
-            if b.ms < a.ms:
+            if b_ms < a_ms:
                 raise fail(
                     f"{where}.points",
-                    f"time falls from {a.ms:g} ms at batch {a.batch} to {b.ms:g} ms at"
-                    f" batch {b.batch} (must not decrease)",
+                    f"time falls from {a_ms:g} ms at batch {a_batch} to {b_ms:g} ms at"
+                    f" batch {b_batch} (must not decrease)",
                 )
         curves.append(
             BatchCurve(raw["precision"], (res[0], res[1]), tuple(points), runtime, provider)

@@ -222,11 +222,12 @@ def run_sweep(plan: SweepPlan, progress: Callable[[str], None]) -> list[BatchCur
     curves = []
     for runtime in plan.runtimes:
         for precision in plan.precisions:
-            model = None
+            model: BlurBall | OnnxModel | None = None
             if runtime == "torch":
                 model = BlurBall(lean=plan.lean).eval().to(device, dtypes[precision])
                 if plan.channels_last:
-                    model = model.to(memory_format=torch.channels_last)
+                    # Module.to documents to(memory_format=...), but its overloads leave it out
+                    model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
             for resolution in plan.resolutions:
                 if runtime == "onnxruntime":
                     progress(f"onnxruntime {precision} {format_resolution(resolution)}: exporting…")
@@ -300,8 +301,8 @@ def _prefixed(progress: Callable[[str], None], prefix: str, line: str) -> None:
 
 def _falls(points: list[CurvePoint]) -> list[tuple[CurvePoint, CurvePoint]]:
     """Consecutive measured points whose time decreases with the batch size."""
-    measured = [p for p in points if p.ms is not None]
-    return [(a, b) for a, b in pairwise(measured) if b.ms < a.ms]
+    measured = [(p, p.ms) for p in points if p.ms is not None]
+    return [(a, b) for (a, a_ms), (b, b_ms) in pairwise(measured) if b_ms < a_ms]
 
 
 def _settle(
@@ -324,19 +325,19 @@ def _settle(
     fresh = {b: measure(b) for b in again}
     points = [fresh.get(p.batch, p) for p in points]
     kept: list[CurvePoint] = []
-    last: CurvePoint | None = None
+    last: tuple[int, float] | None = None  # (batch, ms) of the last point kept with a time
     for p in points:
-        if p.ms is not None and last is not None and p.ms < last.ms:
+        if p.ms is not None and last is not None and p.ms < last[1]:
             p = CurvePoint(
                 p.batch,
                 None,
                 p.peak_mb,
-                error=f"measured {p.ms:.2f} ms, less than batch {last.batch}'s "
-                f"{last.ms:.2f} ms twice: left out as noise",
+                error=f"measured {p.ms:.2f} ms, less than batch {last[0]}'s "
+                f"{last[1]:.2f} ms twice: left out as noise",
             )
             progress(f"batch {p.batch}: {p.error}")
         elif p.ms is not None:
-            last = p
+            last = (p.batch, p.ms)
         kept.append(p)
     return kept
 
@@ -397,16 +398,17 @@ def markdown_table(profile: DeviceProfile) -> str:
         ]
         for b in batches:
             pts = [next((p for p in c.points if p.batch == b), None) for c in curves]
-            ms = [_cell(p, lambda q: f"{q.ms:.2f}") for p in pts]
-            wps = [_cell(p, lambda q: f"{q.batch * 1000.0 / q.ms:.1f}") for p in pts]
+            ms = [_cell(p, lambda _, ms: f"{ms:.2f}") for p in pts]
+            wps = [_cell(p, lambda batch, ms: f"{batch * 1000.0 / ms:.1f}") for p in pts]
             lines.append("| " + " | ".join([str(b), *ms, *wps]) + " |")
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
 
 
-def _cell(point: CurvePoint | None, fmt: Callable[[CurvePoint], str]) -> str:
+def _cell(point: CurvePoint | None, fmt: Callable[[int, float], str]) -> str:
+    """``fmt(batch, ms)`` of a measured point; what stopped the others."""
     if point is None:
         return "–"
     if point.ms is None:
         return "OOM" if (point.error or "").startswith("out of memory") else "failed"
-    return fmt(point)
+    return fmt(point.batch, point.ms)

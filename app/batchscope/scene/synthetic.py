@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import cv2
@@ -119,7 +119,7 @@ def _fixed(points_px: np.ndarray) -> np.ndarray:
     return np.round(np.asarray(points_px) * (1 << _SHIFT)).astype(np.int32)
 
 
-def _fill(img: np.ndarray, cam: _Camera, corners_m: list[tuple[float, ...]], rgb: Rgb) -> None:
+def _fill(img: np.ndarray, cam: _Camera, corners_m: Sequence[tuple[float, ...]], rgb: Rgb) -> None:
     points, _ = cam.project(np.array(corners_m))
     cv2.fillPoly(img, [_fixed(points)], rgb, cv2.LINE_AA, _SHIFT)
 
@@ -315,7 +315,7 @@ class SyntheticScene:
         frame = self._background.copy()
         truth = self._ball(frame, index / self.fps)
         if self._noise is not None:
-            self._add_noise(frame, index)
+            self._add_noise(frame, index, self._noise)
         return frame, truth
 
     def frames(self, n: int) -> Iterator[tuple[np.ndarray, BallTruth]]:
@@ -364,9 +364,11 @@ class SyntheticScene:
             _splat(frame, shadow_px, radius_px * 1.1, (0, 0, 0), darkness)
         _splat(frame, centres_px, radius_px, self.style.ball_rgb, 1.0)
 
-    def _add_noise(self, frame: np.ndarray, index: int) -> None:
+    def _add_noise(
+        self, frame: np.ndarray, index: int, noise: tuple[np.ndarray, np.ndarray]
+    ) -> None:
         """Add the noise field at an offset drawn from ``(seed, index)``, in place."""
-        up, down = self._noise
+        up, down = noise
         oy, ox = np.random.default_rng([self.seed, index, 2]).integers(0, NOISE_MARGIN_PX, 2)
         window = np.s_[oy : oy + self.height, ox : ox + self.width]
         cv2.add(frame, up[window], dst=frame)

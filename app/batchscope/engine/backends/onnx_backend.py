@@ -81,6 +81,7 @@ class OnnxBackend(Backend):
         if checkpoint and checkpoint.endswith(".onnx"):
             data = _read_onnx(checkpoint)
             self.weights = f"ONNX file {checkpoint}"
+            origin = checkpoint
         else:
             if cancelled():  # the export cannot be interrupted: ask before it
                 raise BuildCancelled()
@@ -88,7 +89,7 @@ class OnnxBackend(Backend):
             data = _exported(precision, resolution, path, _stamp(path), lean)
             if not path:
                 self.draws_detections = False
-        origin = checkpoint if self.weights.startswith("ONNX") else "the export"
+            origin = "the export"
         self._session, self.providers = open_session(
             data, self.device, threads or torch.get_num_threads(), spinning, origin
         )

@@ -82,15 +82,16 @@ class TorchBackend(Backend):
             self.draws_detections = False
         model = model.to(self.device, self.dtype)
         if channels_last:
-            model = model.to(memory_format=torch.channels_last)
+            # Module.to documents to(memory_format=...), but its overloads leave it out
+            model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+        self.model: Callable[[Any], Any] | None = model  # None once closed
         if compile_model:
             # dynamic shapes: one compilation serves every batch size above 1 (batch 1 is
             # specialised once more); both are paid in warm_up, on the worker thread
-            model = torch.compile(model, dynamic=True)
+            self.model = torch.compile(model, dynamic=True)
             self.label += " compiled"
         if cuda_graphs:
             self.label += " graphs"
-        self.model = model
         self._compiled = compile_model
         self._graphs: dict[int, CapturedBatch] | None = {} if cuda_graphs else None
         self.captured: list[tuple[int, float]] = []  # (batch size, ms to capture) per graph
@@ -125,7 +126,9 @@ class TorchBackend(Backend):
                     x = x.contiguous(memory_format=torch.channels_last)
                 self._sync()
                 prep_end = time.perf_counter()
-                heatmaps = self.model(x)[:, 2] if self._graphs is None else self._replay(x)
+                assert self.model is not None, "TorchBackend.run after close()"
+                graphs = self._graphs
+                heatmaps = self.model(x)[:, 2] if graphs is None else self._replay(x, graphs)
                 heatmaps = heatmaps[:n]  # the padding's results are dropped
                 self._sync()
                 compute_end = time.perf_counter()
@@ -147,16 +150,16 @@ class TorchBackend(Backend):
         """The windows gathered from the device frame pool: (n, 3, h, w, 3) uint8."""
         return self._frames.gather(windows)
 
-    def _replay(self, x: Any) -> Any:
+    def _replay(self, x: Any, graphs: dict[int, CapturedBatch]) -> Any:
         """The newest frame's heatmaps of ``x`` by replaying the graph captured for its size.
 
         The first batch of each size captures it (three warm-up runs on a side stream,
         then the capture), so that batch's compute time includes the capture.
         """
-        captured = self._graphs.get(len(x))
+        captured = graphs.get(len(x))
         if captured is None:
             t0 = time.perf_counter()
-            captured = self._graphs[len(x)] = CapturedBatch.capture(self.torch, self.model, x)
+            captured = graphs[len(x)] = CapturedBatch.capture(self.torch, self.model, x)
             self.captured.append((len(x), (time.perf_counter() - t0) * 1000.0))
         captured.input.copy_(x)
         captured.graph.replay()
