@@ -77,7 +77,11 @@ def test_a_running_segment_without_figures_says_settling_and_a_failed_step_says_
     fresh["overall"] |= {"throughput_wps": 0.0, "mean_fps": 0.0}
     running = segment_row(fresh, running=True)
     assert running["span"] == "10.0–…" and running["mean_fps"] == running["p99"] == "settling…"
-    assert segment_row(fresh)["mean_fps"] == "–" and segment_row(fresh)["pred_fps"] == "–"
+    # closed: 0 s measured is too short to measure; 2 s with nothing delivered is "–"
+    assert segment_row(fresh)["mean_fps"] == "too short" and segment_row(fresh)["pred_fps"] == "–"
+    idle = segment(measured_s=2.0)
+    idle["overall"] |= {"throughput_wps": 0.0, "mean_fps": 0.0}
+    assert segment_row(idle)["mean_fps"] == "–"
     failed = segment_row(segment(error="profile laptop-8gb has no curve for bf16"))
     assert failed["changed"] == "sessions 6 FAILED"
 

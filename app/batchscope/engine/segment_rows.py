@@ -164,7 +164,8 @@ def policy_text(config: Mapping[str, Any]) -> str:
 def has_figures(segment: Mapping[str, Any]) -> bool:
     """Long enough to measure (engine/segments.py's MIN_MEASURED_S), and something was
     delivered after its settling second."""
-    return not too_short(segment) and segment["overall"]["throughput_wps"] > 0
+    overall = segment.get("overall")
+    return not too_short(segment) and bool(overall) and overall["throughput_wps"] > 0
 
 
 def _num(value: float | None, digits: int = 1) -> str:

@@ -206,8 +206,11 @@ def segment_report(
 
 
 def too_short(segment: Mapping[str, Any]) -> bool:
-    """Whether a report's segment entry was too short to measure (it has no figures)."""
-    return bool(segment.get("too_short")) or segment.get("overall") is None
+    """Whether a report's segment entry was too short to measure (it has no figures): its
+    ``too_short``, or for an entry without one, its ``measured_s`` under the minimum."""
+    if "too_short" in segment:
+        return bool(segment["too_short"])
+    return float(segment.get("measured_s", 0.0)) < MIN_MEASURED_S
 
 
 def _counts(records: np.ndarray | None, lo: float, hi: float) -> dict[int, int]:
