@@ -12,11 +12,13 @@ import time
 from itertools import pairwise
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from batchscope.config import RunConfig
 from batchscope.engine.engine import Engine
 from batchscope.engine.recorder import RecordingError
+from batchscope.experiment import Fault
 from contract import wait_for
 
 APP = str(Path(__file__).resolve().parents[1] / "app")
@@ -28,6 +30,11 @@ def rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
+def moved(row: dict[str, str]) -> bool:
+    """Whether the ball had moved on from the window's frame when its answer came."""
+    return row["fresh_px"] != "" and float(row["fresh_px"]) > 0.0
+
+
 def test_recording_holds_items_batches_timeline_events_and_report(tmp_path):
     engine = Engine(RunConfig(**CFG))
     engine.open()
@@ -36,20 +43,35 @@ def test_recording_holds_items_batches_timeline_events_and_report(tmp_path):
         folder = engine.start_recording(tmp_path / "rec")
         assert wait_for(lambda: engine.store.items.total > 20)
         engine.apply(engine.config.with_changes(policy="oldest"))
+        # answers later than a frame (a 10× slower device: ~50 ms): the ball has moved on
+        assert engine.inject(Fault("slow_device", 1.0, factor=10.0)) is None
         assert wait_for(lambda: len(rows(folder / "items.csv")) > 30)  # flushed while running
+        assert wait_for(lambda: any(moved(r) for r in rows(folder / "items.csv")))
         assert wait_for(lambda: len(rows(folder / "timeline.csv")) >= 6)
         engine.stop_recording()
     finally:
         engine.stop()
     items = rows(folder / "items.csv")
     assert {r["session"] for r in items} == {"0", "1", "2"}
+    # each row is the worker's record of that window (times in s since the engine started)
+    scored = {
+        (int(r["session"]), f"{r['arrival'] - engine._t0:.6f}"): r
+        for r in engine.store.items.view()
+    }
     for r in items:
         t = [float(r[k]) for k in ("arrival", "start", "prep_end", "compute_end", "result")]
         assert t == sorted(t)
         # the synthetic scene has ground truth; the emulated device no positions: freshness
-        # only (the ball's travel during the latency, when it is in view at both instants)
+        # only (the ball's travel during the latency, when it is in view at both instants),
+        # as the worker scored it
         assert (r["scored"], r["hit"], r["error_px"]) == ("0", "0", "")
-        assert r["fresh_px"] == "" or float(r["fresh_px"]) >= 0.0
+        fresh = scored[(int(r["session"]), r["arrival"])]["fresh_px"]
+        if np.isnan(fresh):
+            assert r["fresh_px"] == ""
+        else:
+            assert float(r["fresh_px"]) == pytest.approx(fresh, abs=0.005)
+    # the ball is in view most of the time: most rows have a freshness
+    assert sum(r["fresh_px"] != "" for r in items) > len(items) / 2
     batches = rows(folder / "batches.csv")
     assert sum(int(b["size"]) for b in batches) == len(items)
     assert len(rows(folder / "timeline.csv")) >= 6
