@@ -16,8 +16,8 @@ from batchscope.engine.session import WINDOW
 from batchscope.experiment import Experiment, load_experiment, parse_experiment
 from batchscope.profiles.profile import load_profile
 from batchscope.sim.agreement import live_experiment
-from batchscope.sim.simulated_experiment import simulate_experiment
 from batchscope.sim.prediction import add_predictions, predict_segment
+from batchscope.sim.simulated_experiment import simulate_experiment
 from batchscope.sim.simulator import ProfileCurves, one_step, play, simulate
 
 LAPTOP = load_profile("laptop-8gb")
