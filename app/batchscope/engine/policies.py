@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from bisect import bisect_right
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from operator import itemgetter
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from batchscope.config import (
     DYNAMIC_DEFAULT_MAX_BATCH,
@@ -60,6 +60,18 @@ class Waiting(tuple):
 
     def __repr__(self) -> str:
         return f"Waiting(session={self[SESSION]}, arrival={self[ARRIVAL]}, since={self[SINCE]})"
+
+
+class WaitingWindow(Protocol):
+    """What ``select`` reads: a :class:`Waiting`, or the simulator's list in its layout.
+
+    Read by index (:data:`ARRIVAL`, :data:`SESSION`, :data:`SINCE`) and ordered
+    as a sequence (oldest arrival first).
+    """
+
+    def __getitem__(self, index: int, /) -> Any: ...
+
+    def __lt__(self, other: Any, /) -> bool: ...
 
 
 #: Why a batch left, as its policy says (stored per batch as the index in this tuple).
@@ -106,7 +118,7 @@ class BatchPolicy(ABC):
             setattr(self, k, v)
 
     @abstractmethod
-    def select(self, waiting: Collection[Waiting], now: float) -> Decision: ...
+    def select(self, waiting: Collection[WaitingWindow], now: float) -> Decision: ...
 
     def observe(self, batch_size: int, latency_ms: float) -> None:
         """Feedback after a batch: its size and its worst end-to-end latency (ms)."""
@@ -132,7 +144,7 @@ _session = itemgetter(SESSION)
 _since_then_session = itemgetter(SINCE, SESSION)
 
 
-def _longest_waiting(waiting: Collection[Sequence[Any]]) -> list[Sequence[Any]]:
+def _longest_waiting(waiting: Collection[WaitingWindow]) -> list[WaitingWindow]:
     """Sessions ordered by how long they have waited, overwrites included.
 
     What a capped batch takes first. Ordering by the newest window's arrival
@@ -178,7 +190,7 @@ class OldestFirst(BatchPolicy):
 
     name = "oldest"
 
-    def select(self, waiting: Collection[Waiting], now: float) -> Decision:
+    def select(self, waiting: Collection[WaitingWindow], now: float) -> Decision:
         if not waiting:
             return IDLE
         return Decision((min(waiting)[SESSION],), None, ONE_AT_A_TIME)  # oldest arrival first
@@ -196,7 +208,7 @@ class RoundRobin(BatchPolicy):
     def __init__(self) -> None:
         self._last: int | None = None
 
-    def select(self, waiting: Collection[Waiting], now: float) -> Decision:
+    def select(self, waiting: Collection[WaitingWindow], now: float) -> Decision:
         if not waiting:
             return IDLE
         ids = sorted(map(_session, waiting))
@@ -216,11 +228,12 @@ class BatchAll(BatchPolicy):
     name = "all"
 
     max_batch = Knob("max_batch", required=False)
+    _max_batch: int | None  # the knob's store, read directly in select
 
     def __init__(self, max_batch: int | None = None) -> None:
         self.max_batch = max_batch
 
-    def select(self, waiting: Collection[Waiting], now: float) -> Decision:
+    def select(self, waiting: Collection[WaitingWindow], now: float) -> Decision:
         if not waiting:
             return IDLE
         cap = self._max_batch
@@ -244,12 +257,14 @@ class Dynamic(BatchPolicy):
 
     max_batch = Knob("max_batch")
     max_delay_ms = Knob("max_delay_ms")
+    _max_batch: int  # the knobs' stores, read directly in select
+    _max_delay_ms: float
 
     def __init__(self, max_batch: int, max_delay_ms: float) -> None:
         self.max_batch = max_batch
         self.max_delay_ms = max_delay_ms
 
-    def select(self, waiting: Collection[Waiting], now: float) -> Decision:
+    def select(self, waiting: Collection[WaitingWindow], now: float) -> Decision:
         if not waiting:
             return IDLE
         ordered = _longest_waiting(waiting)
@@ -313,6 +328,8 @@ class AdaptiveAIMD(BatchPolicy):
 
     slo_ms = Knob("slo_ms")
     max_batch = Knob("max_batch", required=False, after_set="_clip")
+    _slo_ms: float  # the knobs' stores, read directly in observe
+    _max_batch: int | None
 
     def __init__(self, slo_ms: float, max_batch: int | None = None, start: int = 1) -> None:
         self._cap = float(start)
@@ -327,7 +344,7 @@ class AdaptiveAIMD(BatchPolicy):
     def cap(self) -> int:
         return max(1, int(self._cap))
 
-    def select(self, waiting: Collection[Waiting], now: float) -> Decision:
+    def select(self, waiting: Collection[WaitingWindow], now: float) -> Decision:
         if not waiting:
             return IDLE
         cap = max(1, int(self._cap))  # self.cap, inlined

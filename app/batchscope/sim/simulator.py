@@ -195,15 +195,17 @@ class _Clock:
     """
 
     def __init__(self, config: RunConfig, n_ids: int, t_end: float) -> None:
+        fps = config.fps
+        assert fps is not None, "play() checks the frame rate first (_need_fps)"
         self.rng = random.Random(config.seed)
-        self.fps = config.fps
-        self.period = 1.0 / config.fps
+        self.fps = fps
+        self.period = 1.0 / fps
         self.sessions = config.sessions
         self.t_end = t_end
         self.anchor = [0.0] * n_ids
         self.run_start = [0] * n_ids
         for sid in range(config.sessions):
-            self.anchor[sid] = first_frame_delay(self.rng, config.fps)
+            self.anchor[sid] = first_frame_delay(self.rng, fps)
         self.scale: dict[int, float] = {}  # session -> pace factor while a stall or burst lasts
         self.failed: set[int] = set()  # sessions whose source failed (a source_error fault)
         self.held: dict[int, int] = {}  # muted session -> frames in its window when muted
@@ -274,18 +276,20 @@ class _Clock:
 
     def change(self, old: RunConfig, new: RunConfig, now: float, restart: bool) -> None:
         """Sessions after a step at ``now``: re-paced, runs restarted, joined (in that order)."""
+        fps = new.fps
+        assert fps is not None, "a step's config has its frame rate checked (_need_fps)"
         kept = range(min(new.sessions, old.sessions))
-        if new.fps != old.fps:  # kept sessions keep their next frame, then re-pace
+        if fps != old.fps:  # kept sessions keep their next frame, then re-pace
             for sid in kept:
                 self._repace(sid, now)
-            self.fps, self.period = new.fps, 1.0 / new.fps
+            self.fps, self.period = fps, 1.0 / fps
         if restart:
             for sid in kept:
                 self.run_start[sid] = self._due_before(sid, now)
                 if self.muted(sid):
                     self.held[sid] = 0
         for sid in range(old.sessions, new.sessions):
-            self.anchor[sid] = now + first_frame_delay(self.rng, new.fps)
+            self.anchor[sid] = now + first_frame_delay(self.rng, fps)
             self.run_start[sid] = 0
             self.failed.discard(sid)  # a new session: its source plays (a stall still holds)
             if self.muted(sid):
@@ -395,10 +399,12 @@ class _Faults:
         """Set the effect of every fault on, after ``fault`` started or ended."""
         sid, clock, active = fault.session, self._clock, self.active
         if fault.kind in ("stall", "burst"):
+            assert sid is not None, f"a {fault.kind} fault names its session (FAULT_FIELDS)"
             clock.set_scale(sid, active.pace(sid), now)
         elif fault.kind == "slow_device":
             self.slowdown = active.slowdown()
         elif fault.kind == "source_error":
+            assert sid is not None, "a source_error fault names its session (FAULT_FIELDS)"
             failed = active.failed(sid)
             if failed and not was_failed:
                 clock.fail(sid, now)
@@ -501,7 +507,8 @@ def play(experiment: Experiment, curve_for: CurveFor, warmup_s: float = DEFAULT_
             while agenda and agenda[0][0] == at:
                 _, kind, _, what = heapq.heappop(agenda)
                 if kind == _ENDS:
-                    faults.end(*what, at, config)
+                    fault, token = what
+                    faults.end(fault, token, at, config)
                     continue
                 opens = None
                 if what is not opening:

@@ -258,7 +258,7 @@ def plan(
         fps=budget.fps,
         profile=profile.name,
         precision=precision,
-        resolution=tuple(resolution),
+        resolution=curve.resolution,
         backend="emulated",
         duration_s=duration_s,
     )
@@ -271,7 +271,7 @@ def plan(
     return Plan(
         profile=profile.name,
         precision=precision,
-        resolution=tuple(resolution),
+        resolution=curve.resolution,
         budget=budget,
         policies=tuple(plans),
         recommended=recommend(plans, budget),
