@@ -43,17 +43,26 @@ def test_under_overload_expired_windows_are_counted_apart_and_p99_stays_bounded(
     e.open()
     e.start()
     try:
+        assert wait_for(lambda: e.report()["segments"][-1]["measured_s"] > 1.5)
         assert e.apply(e.config.with_changes(drop_after_ms=15.0)) is None
         assert wait_for(lambda: e.report()["segments"][-1]["measured_s"] > 1.5)
-        seg = e.report()["segments"][-1]
+        unlimited, seg = e.report()["segments"][-2:]
+        measured_from = e.segments.all()[-1].measure_start
     finally:
         e.stop()
     overall = seg["overall"]
-    assert overall["expired"] > 50
+    assert overall["expired"] > 50 and unlimited["overall"]["expired"] == 0
     assert sum(s["expired"] for s in seg["sessions"]) == overall["expired"]
-    # a delivered window waited at most the limit, then one batch (the simulator checks the
-    # max exactly; live, a late wake-up of a loaded machine can add to a few windows)
-    assert overall["latency_ms"]["p50"] < 15.0 + 4.69 * 1.5
+    # a delivered window waited at most the limit before its batch started (the simulator
+    # checks it exactly; live, the batch starts a moment after the check)
+    items = e.store.items.view()
+    items = items[items["result"] >= measured_from]
+    waited_ms = (items["start"] - items["arrival"]) * 1000.0
+    assert len(items) > 100 and np.percentile(waited_ms, 99) <= 15.0 + 1.0
+    # then one batch: the p99 latency is well under what the same overload gives without a
+    # limit (windows there wait for the 7 others' turns: ~40-60 ms)
+    p99, unlimited_p99 = overall["latency_ms"]["p99"], unlimited["overall"]["latency_ms"]["p99"]
+    assert p99 < 0.75 * unlimited_p99
     assert seg["changes"] == {"drop_after_ms": 15.0}
 
 
