@@ -10,8 +10,8 @@ import pytest
 
 from batchscope.cli import main
 from batchscope.experiment import load_experiment
+from batchscope.render.page import build_html
 from batchscope.sim.simulated_experiment import simulate_experiment
-from batchscope.ui.html_report.page import build_html
 
 SCRIPT = "<script>alert(1)</script>"
 IMG = "<img src=x onerror=alert(1)>"

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from batchscope.cli import main
-from batchscope.engine.segment_rows import TOO_SHORT, segment_cells
+from batchscope.engine.report.rows import TOO_SHORT, segment_cells
 from batchscope.engine.segments import MIN_MEASURED_S, is_stable
 from batchscope.engine.stats import item_records
 from batchscope.experiment import parse_experiment
@@ -90,7 +90,7 @@ def test_compare_refuses_a_too_short_segment_in_one_line(tmp_path, capsys):
 
 
 def test_the_html_report_says_too_short(qapp):
-    from batchscope.ui.html_report.page import build_html
+    from batchscope.render.page import build_html
 
     html = build_html(simulate_experiment(parse_experiment(SHORT)))
     assert "Too short to measure: 0.02 s" in html

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from batchscope.engine.segment_rows import segments_csv
+from batchscope.engine.report.rows import segments_csv
 from batchscope.ui.segment_table.cells import COLUMNS, compare, segment_row
 from batchscope.ui.segment_table.feed import Predictions, SegmentFeed
 from batchscope.ui.window.export import ExportError, export_segments

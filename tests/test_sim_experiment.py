@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from batchscope.config import RunConfig
-from batchscope.engine.segment_rows import live_vs_predicted
+from batchscope.engine.report.rows import live_vs_predicted
 from batchscope.engine.segments import SETTLE_S
 from batchscope.engine.session import WINDOW
 from batchscope.experiment import Experiment, load_experiment, parse_experiment

@@ -8,14 +8,15 @@ import pytest
 
 from batchscope.config import RunConfig
 from batchscope.engine.policies import REASONS
+from batchscope.engine.report.bus_layout import bus_layout, reasons_text
 from batchscope.engine.snapshot import BusRecords, SessionView
 from batchscope.engine.stats import BATCH_DTYPE, ITEM_DTYPE, OVERWRITE_DTYPE
 from batchscope.experiment import ExperimentError, Fault
-from batchscope.ui.bus_layout import bus_layout, reasons_text
+from batchscope.render.palette import session_colour
 from batchscope.ui.controls.device_options import device_choices
 from batchscope.ui.controls.panel import ControlsPanel
 from batchscope.ui.sessions.panel import COLUMNS, SessionsPanel
-from batchscope.ui.theme import Look, session_colour
+from batchscope.ui.theme import Look
 from batchscope.ui.window.faults_menu import KINDS, FaultDialog, inject, parse_fault
 
 

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from batchscope.cli.args import CliError
-from batchscope.engine.segment_rows import FIGURES, describe_changes
-from batchscope.engine.segments import MIN_MEASURED_S, too_short
+from batchscope.engine.report.rows import FIGURES, describe_changes
+from batchscope.engine.report.segment import too_short
+from batchscope.engine.segments import MIN_MEASURED_S
 
 #: Config keys not worth a line of difference (they say how, not what, was run).
 QUIET_KEYS = ("duration_s", "seed", "weights")

@@ -263,8 +263,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     print(format_plan(result), file=out)
     data = result.to_json()
     if args.plot:
+        from batchscope.render.plan_plot import save_plan_plot  # Qt, only when asked
         from batchscope.sim.planner import series
-        from batchscope.ui.plan_plot import save_plan_plot  # Qt, only when asked
 
         try:
             save_plan_plot(result, series(result, profile), args.plot)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from batchscope.cli.args import CliError
-from batchscope.cli.tables import format_segments
-from batchscope.engine.report import format_table
+from batchscope.engine.report.rows import segments_csv
+from batchscope.engine.report.text import format_segments, format_table
 
 
 def print_experiment_report(report: dict[str, Any], out: Any) -> None:
@@ -32,10 +33,20 @@ def write_report(
     """
     if not target:
         return
-    from batchscope.ui.html_report import ReportError, write_html_report
+    from batchscope.render.page import ReportError, write_html_report
 
     try:
         path = write_html_report(report, target, buses)
     except ReportError as exc:
         raise CliError(str(exc)) from None
     print(f"report written to {path}", file=out)
+
+
+def write_csv(report: Mapping[str, Any], target: str | None) -> None:
+    if not target:
+        return
+    try:
+        with open(target, "w", newline="", encoding="utf-8") as fh:
+            fh.write(segments_csv(report.get("segments", [])))
+    except OSError as exc:
+        raise CliError(f"{target}: cannot write the segment table ({exc.strerror})") from None

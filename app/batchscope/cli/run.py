@@ -27,8 +27,7 @@ from batchscope.cli.args import (
     resolution,
     write_json,
 )
-from batchscope.cli.reports import print_experiment_report, write_report
-from batchscope.cli.tables import write_csv
+from batchscope.cli.reports import print_experiment_report, write_csv, write_report
 from batchscope.config import (
     BACKENDS,
     DEFAULT_RESOLUTION,
@@ -46,13 +45,13 @@ from batchscope.config import (
 )
 from batchscope.engine.engine import Engine
 from batchscope.engine.player import ExperimentPlayer, first_config
-from batchscope.engine.report import format_sessions, format_table
-from batchscope.engine.segments import too_short
+from batchscope.engine.report.run import experiment_block
+from batchscope.engine.report.segment import too_short
+from batchscope.engine.report.text import format_sessions, format_table
 from batchscope.engine.snapshot import BusRecords
 from batchscope.experiment import load_experiment
 from batchscope.sim.prediction import add_predictions
 from batchscope.sim.simulator import DEFAULT_WARMUP_S
-from batchscope.ui.html_report import experiment_block
 
 #: The flags ``run --experiment`` accepts; the others set the config, which the file sets.
 EXPERIMENT_FLAGS = ("experiment", "json", "csv", "report", "record", "quiet")

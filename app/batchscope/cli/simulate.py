@@ -29,8 +29,7 @@ from batchscope.cli.args import (
     seed_count,
     write_json,
 )
-from batchscope.cli.reports import print_experiment_report, write_report
-from batchscope.cli.tables import write_csv
+from batchscope.cli.reports import print_experiment_report, write_csv, write_report
 from batchscope.config import (
     DEFAULT_RESOLUTION,
     KNOBS,
@@ -40,13 +39,13 @@ from batchscope.config import (
     RunConfig,
     format_resolution,
 )
-from batchscope.engine.report import format_table
+from batchscope.engine.report.run import experiment_block
+from batchscope.engine.report.text import format_table
 from batchscope.experiment import load_experiment
 from batchscope.profiles.profile import load_profile
 from batchscope.sim.seeds import seed_spread
 from batchscope.sim.simulated_experiment import simulate_experiment
 from batchscope.sim.simulator import DEFAULT_WARMUP_S, simulate
-from batchscope.ui.html_report import experiment_block
 
 #: Simulated seconds measured by default: longer than a live run's (the duration
 #: knob's default), because a simulated second costs microseconds, not a second.

@@ -50,7 +50,8 @@ from batchscope.engine.monitor import Monitor, sample_timeline
 from batchscope.engine.neighbours import Neighbours
 from batchscope.engine.policies import make_policy
 from batchscope.engine.recorder import Recorder
-from batchscope.engine.report import SessionInfo
+from batchscope.engine.report.body import SessionInfo
+from batchscope.engine.report.run import run_report
 from batchscope.engine.roster import (
     Roster,
     SourceSlot,
@@ -59,7 +60,6 @@ from batchscope.engine.roster import (
     default_sources,
     open_slots,
 )
-from batchscope.engine.run_report import run_report
 from batchscope.engine.segments import SegmentLog
 from batchscope.engine.session import Mailboxes, Window, shown_state
 from batchscope.engine.snapshot import (

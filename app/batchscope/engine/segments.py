@@ -39,7 +39,6 @@ from typing import Any
 import numpy as np
 
 from batchscope.config import RunConfig
-from batchscope.engine.report import SessionInfo, build_report
 
 SETTLE_S = 1.0
 MIN_MEASURED_S = 1.0
@@ -152,75 +151,3 @@ def is_stable(items: np.ndarray, start: float, end: float) -> bool:
 def _agree(values: Sequence[float]) -> bool:
     """perf_analyzer's rule: max ÷ min within 1 + STABLE_TOLERANCE."""
     return min(values) > 0 and max(values) / min(values) <= 1.0 + STABLE_TOLERANCE
-
-
-def segment_report(
-    segment: Segment,
-    sessions: Sequence[SessionInfo],
-    items: np.ndarray,
-    batches: np.ndarray,
-    overwrites: np.ndarray,
-    now: float,
-    t0: float,
-    kind: str = "run",
-    expiries: np.ndarray | None = None,
-) -> dict[str, Any]:
-    """The segment's entry of a report: the same figures as the report's ``overall``.
-
-    ``items``/``batches``/``overwrites``/``expiries`` are the run's records
-    (ITEM_DTYPE, BATCH_DTYPE, OVERWRITE_DTYPE twice); only those delivered (or
-    overwritten, or expired) in the measured interval count.
-    """
-    end = segment.end if segment.end is not None else now
-    lo = min(segment.measure_start, end)
-    measured = max(0.0, end - lo)
-    mine = items[(items["result"] >= lo) & (items["result"] <= end)]
-    my_batches = batches[(batches["end"] >= lo) & (batches["end"] <= end)]
-    overwritten = _counts(overwrites, lo, end)
-    expired = _counts(expiries, lo, end)
-    ids = {int(s) for s in np.unique(mine["session"])} | set(overwritten) | set(expired)
-    infos = [s for s in sessions if s.id < segment.config.sessions or s.id in ids]
-    body = build_report(
-        kind, segment.config, infos, mine, my_batches, overwritten, end - lo, expired=expired
-    )
-    entry: dict[str, Any] = {
-        "index": segment.index,
-        "start_s": round(segment.start - t0, 3),
-        "end_s": round(end - t0, 3),
-        "changes": {k: _json(v) for k, v in segment.changes.items()},
-        "config": body["config"],
-        "caption": segment.caption,
-        "stable": is_stable(mine, lo, end),
-        "measured_s": round(measured, 3),
-        "too_short": measured < MIN_MEASURED_S,
-        "overall": body["overall"],
-        "sessions": body["sessions"],
-        "faults": [dict(f) for f in segment.faults],
-        "predicted": None,
-    }
-    if entry["too_short"]:  # no figures: see the module doc
-        entry |= {"overall": None, "sessions": None, "stable": False}
-    if segment.error:
-        entry["error"] = segment.error
-    return entry
-
-
-def too_short(segment: Mapping[str, Any]) -> bool:
-    """Whether a report's segment entry was too short to measure (it has no figures): its
-    ``too_short``, or for an entry without one, its ``measured_s`` under the minimum."""
-    if "too_short" in segment:
-        return bool(segment["too_short"])
-    return float(segment.get("measured_s", 0.0)) < MIN_MEASURED_S
-
-
-def _counts(records: np.ndarray | None, lo: float, hi: float) -> dict[int, int]:
-    """Per session, the (session, t) records with t in [lo, hi]."""
-    if records is None or len(records) == 0:
-        return {}
-    inside = records[(records["t"] >= lo) & (records["t"] <= hi)]
-    counts = np.bincount(inside["session"]) if len(inside) else np.zeros(0, int)
-    return {int(s): int(c) for s, c in enumerate(counts) if c}
-
-
-def _json(value: Any) -> Any:
-    return list(value) if isinstance(value, tuple) else value

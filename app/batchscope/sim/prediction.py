@@ -3,7 +3,7 @@
 A live report's segments (``Engine.report()["segments"]``) carry the
 simulator's figures for the same config over the same measured duration, so a
 reader sees at once whether the live worker does what its batch curve says it
-should: a ratio live ÷ predicted (:func:`batchscope.engine.segment_rows.live_vs_predicted`)
+should: a ratio live ÷ predicted (:func:`batchscope.engine.report.rows.live_vs_predicted`)
 far from 1 points at the pipeline (prep, wake-ups, a second process on the
 GPU), not at the policy.
 
@@ -21,7 +21,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from batchscope.config import ConfigError, RunConfig
-from batchscope.engine.segments import SETTLE_S, too_short
+from batchscope.engine.report.segment import too_short
+from batchscope.engine.segments import SETTLE_S
 from batchscope.profiles.profile import DeviceProfile, ProfileError, load_profile
 from batchscope.sim.simulator import simulate
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from batchscope.engine.report import SessionInfo
-from batchscope.engine.segments import segment_report
+from batchscope.engine.report.body import SessionInfo
+from batchscope.engine.report.segment import segment_report
 from batchscope.experiment import Experiment
 from batchscope.profiles.profile import DeviceProfile
 from batchscope.sim.simulator import ProfileCurves, play, simulated_report

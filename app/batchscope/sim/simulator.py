@@ -82,7 +82,7 @@ from batchscope.config import POLICY_PARAMS, ConfigError, RunConfig
 from batchscope.engine.faults import ActiveFaults, fault_changes
 from batchscope.engine.neighbours import Neighbours
 from batchscope.engine.policies import ARRIVAL, SESSION, BatchPolicy, make_policy
-from batchscope.engine.report import SessionInfo, build_report
+from batchscope.engine.report.body import SessionInfo, build_report
 from batchscope.engine.segments import Segment, SegmentLog
 from batchscope.engine.session import WINDOW, first_frame_delay
 from batchscope.engine.stats import BATCH_DTYPE, OVERWRITE_DTYPE, item_records

@@ -13,25 +13,6 @@ from dataclasses import dataclass, replace
 from PySide6.QtGui import QColor, QFont, QPalette
 from PySide6.QtWidgets import QApplication
 
-SESSION_COLOURS = (
-    "#4C9BE8",  # blue
-    "#F28E2B",  # orange
-    "#59C15B",  # green
-    "#E15759",  # red
-    "#B07AEA",  # purple
-    "#2EC4C4",  # teal
-    "#EDC948",  # yellow
-    "#FF7EB6",  # pink
-    "#A47D62",  # brown
-    "#9CC9F0",  # light blue
-    "#A6D98C",  # light green
-    "#FFB36B",  # light orange
-    "#D4A6C8",  # mauve
-    "#7FB7B0",  # sea green
-    "#BAB0AC",  # grey
-    "#D37295",  # rose
-)
-
 #: Stage colours of the stacked latency bars (wait, prep, compute, post).
 STAGE_COLOURS = {"wait": "#8C9BB0", "prep": "#EDC948", "compute": "#F28E2B", "post": "#59C15B"}
 
@@ -43,10 +24,6 @@ MEMORY_SERIES = {
     "rss_mb": ("process RSS", "#59C15B", "RSS"),
     "profile_peak_mb": ("profile peak (emulated)", "#EDC948", "profile peak"),
 }
-
-
-def session_colour(sid: int) -> str:
-    return SESSION_COLOURS[sid % len(SESSION_COLOURS)]
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
 
 from batchscope.config import POLICIES, format_resolution
 from batchscope.engine.snapshot import Snapshot
+from batchscope.render.plan_plot import P99_CLIP, POLICY_COLOURS
 from batchscope.sim.planner import Series
 from batchscope.ui.capacity.presenter import (
     CapacityPresenter,
@@ -45,7 +46,6 @@ from batchscope.ui.capacity.presenter import (
     setting_changes,
 )
 from batchscope.ui.plain_text import plain_label
-from batchscope.ui.plan_plot import P99_CLIP, POLICY_COLOURS
 from batchscope.ui.plots import PlotCard, pen
 from batchscope.ui.theme import Look
 

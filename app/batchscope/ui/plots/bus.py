@@ -5,7 +5,7 @@ cell per window it carried, in its session's colour; under it each session's lan
 shows how long its windows waited for the bus and the windows overwritten before it
 came (×); under that, the policy's state per batch where it has one (the adaptive
 cap, the dynamic and fixed policies' deadline). Hovering a bar says why it left;
-the title counts the reasons. The layout is :func:`batchscope.ui.bus_layout.bus_layout`.
+the title counts the reasons. The layout is :func:`batchscope.engine.report.bus_layout.bus_layout`.
 
 Cheap by construction (pyqtgraph as its examples teach): every item is made once
 and fed with ``setData``/``setOpts`` each tick; one ``BarGraphItem`` per session
@@ -21,10 +21,11 @@ from PySide6.QtCore import QPointF
 from PySide6.QtGui import QCursor
 from PySide6.QtWidgets import QComboBox, QToolTip
 
+from batchscope.engine.report.bus_layout import BusLayout, bus_layout, reasons_text
 from batchscope.engine.snapshot import BUS_S, Snapshot
-from batchscope.ui.bus_layout import BusLayout, bus_layout, reasons_text
+from batchscope.render.palette import SESSION_COLOURS, session_colour
 from batchscope.ui.plots.time_plots import PlotCard, pen, style_labels
-from batchscope.ui.theme import SESSION_COLOURS, Look, session_colour
+from batchscope.ui.theme import Look
 
 SPANS_S = (2.0, 5.0, 10.0)  # what the span selector offers (the snapshot keeps BUS_S)
 #: The policies whose state the strip under the bus shows, and which state.

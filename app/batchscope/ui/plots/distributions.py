@@ -13,8 +13,9 @@ from PySide6.QtWidgets import QComboBox
 
 from batchscope.engine.snapshot import Snapshot
 from batchscope.engine.stats import STAGES, latency_summary
+from batchscope.render.palette import session_colour
 from batchscope.ui.plots.time_plots import PlotCard, pen, style_labels
-from batchscope.ui.theme import STAGE_COLOURS, Look, session_colour
+from batchscope.ui.theme import STAGE_COLOURS, Look
 
 BINS = 60
 PERCENTILES = ("p50", "p95", "p99")  # marked on the histogram (from latency_summary)

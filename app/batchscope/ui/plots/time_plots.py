@@ -20,8 +20,9 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QSizePolicy, QVBoxLayout, QWi
 
 from batchscope.engine.metrics import Event, TimelineSample
 from batchscope.engine.snapshot import Snapshot
+from batchscope.render.palette import session_colour
 from batchscope.ui.plain_text import plain_label, plain_tip
-from batchscope.ui.theme import MEMORY_SERIES, Look, session_colour
+from batchscope.ui.theme import MEMORY_SERIES, Look
 
 SPAN_S = 60.0
 MARKED_KINDS = ("config", "oom", "error", "fault")

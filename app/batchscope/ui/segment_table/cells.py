@@ -1,6 +1,6 @@
 """What the app adds to the segment table's cells: tooltips, "settling…", the comparison.
 
-The cells themselves are :func:`batchscope.engine.segment_rows.segment_cells`,
+The cells themselves are :func:`batchscope.engine.report.rows.segment_cells`,
 the ones ``run`` prints and the HTML report shows; the view only shows these
 strings, so tests read the table without a screen.
 """
@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from batchscope.engine.segment_rows import (
+from batchscope.engine.report.rows import (
     ACCURACY_KEYS,
     DASH,
     FIGURE_KEYS,
@@ -21,7 +21,7 @@ from batchscope.engine.segment_rows import (
     has_figures,
     segment_cells,
 )
-from batchscope.engine.segment_rows import COLUMNS as CELLS
+from batchscope.engine.report.rows import COLUMNS as CELLS
 
 SETTLING = "settling…"
 

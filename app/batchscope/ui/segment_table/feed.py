@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from PySide6.QtCore import QObject, Signal
 
-from batchscope.engine.segments import too_short
+from batchscope.engine.report.segment import too_short
 from batchscope.sim.prediction import add_predictions
 
 if TYPE_CHECKING:

@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
 )
 
 from batchscope.config import RunConfig
-from batchscope.engine.segment_rows import ACCURACY_KEYS, TEXT_KEYS, describe_changes, has_accuracy
+from batchscope.engine.report.rows import ACCURACY_KEYS, TEXT_KEYS, describe_changes, has_accuracy
 from batchscope.engine.snapshot import Snapshot
 from batchscope.ui.plain_text import plain_label, plain_tip
 from batchscope.ui.plots import LatencyHistogram, StageBars

@@ -30,8 +30,9 @@ from superqt.utils import qdebounced
 from batchscope.config import KNOBS
 from batchscope.engine.roster import SourceSlot
 from batchscope.engine.snapshot import SessionView
+from batchscope.render.palette import session_colour
 from batchscope.ui.plain_text import menu_text, plain_tip
-from batchscope.ui.theme import Look, session_colour
+from batchscope.ui.theme import Look
 
 COLUMNS = ("", "Source", "State", "fps", "p50 ms", "Overwr.", "Expired")
 #: header tooltips

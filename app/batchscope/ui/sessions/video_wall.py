@@ -20,8 +20,9 @@ from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from batchscope.engine.snapshot import SessionView, Snapshot
 from batchscope.engine.sources import Placement
+from batchscope.render.palette import session_colour
 from batchscope.ui.plain_text import plain_tip
-from batchscope.ui.theme import Look, session_colour
+from batchscope.ui.theme import Look
 
 MAX_TILES = 16
 TRUTH_COLOUR = "#39FF14"  # the ground-truth marker (dashed diamond): a neon green, brighter

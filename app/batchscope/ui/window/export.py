@@ -11,10 +11,11 @@ from typing import Any
 from PySide6.QtWidgets import QWidget
 
 from batchscope.engine.engine import Engine
-from batchscope.engine.segment_rows import segments_csv, segments_json
+from batchscope.engine.report.rows import segments_csv, segments_json
+from batchscope.engine.report.run import experiment_block
 from batchscope.experiment import Experiment
+from batchscope.render.page import ReportError, write_html_report
 from batchscope.sim.prediction import add_predictions
-from batchscope.ui.html_report import ReportError, experiment_block, write_html_report
 
 
 class ExportError(OSError):

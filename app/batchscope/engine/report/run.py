@@ -13,9 +13,11 @@ from typing import Any
 from batchscope.config import RunConfig
 from batchscope.engine.backends import Backend
 from batchscope.engine.metrics import MetricsStore
-from batchscope.engine.report import SessionInfo, build_report
-from batchscope.engine.segments import Segment, segment_report
+from batchscope.engine.report.body import SessionInfo, build_report
+from batchscope.engine.report.segment import segment_report
+from batchscope.engine.segments import Segment
 from batchscope.engine.session import Mailboxes
+from batchscope.experiment import Experiment
 
 
 def run_report(
@@ -61,3 +63,14 @@ def run_report(
         },
         expired=mailboxes.expired(),
     )
+
+
+def experiment_block(experiment: Experiment) -> dict[str, Any]:
+    """The report's ``experiment`` object: what was played, with the file itself."""
+    return {
+        "name": experiment.name,
+        "caption": experiment.caption,
+        "duration": experiment.duration,
+        "source": experiment.source,
+        "text": experiment.text,
+    }

@@ -1,7 +1,7 @@
 """Where everything of the bus view goes: the device's recent batches as plain arrays.
 
 One layout for the live view (``ui/plots/bus.py``, pyqtgraph) and the report's
-still picture (``ui/html_report/bus_chart.py``, QPainter), so both draw the same thing.
+still picture (``render/bus_chart.py``, QPainter), so both draw the same thing.
 No Qt here: numbers in, numbers out.
 
 The picture, top to bottom: the *device* band, where each batch is a bar from its

@@ -1,4 +1,5 @@
-"""The JSON report (contract shared by ``run`` and ``simulate``) and its text table."""
+"""The JSON report's body (contract shared by ``run`` and ``simulate``): sessions, overall,
+and the figures read off it (overwritten and expired %, mean batch time)."""
 
 from __future__ import annotations
 
@@ -122,43 +123,6 @@ def overwritten_pct(report: Mapping[str, Any]) -> float:
     return 100.0 * over / total if total else 0.0
 
 
-TABLE_COLUMNS = (
-    ("sessions", 8),
-    ("policy", 22),
-    ("mean fps", 9),
-    ("min fps", 8),
-    ("p50 ms", 8),
-    ("p99 ms", 8),
-    ("overwr %", 9),
-    ("thru w/s", 9),
-)
-
-
-def summary_row(report: Mapping[str, Any]) -> list[str]:
-    cfg, overall = report["config"], report["overall"]
-    return [
-        str(cfg["sessions"]),
-        str(report["policy_label"]),
-        f"{overall['mean_fps']:.1f}",
-        f"{overall['min_fps']:.1f}",
-        f"{overall['latency_ms']['p50']:.1f}",
-        f"{overall['latency_ms']['p99']:.1f}",
-        f"{overwritten_pct(report):.1f}",
-        f"{overall['throughput_wps']:.1f}",
-    ]
-
-
-#: Columns a table gains when one of its runs uses the setting.
-OPTIONAL_COLUMNS = (
-    ("seeds", ("min worst", 10), lambda r: f"{r['seeds']['min_fps_worst']:.1f}"),
-    ("seeds", ("min med", 8), lambda r: f"{r['seeds']['min_fps_median']:.1f}"),
-    ("seeds", ("p99 worst", 10), lambda r: f"{r['seeds']['p99_worst']:.1f}"),
-    ("neighbours", ("nbrs", 5), lambda r: str(r["config"].get("neighbours", 0))),
-    ("expired", ("expired %", 10), lambda r: f"{expired_pct(r):.1f}"),
-    ("neighbours", ("batch ms", 9), lambda r: f"{mean_batch_ms(r):.1f}"),
-)
-
-
 def expired_pct(report: Mapping[str, Any]) -> float:
     """Expired windows as a share of all windows the sessions published."""
     o = report["overall"]
@@ -175,69 +139,3 @@ def mean_batch_ms(report: Mapping[str, Any]) -> float:
         return 0.0
     duration = report["config"].get("duration_s") or 0.0
     return 1000.0 * o["busy"] * duration / batches
-
-
-def _uses(reports: Sequence[Mapping[str, Any]], key: str) -> bool:
-    if key == "seeds":
-        return all("seeds" in r for r in reports) and bool(reports)
-    if key == "neighbours":
-        return any(r["config"].get("neighbours") for r in reports)
-    return any(r["overall"].get(key) for r in reports)
-
-
-def format_table(reports: Sequence[Mapping[str, Any]]) -> str:
-    """One row per report: the figures the study compared (and a run's extras)."""
-    extra = [(col, cell) for key, col, cell in OPTIONAL_COLUMNS if _uses(reports, key)]
-    columns = (*TABLE_COLUMNS, *(col for col, _ in extra))
-    head = "".join(
-        name.rjust(w) if i != 1 else "  " + name.ljust(w - 2) for i, (name, w) in enumerate(columns)
-    )
-    lines = [head, "-" * len(head)]
-    for r in reports:
-        cells = [*summary_row(r), *(cell(r) for _, cell in extra)]
-        lines.append(
-            "".join(
-                c.rjust(w) if i != 1 else "  " + c.ljust(w - 2)
-                for i, (c, (_, w)) in enumerate(zip(cells, columns, strict=True))
-            )
-        )
-    return "\n".join(lines)
-
-
-def format_sessions(report: Mapping[str, Any]) -> str:
-    """Per-session table of one report (an expired column when windows expired; hit %,
-    error and freshness when a source has ground truth)."""
-    expiring = any(s.get("expired") for s in report["sessions"])
-    scoring = any("accuracy" in s for s in report["sessions"])
-    lines = [
-        f"{'id':>3}  {'source':<24}{'fps':>7}{'delivered':>10}{'overwr':>8}"
-        + (f"{'expired':>8}" if expiring else "")
-        + f"{'p50 ms':>8}{'p99 ms':>8}{'wait':>7}{'prep':>7}{'comp':>7}{'post':>7}"
-        + (f"{'hit %':>7}{'err px':>8}{'fresh px':>9}" if scoring else "")
-    ]
-    for s in report["sessions"]:
-        lat, st = s["latency_ms"], s["stages_ms"]
-        src = s["source"] if len(s["source"]) <= 23 else "…" + s["source"][-22:]
-        lines.append(
-            f"{s['id']:>3}  {src:<24}{s['fps']:>7.1f}{s['delivered']:>10}{s['overwritten']:>8}"
-            + (f"{s.get('expired', 0):>8}" if expiring else "")
-            + f"{lat['p50']:>8.1f}{lat['p99']:>8.1f}{st['wait']:>7.1f}{st['prep']:>7.1f}"
-            f"{st['compute']:>7.1f}{st['post']:>7.1f}"
-            + (_accuracy_cells(s.get("accuracy")) if scoring else "")
-            + (f"  ERROR: {s['error']}" if s.get("error") else "")
-            + (f"  ({s['pacing']})" if s.get("pacing") else "")
-        )
-    return "\n".join(lines)
-
-
-def _accuracy_cells(accuracy: Mapping[str, Any] | None) -> str:
-    def cell(value: float | None, width: int, digits: int) -> str:
-        return f"{'–':>{width}}" if value is None else f"{value:>{width}.{digits}f}"
-
-    a = accuracy or {}
-    hit = a.get("hit_rate")
-    return (
-        cell(None if hit is None else 100 * hit, 7, 0)
-        + cell(a.get("median_error_px"), 8, 1)
-        + cell(a.get("median_freshness_px"), 9, 1)
-    )

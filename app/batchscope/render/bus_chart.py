@@ -1,10 +1,10 @@
 """The bus view as a still picture for the HTML report (QPainter on a QImage, PNG bytes).
 
-The same layout as the live view (:func:`batchscope.ui.bus_layout.bus_layout`):
+The same layout as the live view (:func:`batchscope.engine.report.bus_layout.bus_layout`):
 the device band with one bar per batch stacked from its windows' cells in their
 sessions' colours, a lane per session with each window's wait and its overwritten
 windows (×), and the reasons the batches left in the title. Drawn on white like
-the report's other plots (``ui/html_report/charts.py``), at twice its nominal size.
+the report's other plots (``render/charts.py``), at twice its nominal size.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import math
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QFont, QImage, QPainter, QPen
 
-from batchscope.ui.bus_layout import BusLayout, reasons_text
-from batchscope.ui.html_report.charts import GRID, INK, SCALE, _png, ensure_gui, nice_step
-from batchscope.ui.theme import session_colour
+from batchscope.engine.report.bus_layout import BusLayout, reasons_text
+from batchscope.render.charts import GRID, INK, SCALE, _png, ensure_gui, nice_step
+from batchscope.render.palette import session_colour
 
 LANE_PX = 22  # a session lane's height (nominal pixels)
 BAND_PX = 120  # the device band's height

@@ -4,8 +4,8 @@
 Export report… write it: the experiment's name and caption, the device,
 backend, profile, precision and resolution, the versions, the segment table
 with the simulator's predictions (the cells of
-:func:`batchscope.engine.segment_rows.segment_cells`), plots as PNG data URIs
-(:mod:`batchscope.ui.html_report.charts`), the events, the config and the
+:func:`batchscope.engine.report.rows.segment_cells`), plots as PNG data URIs
+(:mod:`batchscope.render.charts`), the events, the config and the
 experiment file itself. Qt is imported only to draw (and name its version),
 so the CLI can import this module for :func:`experiment_block` at no cost.
 
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from batchscope import __version__
 from batchscope.config import format_resolution
-from batchscope.engine.segment_rows import (
+from batchscope.engine.report.rows import (
     COLUMNS,
     FIGURES,
     LIVE_KEYS,
@@ -42,8 +42,8 @@ from batchscope.engine.segment_rows import (
     segment_cells,
     with_accuracy,
 )
-from batchscope.engine.segments import MIN_MEASURED_S, too_short
-from batchscope.experiment import Experiment
+from batchscope.engine.report.segment import too_short
+from batchscope.engine.segments import MIN_MEASURED_S
 
 if TYPE_CHECKING:
     from batchscope.engine.snapshot import BusRecords
@@ -154,17 +154,6 @@ def _facts(report: Mapping[str, Any]) -> list[tuple[str, str]]:
     return facts
 
 
-def experiment_block(experiment: Experiment) -> dict[str, Any]:
-    """The report's ``experiment`` object: what was played, with the file itself."""
-    return {
-        "name": experiment.name,
-        "caption": experiment.caption,
-        "duration": experiment.duration,
-        "source": experiment.source,
-        "text": experiment.text,
-    }
-
-
 def _table(rows: Sequence[Mapping[str, str]], keys: Sequence[str], css: str) -> str:
     def cls(key: str) -> str:
         return ' class="text"' if key in TEXT_KEYS else ""
@@ -187,9 +176,9 @@ def _overall_table(report: Mapping[str, Any]) -> str:
 
 def _bus_figure(seg: Mapping[str, Any], bus: BusRecords) -> str:
     """The segment's last seconds (up to BUS_S) on the device, batch by batch."""
+    from batchscope.engine.report.bus_layout import bus_layout
     from batchscope.engine.snapshot import BUS_S
-    from batchscope.ui.bus_layout import bus_layout
-    from batchscope.ui.html_report.bus_chart import bus_chart
+    from batchscope.render.bus_chart import bus_chart
 
     span = min(BUS_S, seg["end_s"] - seg["start_s"])
     lay = bus_layout(bus, seg["end_s"], span=span)
@@ -200,7 +189,7 @@ def _bus_figure(seg: Mapping[str, Any], bus: BusRecords) -> str:
 def _segment_sections(
     segments: Sequence[Mapping[str, Any]], buses: Mapping[int, BusRecords]
 ) -> list[str]:
-    from batchscope.ui.html_report.charts import latency_percentiles_chart, session_fps_chart
+    from batchscope.render.charts import latency_percentiles_chart, session_fps_chart
 
     out = []
     for seg in segments:
@@ -248,7 +237,7 @@ def build_html(report: Mapping[str, Any], buses: Mapping[int, BusRecords] | None
     ``buses``: segment index -> the device's records kept at its end (``Snapshot.bus``),
     drawn as that segment's bus view; not part of the JSON report.
     """
-    from batchscope.ui.html_report.charts import segments_fps_chart, segments_latency_chart
+    from batchscope.render.charts import segments_fps_chart, segments_latency_chart
 
     exp = report.get("experiment") or {}
     name = exp.get("name") or ("simulation" if report.get("kind") == "simulate" else "live run")

@@ -4,9 +4,9 @@ A row is read from one entry of a report's ``segments`` (the report's
 ``overall`` keys over the segment's measured interval, see
 :mod:`batchscope.engine.segments`) and, where the simulator could predict
 it, its ``predicted`` figures. The CLI lays the cells out as a text table
-(``cli/tables.py``), the app adds tooltips and "settling…" for the open
-segment (``ui/segment_rows.py``), the HTML report puts them in a ``<table>``
-(``ui/html_report.py``); none of them formats a figure of its own, so the
+(``engine/report/text.py``), the app adds tooltips and "settling…" for the open
+segment (``ui/segment_table/cells.py``), the HTML report puts them in a ``<table>``
+(``render/page.py``); none of them formats a figure of its own, so the
 three cannot disagree. Plain text, no Qt.
 """
 
@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from batchscope.engine.report import overwritten_pct
-from batchscope.engine.segments import too_short
+from batchscope.engine.report.body import overwritten_pct
+from batchscope.engine.report.segment import too_short
 
 DASH = "–"  # no value: nothing measured, nothing predicted
 
