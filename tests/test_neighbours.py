@@ -9,12 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from batchscope.config import ConfigError, RunConfig
 from batchscope.device.load import NeighbourLoad
 from batchscope.engine.engine import Engine
-from batchscope.engine.neighbours import SLICE_MS, SWITCH_MS, Neighbours
+from batchscope.engine.neighbours import SLICE_MS, Neighbours
 from contract import SMALL_EMULATED, wait_for
 
 
@@ -29,13 +30,18 @@ def test_no_neighbours_or_no_duty_changes_nothing():
 
 
 def test_busy_neighbours_stretch_a_window_like_the_study():
-    # 10.5 ms alone needs 6 slices: 5 rounds of N neighbour slices in between,
-    # plus half a slice on average for the one running when the batch arrives
-    for count in (2, 3):
-        expected = 10.5 + SLICE_MS / 2 + 5 * count * (SLICE_MS + SWITCH_MS)
-        assert mean_stretch(count, 1.0) == pytest.approx(expected, rel=0.02)
     # the study: 10.5 ms -> about 34 ms with 2-3 busy jobs
     assert mean_stretch(2, 1.0) < 34 < mean_stretch(3, 1.0)
+    # time-slicing takes turns: each busy neighbour adds the same time to every batch
+    added = [mean_stretch(count, 1.0) - 10.5 for count in (1, 2, 3, 4)]
+    steps = np.diff(added)
+    assert steps.min() > 0 and steps.max() - steps.min() < 0.05 * steps.mean()
+    # ... once per slice of ours after the first: twice the device time, twice the wait
+    twice = mean_stretch(2, 1.0, ms=21.0) - 21.0
+    assert twice == pytest.approx(2 * added[1], rel=0.1)
+    # a batch that fits in one slice waits at most for the slice running when it arrives
+    model = Neighbours(3, 1.0, seed=2)
+    assert all(0 <= model.stretch(1.5) - 1.5 < SLICE_MS for _ in range(500))
 
 
 def test_duty_cycle_scales_the_neighbours_share_and_adds_jitter():
@@ -64,18 +70,23 @@ def test_adding_neighbours_live_stretches_batches_without_a_new_backend():
     e.start()
     try:
         backend = e.backend
-        assert wait_for(lambda: e.report()["overall"]["throughput_wps"] > 0)
+        assert wait_for(lambda: e.store.batches.total >= 30)
         assert e.apply(e.config.with_changes(neighbours=2)) is None
         assert e.backend is backend  # the device changed load, not the model
-        e.reset_stats(announce=False)
-        assert wait_for(lambda: e.report()["sessions"][0]["delivered"] >= 20)
-        compute = e.report()["sessions"][0]["stages_ms"]["compute"]
-        # 4.69 ms alone (laptop 256x144 fp16, batch 1): 3 slices, 2 rounds of 2 neighbours
-        expected = 4.69 + SLICE_MS / 2 + 2 * 2 * (SLICE_MS + SWITCH_MS)
-        assert compute == pytest.approx(expected, rel=0.15)
+        since = e.segments.current().start  # batches from here on share the device
+        assert wait_for(lambda: np.sum(e.store.batches.view()["start"] >= since) >= 30)
         assert e.report()["config"]["neighbours"] == 2
     finally:
         e.stop()
+    batches = e.store.batches.view()
+    alone = batches[batches["end"] < since]["compute_s"] * 1000.0
+    shared = batches[batches["start"] >= since]["compute_s"] * 1000.0
+    # each batch (4.69 ms alone: laptop 256x144 fp16, batch 1) takes what the model draws
+    # for two busy neighbours; the machine's own late wake-ups are in both, so the typical
+    # (median) batches are compared
+    model = Neighbours(2, 1.0, seed=1)
+    drawn = statistics.median(model.stretch(4.69) - 4.69 for _ in range(2000))
+    assert np.median(shared) - np.median(alone) == pytest.approx(drawn, rel=0.25)
 
 
 # -- real neighbours: child processes loading the device --------------------------------------
@@ -162,11 +173,10 @@ def test_the_simulator_stretches_batches_by_the_same_model():
     alone = simulate(RunConfig(sessions=1, policy="oldest", duration_s=10.0))
     shared = simulate(RunConfig(sessions=1, policy="oldest", duration_s=10.0, neighbours=2))
     compute = [r["sessions"][0]["stages_ms"]["compute"] for r in (alone, shared)]
-    # laptop-8gb fp16 512x288, batch 1: 9.82 ms alone; 5 slices, 4 rounds of 2 neighbours
+    # laptop-8gb fp16 512x288, batch 1: 9.82 ms alone, and what the model gives 2 neighbours
     assert compute[0] == pytest.approx(9.82, abs=0.01)
-    assert compute[1] == pytest.approx(
-        9.82 + SLICE_MS / 2 + 4 * 2 * (SLICE_MS + SWITCH_MS), rel=0.03
-    )
+    assert compute[1] == pytest.approx(mean_stretch(2, 1.0, ms=9.82), rel=0.03)
+    assert compute[1] > 2 * compute[0]
     assert shared["config"]["neighbours"] == 2
 
 
@@ -233,7 +243,13 @@ def test_a_segment_with_neighbours_is_predicted_with_them():
 
     config = RunConfig(sessions=1, policy="oldest", duration_s=5.0, neighbours=2)
     report = simulate(config)
-    segment = {"changes": {"neighbours": 2}, "config": report["config"], "measured_s": 5.0}
+    segment = {  # a measured segment (one too short to measure has no figures to predict)
+        "changes": {"neighbours": 2},
+        "config": report["config"],
+        "measured_s": 5.0,
+        "too_short": False,
+        "overall": report["overall"],
+    }
     predicted = add_predictions({"segments": [segment]})["segments"][0]["predicted"]
     assert predicted["latency_ms"]["p50"] > 2.5 * 9.82  # each window waits out the slices
     fault = {**segment, "changes": {"fault": {"kind": "stall", "for_s": 2.0, "session": 0}}}
