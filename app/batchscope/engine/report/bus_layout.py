@@ -93,7 +93,7 @@ class BusLayout:
 
 
 #: The batches as the view keeps them (times in s since start).
-BATCH_VIEW = np.dtype(
+BATCH_VIEW: np.dtype = np.dtype(  # annotated: the dataclass above reads it before it is defined
     [
         ("start", np.float64),
         ("end", np.float64),

@@ -165,7 +165,9 @@ def has_figures(segment: Mapping[str, Any]) -> bool:
     """Long enough to measure (engine/segments.py's MIN_MEASURED_S), and something was
     delivered after its settling second."""
     overall = segment.get("overall")
-    return not too_short(segment) and bool(overall) and overall["throughput_wps"] > 0
+    if too_short(segment) or not overall:
+        return False
+    return overall["throughput_wps"] > 0
 
 
 def _num(value: float | None, digits: int = 1) -> str:
