@@ -34,27 +34,20 @@ POLICY_PARAMS: dict[str, tuple[str, ...]] = {
     "adaptive": ("max_batch", "slo_ms"),
 }
 
-#: Fields the worker takes live between two batches (for every policy).
-WORKER_FIELDS = ("drop_after_ms",)
+#: What a field's change does, or who reads it: the roles a RunConfig field carries
+#: (its ``metadata["roles"]``); each list of fields below is derived from them.
+BACKEND = "backend"  # its change needs a new backend (model rebuilt, warm-up repeated)
+WORKER = "worker"  # the worker takes it live between two batches (for every policy)
+DEVICE_LOAD = "device_load"  # the device changes it live, without a new backend
+SESSIONS = "sessions"  # its change re-makes the sessions (sources re-opened, or re-paced)
+CONTROL = "control"  # the app's controls set it, and remember it for the next start
+SETTING = "setting"  # a setting file (policy.json, ``plan --export``) carries it
 
-#: Fields the device changes live, without a new backend (the load others put on it).
-DEVICE_LOAD_FIELDS = ("neighbours", "neighbour_duty")
 
-#: Fields whose change needs a new backend (model rebuilt, warm-up repeated).
-BACKEND_FIELDS = (
-    "backend",
-    "device",
-    "profile",
-    "precision",
-    "resolution",
-    "channels_last",
-    "cudnn_benchmark",
-    "checkpoint",
-    "lean",
-    "compile",
-    "cuda_graphs",
-    "runtime",
-)
+def _field(default: Any, *roles: str) -> Any:
+    """A RunConfig field with its default and its roles."""
+    return field(default=default, metadata={"roles": frozenset(roles)})
+
 
 DEFAULT_RESOLUTION = (512, 288)
 
@@ -122,6 +115,11 @@ class Knob:
     @property
     def flag(self) -> str:
         return "--" + self.name.removesuffix("_s").replace("_", "-")
+
+    @property
+    def dest(self) -> str:
+        """Where argparse keeps the flag's value (``--max-batch`` -> ``max_batch``)."""
+        return self.flag[2:].replace("-", "_")
 
     def check(self, value: Any) -> Any:
         """``value`` if valid for this knob, else ConfigError naming the knob and the range."""
@@ -348,30 +346,36 @@ def format_resolution(res: tuple[int, int]) -> str:
 class RunConfig:
     """Everything that defines a run. Times in ms or s as the name says."""
 
-    sources: tuple[str, ...] = ()
-    sessions: int = KNOBS["sessions"].default
-    fps: float | None = KNOBS["fps"].default  # None: each source's own fps
-    policy: str = "all"
-    max_batch: int | None = KNOBS["max_batch"].default
-    max_delay_ms: float = KNOBS["max_delay_ms"].default
-    batch: int = KNOBS["batch"].default
-    slo_ms: float = KNOBS["slo_ms"].default
-    backend: str = "emulated"
-    device: str = "cpu"
-    profile: str | None = "laptop-8gb"
-    precision: str = "fp16"
-    resolution: tuple[int, int] = DEFAULT_RESOLUTION
-    fit: str = FITS[0]  # letterbox or stretch (sources of another aspect)
-    channels_last: bool = False
-    cudnn_benchmark: bool = True
-    checkpoint: str | None = None
-    lean: bool = False
-    compile: bool = False  # torch.compile the model (torch backend; slow first build)
-    cuda_graphs: bool = False  # replay each batch size as a captured CUDA graph (CUDA only)
-    runtime: str = "torch"  # torch or onnxruntime (the exported model); torch backend only
-    drop_after_ms: float | None = KNOBS["drop_after_ms"].default  # None: never drop
-    neighbours: int = KNOBS["neighbours"].default  # busy jobs sharing the GPU (time-slicing)
-    neighbour_duty: float = KNOBS["neighbour_duty"].default
+    sources: tuple[str, ...] = _field((), SESSIONS)
+    sessions: int = _field(KNOBS["sessions"].default, SESSIONS, CONTROL, SETTING)
+    # None: each source's own fps
+    fps: float | None = _field(KNOBS["fps"].default, SESSIONS, CONTROL, SETTING)
+    policy: str = _field("all", CONTROL, SETTING)
+    max_batch: int | None = _field(KNOBS["max_batch"].default, CONTROL, SETTING)
+    max_delay_ms: float = _field(KNOBS["max_delay_ms"].default, CONTROL, SETTING)
+    batch: int = _field(KNOBS["batch"].default, CONTROL, SETTING)
+    slo_ms: float = _field(KNOBS["slo_ms"].default, CONTROL, SETTING)
+    backend: str = _field("emulated", BACKEND, CONTROL)
+    device: str = _field("cpu", BACKEND, CONTROL)
+    profile: str | None = _field("laptop-8gb", BACKEND, CONTROL, SETTING)
+    precision: str = _field("fp16", BACKEND, CONTROL, SETTING)
+    resolution: tuple[int, int] = _field(DEFAULT_RESOLUTION, BACKEND, SESSIONS, CONTROL, SETTING)
+    fit: str = _field(FITS[0], SESSIONS)  # letterbox or stretch (sources of another aspect)
+    channels_last: bool = _field(False, BACKEND, CONTROL)
+    cudnn_benchmark: bool = _field(True, BACKEND, CONTROL)
+    checkpoint: str | None = _field(None, BACKEND)
+    lean: bool = _field(False, BACKEND)
+    # torch.compile the model (torch backend; slow first build)
+    compile: bool = _field(False, BACKEND)
+    # replay each batch size as a captured CUDA graph (CUDA only)
+    cuda_graphs: bool = _field(False, BACKEND)
+    # torch or onnxruntime (the exported model); torch backend only
+    runtime: str = _field("torch", BACKEND, CONTROL)
+    # None: never drop
+    drop_after_ms: float | None = _field(KNOBS["drop_after_ms"].default, WORKER, CONTROL)
+    # busy jobs sharing the GPU (time-slicing)
+    neighbours: int = _field(KNOBS["neighbours"].default, DEVICE_LOAD, CONTROL)
+    neighbour_duty: float = _field(KNOBS["neighbour_duty"].default, DEVICE_LOAD, CONTROL)
     duration_s: float = KNOBS["duration_s"].default
     seed: int = 0
     skip_bad_sources: bool = False
@@ -474,37 +478,32 @@ class RunConfig:
         return p
 
     def to_json(self) -> dict[str, Any]:
-        """The ``config`` object of the JSON report."""
-        return {
-            "policy": self.policy,
-            "sessions": self.sessions,
-            "precision": self.precision,
-            "resolution": list(self.resolution),
-            "fit": self.fit,
-            "fps": self.fps,
-            "duration_s": self.duration_s,
-            "backend": self.backend,
-            "device": self.device_label,
-            "profile": self.profile if self.backend == "emulated" else None,
-            "max_batch": self.max_batch,
-            "max_delay_ms": self.max_delay_ms,
-            "batch": self.batch,
-            "slo_ms": self.slo_ms,
-            "channels_last": self.channels_last,
-            "cudnn_benchmark": self.cudnn_benchmark,
-            "checkpoint": self.checkpoint,
-            "weights": weights_kind(self.checkpoint),
-            "lean": self.lean,
-            "compile": self.compile,
-            "cuda_graphs": self.cuda_graphs,
-            "runtime": self.runtime,
-            "drop_after_ms": self.drop_after_ms,
-            "neighbours": self.neighbours,
-            "neighbour_duty": self.neighbour_duty,
-            "sources": list(self.sources),
-            "seed": self.seed,
-            **self.extra,
-        }
+        """The ``config`` object of the JSON report: every field (tuples as lists) but
+        ``skip_bad_sources`` and ``extra``, with ``device`` as its label, ``profile`` only
+        where a profile runs, ``weights`` (which kind) and ``extra``'s keys."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            if f.name in ("skip_bad_sources", "extra"):
+                continue
+            value = getattr(self, f.name)
+            out[f.name] = list(value) if isinstance(value, tuple) else value
+        out["device"] = self.device_label
+        out["profile"] = self.profile if self.backend == "emulated" else None
+        out["weights"] = weights_kind(self.checkpoint)
+        return {**out, **self.extra}
+
+
+def fields_with(role: str) -> tuple[str, ...]:
+    """The RunConfig fields that carry ``role``, in the dataclass's order."""
+    return tuple(f.name for f in fields(RunConfig) if role in f.metadata.get("roles", ()))
+
+
+BACKEND_FIELDS = fields_with(BACKEND)
+WORKER_FIELDS = fields_with(WORKER)
+DEVICE_LOAD_FIELDS = fields_with(DEVICE_LOAD)
+SESSION_FIELDS = fields_with(SESSIONS)
+CONTROL_FIELDS = fields_with(CONTROL)
+SETTING_FIELDS = fields_with(SETTING)
 
 
 def _or(items: tuple[str, ...]) -> str:

@@ -42,6 +42,7 @@ from batchscope.config import (
     POLICIES,
     POLICY_PARAMS,
     PRECISIONS,
+    SETTING_FIELDS,
     ConfigError,
     RunConfig,
     format_resolution,
@@ -50,19 +51,6 @@ from batchscope.config import (
 
 KIND = "batchscope-setting"
 VERSION = 1
-#: The RunConfig fields a setting carries, in the file's order.
-FIELDS = (
-    "policy",
-    "max_batch",
-    "max_delay_ms",
-    "batch",
-    "slo_ms",
-    "sessions",
-    "fps",
-    "precision",
-    "resolution",
-    "profile",
-)
 #: The tensor names of the ONNX export (models/onnx_export.py INPUT and OUTPUT; a test
 #: checks they agree: this module sits below models and cannot import them).
 TRITON_INPUT, TRITON_OUTPUT = "frames", "heatmaps"
@@ -132,7 +120,7 @@ class SettingError(ValueError):
 def setting_json(config: RunConfig, planned: dict[str, Any] | None = None) -> dict[str, Any]:
     """``config``'s setting in the policy.json format (see the module doc)."""
     out: dict[str, Any] = {"kind": KIND, "version": VERSION}
-    for name in FIELDS:
+    for name in SETTING_FIELDS:
         value = getattr(config, name)
         out[name] = format_resolution(value) if name == "resolution" else value
     if planned is not None:
@@ -171,11 +159,12 @@ def load_setting(path: str | Path, base: RunConfig | None = None) -> RunConfig:
             f"{where}: version: expected {VERSION}, got {data.get('version')!r} "
             "(made by another BatchScope?)"
         )
-    unknown = sorted(set(data) - {"kind", "version", "planned", *FIELDS})
+    unknown = sorted(set(data) - {"kind", "version", "planned", *SETTING_FIELDS})
     if unknown:
-        raise SettingError(f"{where}: {unknown[0]}: unknown field (known: {', '.join(FIELDS)})")
+        known = ", ".join(SETTING_FIELDS)
+        raise SettingError(f"{where}: {unknown[0]}: unknown field (known: {known})")
     changes = {}
-    for name in FIELDS:
+    for name in SETTING_FIELDS:
         if name in data:
             changes[name] = _field(where, name, data[name])
     try:

@@ -221,16 +221,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     runtime = args.runtime or _runtime_for(args, backend, device)
     config = RunConfig(
         sources=tuple(args.sources),
-        sessions=args.sessions,
-        fps=args.fps,
         policy=args.policy,
-        max_batch=args.max_batch,
-        max_delay_ms=args.max_delay_ms,
-        batch=args.batch,
-        slo_ms=args.slo_ms,
-        drop_after_ms=args.drop_after_ms,
-        neighbours=args.neighbours,
-        neighbour_duty=args.neighbour_duty,
+        **{knob.name: getattr(args, knob.dest) for knob in KNOBS.values()},
         backend=backend,
         device=device,
         profile=args.profile if backend == "emulated" else None,
@@ -244,7 +236,6 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         compile=args.compile,
         cuda_graphs=args.cuda_graphs,
         runtime=runtime,
-        duration_s=args.duration,
         seed=args.seed,
         skip_bad_sources=args.skip_bad_sources,
         extra={"warmup_s": args.warmup},
@@ -256,10 +247,11 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 
 def _with_setting(args: argparse.Namespace, config: RunConfig) -> RunConfig:
     """``config`` with the fields of the setting file ``--config``; a flag for one refused."""
-    from batchscope.setting import FIELDS, load_setting
+    from batchscope.config import SETTING_FIELDS
+    from batchscope.setting import load_setting
 
     given = given_options(args.parser, getattr(args, "argv", ()))
-    clash = [flag for dest, flag in given.items() if dest in FIELDS]
+    clash = [flag for dest, flag in given.items() if dest in SETTING_FIELDS]
     if clash:
         raise CliError(
             f"--config {args.config}: {clash[0]} conflicts with the setting file, which "

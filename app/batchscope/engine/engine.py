@@ -29,6 +29,7 @@ from batchscope.config import (
     BACKEND_FIELDS,
     DEVICE_LOAD_FIELDS,
     POLICY_PARAMS,
+    SESSION_FIELDS,
     WORKER_FIELDS,
     ConfigError,
     RunConfig,
@@ -82,9 +83,6 @@ from batchscope.engine.worker import Worker, WorkerStopped
 from batchscope.experiment import Fault
 from batchscope.models.weights import CheckpointError
 from batchscope.profiles.profile import ProfileError
-
-#: Fields whose change re-makes the sessions (sources re-opened, or re-paced).
-SESSION_FIELDS = ("sessions", "fps", "resolution", "fit", "sources")
 
 
 class EngineStopped(RuntimeError):

@@ -14,30 +14,15 @@ from typing import Any
 
 from PySide6.QtCore import QSettings
 
-from batchscope.config import DEFAULT_RESOLUTION, ConfigError, RunConfig, parse_resolution
-
-#: RunConfig fields the dashboard remembers between launches.
-CONTROL_FIELDS = (
-    "sessions",
-    "fps",
-    "policy",
-    "max_batch",
-    "max_delay_ms",
-    "batch",
-    "slo_ms",
-    "backend",
-    "device",
-    "profile",
-    "precision",
-    "resolution",
-    "channels_last",
-    "cudnn_benchmark",
-    "runtime",
-    "neighbours",
-    "neighbour_duty",
-    "drop_after_ms",
+from batchscope.config import (
+    CONTROL_FIELDS,
+    DEFAULT_RESOLUTION,
+    ConfigError,
+    RunConfig,
+    parse_resolution,
 )
 
+#: RunConfig fields the dashboard remembers between launches.
 NO_CUDA_NOTE = (
     "No CUDA GPU: emulating laptop-8gb. For the CPU and the real model, use the Device list"
 )
