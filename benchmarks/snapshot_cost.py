@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "app"))
 
 from batchscope.config import RunConfig
 from batchscope.engine.metrics import MetricsStore
-from batchscope.engine.snapshot import DeviceView, take_snapshot
+from batchscope.engine.snapshot import DeviceView, SnapshotInputs, take_snapshot
 
 WINDOWS = 60_000
 REPEAT = 20
@@ -63,7 +63,8 @@ def cost_ms(sessions: int) -> float:
     config = RunConfig()
 
     def snap() -> None:
-        take_snapshot(store, views, {}, config, device, 100.0, 0.0, True, False, 0.0)
+        at = SnapshotInputs(views, {}, config, device, 100.0, 0.0, True, False, 0.0)
+        take_snapshot(store, at)
 
     for _ in range(3):
         snap()

@@ -69,6 +69,7 @@ from batchscope.engine.snapshot import (
     DeviceView,
     SegmentView,
     Snapshot,
+    SnapshotInputs,
     scope_start,
     take_snapshot,
 )
@@ -688,29 +689,30 @@ class Engine:
                 seg.index, seg.start - self._t0, seg.caption, dict(seg.changes), seg.settling(now)
             )
         since = scope_start(scope, seg, now, self._stats_t0)
-        return take_snapshot(
-            self.store,
-            self.roster.sessions(),
-            self.mailboxes.overwritten(),
-            self.config,
-            DeviceView(
+        sessions = self.roster.sessions()
+        at = SnapshotInputs(
+            sessions=sessions,
+            overwritten=self.mailboxes.overwritten(),
+            config=self.config,
+            device=DeviceView(
                 backend.label,
                 backend.weights,
                 backend.draws_detections,
                 worker.policy.describe(),
                 worker.oom_cap,
             ),
-            now,
-            self._t0,
-            self.running,
-            self.paused,
-            since,
-            scope,
-            view,
-            until,
-            self.mailboxes.expired(),
-            frozenset(s.id for s in self.roster.sessions() if self.faults.stalled(s.id)),
+            now=now,
+            t0=self._t0,
+            running=self.running,
+            paused=self.paused,
+            since=since,
+            scope=scope,
+            segment=view,
+            until=until,
+            expired=self.mailboxes.expired(),
+            stalled=frozenset(s.id for s in sessions if self.faults.stalled(s.id)),
         )
+        return take_snapshot(self.store, at)
 
     def keep_buses(self, buses: dict[int, BusRecords], snap: Snapshot | None = None) -> None:
         """Keep the device's last BUS_S s for every segment that runs or ends inside them.

@@ -148,32 +148,37 @@ def scope_start(scope: str, segment: Any, now: float, stats_t0: float) -> float:
     raise ValueError(f"scope {scope!r}: choose from {', '.join(SCOPES)}")
 
 
-def take_snapshot(
-    store: MetricsStore,
-    sessions: Sequence[Session],
-    overwritten: dict[int, int],
-    config: RunConfig,
-    device: DeviceView,
-    now: float,
-    t0: float,
-    running: bool,
-    paused: bool,
-    since: float,
-    scope: str = "segment",
-    segment: SegmentView | None = None,
-    until: float | None = None,
-    expired: dict[int, int] | None = None,
-    stalled: frozenset[int] = frozenset(),
-) -> Snapshot:
-    """The snapshot at ``now`` (s on the engine's clock) of a run that started at ``t0``.
+@dataclass(frozen=True)
+class SnapshotInputs:
+    """What the engine hands :func:`take_snapshot` besides its store: the run at one instant.
 
-    The latencies, stages and batch sizes cover what was delivered from ``since``
-    on (the scope's start) up to ``until`` (a closed segment's end; None: now); the
-    fps, counts and timeline are the run's. ``stalled``: the sessions a stall
-    fault holds (their state reads ``stalled``).
+    ``now`` and ``t0`` are s on the engine's clock (``t0``: the run's start); the
+    latencies, stages and batch sizes cover what was delivered from ``since`` (the
+    scope's start) up to ``until`` (a closed segment's end; None: now). ``stalled``:
+    the sessions a stall fault holds (their state reads ``stalled``).
     """
+
+    sessions: Sequence[Session]
+    overwritten: dict[int, int]
+    config: RunConfig
+    device: DeviceView
+    now: float
+    t0: float
+    running: bool
+    paused: bool
+    since: float
+    scope: str = "segment"
+    segment: SegmentView | None = None
+    until: float | None = None
+    expired: dict[int, int] | None = None
+    stalled: frozenset[int] = frozenset()
+
+
+def take_snapshot(store: MetricsStore, at: SnapshotInputs) -> Snapshot:
+    """The snapshot of ``store`` at ``at.now`` (see :class:`SnapshotInputs`); the fps,
+    counts and timeline are the run's, the distributions its scope's."""
     with store.lock:
-        if until is None:
+        if at.until is None:
             items = store.items.tail(MAX_ITEMS)
             batches = store.batches.tail(MAX_BATCHES)
         else:  # a closed segment: whatever the rings still hold of it, reset or not
@@ -183,22 +188,22 @@ def take_snapshot(
         delivered = dict(store.delivered)
         latest = dict(store.latest)
         timeline = list(store.timeline)
-        overwrites = store.overwrites.tail(4096) if until is None else None
-        expiries = store.expiries.tail(4096) if until is None else None
+        overwrites = store.overwrites.tail(4096) if at.until is None else None
+        expiries = store.expiries.tail(4096) if at.until is None else None
     bus = None
     if overwrites is not None and expiries is not None:
-        bus_start = now - BUS_S
+        bus_start = at.now - BUS_S
         bus = BusRecords(
             items[items["result"] > bus_start],
             batches[batches["end"] > bus_start],
             overwrites[overwrites["t"] > bus_start],
-            t0,
+            at.t0,
             expiries[expiries["t"] > bus_start],
         )
-    end = np.inf if until is None else until
-    truncated = len(items) > 0 and items["result"][0] > since and len(items) >= MAX_ITEMS
-    items = items[(items["result"] >= since) & (items["result"] <= end)]
-    in_scope = batches["size"][(batches["end"] >= since) & (batches["end"] <= end)]
+    end = np.inf if at.until is None else at.until
+    truncated = len(items) > 0 and items["result"][0] > at.since and len(items) >= MAX_ITEMS
+    items = items[(items["result"] >= at.since) & (items["result"] <= end)]
+    in_scope = batches["size"][(batches["end"] >= at.since) & (batches["end"] <= end)]
     sizes, counts = np.unique(in_scope, return_counts=True)
     # group the windows by session once (a stable sort keeps each one's time order),
     # instead of one pass over all of them per session
@@ -209,7 +214,7 @@ def take_snapshot(
     }
     views: list[SessionView] = []
     recent: dict[int, np.ndarray] = {}
-    for s in sessions:
+    for s in at.sessions:
         shown = latest.get(s.id)
         has_truth = s.source.has_truth
         lo, hi = spans.get(s.id, (0, 0))
@@ -220,30 +225,30 @@ def take_snapshot(
             SessionView(
                 id=s.id,
                 source=s.source.name,
-                state=shown_state(s, s.id in stalled),
+                state=shown_state(s, s.id in at.stalled),
                 error=s.error,
-                fps=live_fps(np.asarray(result_times.get(s.id, ()), float), now),
+                fps=live_fps(np.asarray(result_times.get(s.id, ()), float), at.now),
                 delivered=delivered.get(s.id, 0),
-                overwritten=overwritten.get(s.id, 0),
+                overwritten=at.overwritten.get(s.id, 0),
                 latency_ms=latency_summary(lat),
                 stages_ms=stage_means(mine),
                 latest=shown,
-                expired=(expired or {}).get(s.id, 0),
+                expired=(at.expired or {}).get(s.id, 0),
                 scored_items=mine if has_truth else None,
                 truth=s.source.truth(shown.frame_index) if has_truth and shown else None,
             )
         )
     last = timeline[-1] if timeline else None
     return Snapshot(
-        t=now - t0,
-        config=config,
-        running=running,
-        paused=paused,
-        device=device.label,
-        weights=device.weights,
-        draws_detections=device.draws_detections,
-        policy=device.policy,
-        oom_cap=device.oom_cap,
+        t=at.now - at.t0,
+        config=at.config,
+        running=at.running,
+        paused=at.paused,
+        device=at.device.label,
+        weights=at.device.weights,
+        draws_detections=at.device.draws_detections,
+        policy=at.device.policy,
+        oom_cap=at.device.oom_cap,
         sessions=views,
         recent_latency_ms=recent,
         batch_sizes={int(k): int(c) for k, c in zip(sizes, counts, strict=True)},
@@ -251,8 +256,8 @@ def take_snapshot(
         busy=last.busy if last else 0.0,
         memory=last.memory if last else {},
         timeline=timeline,
-        scope=scope,
-        segment=segment,
+        scope=at.scope,
+        segment=at.segment,
         truncated=bool(truncated),
         bus=bus,
     )
