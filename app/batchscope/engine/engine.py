@@ -44,7 +44,7 @@ from batchscope.engine.backends import (
     EmulatedBackend,
     make_backend,
 )
-from batchscope.engine.faults import ENDED, ActiveFaults, fault_actions, fault_changes
+from batchscope.engine.faults import RunFaults, fault_changes
 from batchscope.engine.feeder import Feeder
 from batchscope.engine.metrics import Event, MetricsStore, TimelineSample
 from batchscope.engine.monitor import Monitor, sample_timeline
@@ -120,7 +120,16 @@ class Engine:
         )
         self.roster = Roster(self.mailboxes, self._feeder)
         self._monitor = Monitor(self.store, self._sample, lambda m: self.event("error", m))
-        self.faults = ActiveFaults()  # the faults in effect (they compose: engine/faults.py)
+        self.faults = RunFaults(  # faults on cue; they compose (engine/faults.py)
+            self._feeder,
+            self.roster,
+            self.segments,
+            lambda: self._opened,
+            lambda: self.config,
+            lambda: self.running,
+            self.event,
+            clock,
+        )
         self.running = False
         self.recorder: Recorder | None = None
         self._load: NeighbourLoad | None = None  # real neighbours (torch backend)
@@ -398,14 +407,14 @@ class Engine:
                     label_event = label
             elif step and caption:
                 opens = (old, {}, None)
-            started, fault_error = self._start_faults(faults)
+            started, fault_error = self.faults.start(faults)
             if started:
                 config, wanted, seg_error = opens or (self.config, {}, None)
                 wanted = {**wanted, "fault": fault_changes(started)}
                 caption = caption or "; ".join(f.describe() for f in started)
                 opens = (config, wanted, seg_error)
             if opens is not None and self.running:
-                self.segments.open(self._clock(), *opens[:2], caption, opens[2], self._faults_on())
+                self.segments.open(self._clock(), *opens[:2], caption, opens[2], self.faults.on())
             if changes and error is None:
                 self.event("config", label_event)
             error = error or fault_error
@@ -590,59 +599,11 @@ class Engine:
         """Say what segment 0 stands for (an experiment's step 0) and start that step's
         faults in it: one step, one segment. Returns the first fault's error, if any."""
         with self._changes:
-            started, error = self._start_faults(faults)
+            started, error = self.faults.start(faults)
             if started:
                 changes = {**changes, "fault": fault_changes(started)}
-            self.segments.relabel(0, changes, caption, self._faults_on())
+            self.segments.relabel(0, changes, caption, self.faults.on())
         return error
-
-    def _start_faults(self, faults: Sequence[Fault]) -> tuple[list[Fault], str | None]:
-        """Start each of ``faults``: those started, and the first error (each one an event)."""
-        started, first_error = [], None
-        for fault in faults:
-            error = self._start_fault(fault)
-            if error is None:
-                started.append(fault)
-                continue
-            self.event("error", f"not started ({fault.describe()}): {error}")
-            first_error = first_error or error
-        return started, first_error
-
-    def _start_fault(self, fault: Fault) -> str | None:
-        if not self.running:
-            return "the engine is not running"
-        if fault.session is not None and self.roster.session(fault.session) is None:
-            return f"{fault.kind}: no session {fault.session} (the run has {self.config.sessions})"
-        start, end = fault_actions(
-            fault,
-            self.faults,
-            self._feeder,
-            self._opened,
-            self.roster,
-            lambda message: self.event("error", message),
-            lambda: self.config.fps,
-        )
-        try:
-            start()
-        except Exception as exc:
-            return f"{fault.kind}: {type(exc).__name__}: {exc}"
-        text = fault.describe()
-        self.event("fault", text)
-
-        def ended() -> None:
-            end()
-            self.event("fault", f"{ENDED}{text}")
-            if self.running:
-                self.segments.open(
-                    self._clock(), self.config, {}, f"after: {text}", faults=self._faults_on()
-                )
-
-        self._feeder.at(self._clock() + fault.for_s, ended)
-        return None
-
-    def _faults_on(self) -> list[dict[str, Any]]:
-        """The faults in effect, as a segment lists them."""
-        return [f.as_json() for f in self.faults.faults()]
 
     @property
     def _opened(self) -> Worker:

@@ -12,11 +12,13 @@ from __future__ import annotations
 import itertools
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from batchscope.config import RunConfig
 from batchscope.engine.feeder import Feeder
 from batchscope.engine.roster import Roster
+from batchscope.engine.segments import SegmentLog
 from batchscope.engine.worker import Worker
 from batchscope.experiment import Fault
 
@@ -160,3 +162,83 @@ def fault_actions(
 
         return fail, recover
     raise ValueError(f"unknown fault {fault.kind!r}")
+
+
+class RunFaults:
+    """The faults of one live run: each starts now and ends by itself on the feeder's clock.
+
+    The engine opens the segment a fault's step starts (``Engine.apply``); this
+    object starts the faults (their effect by :func:`fault_actions`, composed by
+    :class:`ActiveFaults`), says each start and end as a ``fault`` event, and opens
+    the segment that each end begins, listing the faults still on. It reads the
+    engine's state through callables: the worker is made when the engine opens,
+    and the config and whether it runs change with every live change.
+    """
+
+    def __init__(
+        self,
+        feeder: Feeder,
+        roster: Roster,
+        segments: SegmentLog,
+        worker: Callable[[], Worker],
+        config: Callable[[], RunConfig],
+        running: Callable[[], bool],
+        event: Callable[[str, str], object],
+        clock: Callable[[], float],
+    ) -> None:
+        self.active = ActiveFaults()
+        self._feeder, self._roster, self._segments = feeder, roster, segments
+        self._worker, self._config, self._running = worker, config, running
+        self._event, self._clock = event, clock
+
+    def stalled(self, sid: int) -> bool:
+        return self.active.stalled(sid)
+
+    def on(self) -> list[dict[str, Any]]:
+        """The faults in effect, as a segment lists them."""
+        return [f.as_json() for f in self.active.faults()]
+
+    def start(self, faults: Sequence[Fault]) -> tuple[list[Fault], str | None]:
+        """Start each of ``faults``: those started, and the first error (each one an event)."""
+        started, first_error = [], None
+        for fault in faults:
+            error = self._start(fault)
+            if error is None:
+                started.append(fault)
+                continue
+            self._event("error", f"not started ({fault.describe()}): {error}")
+            first_error = first_error or error
+        return started, first_error
+
+    def _start(self, fault: Fault) -> str | None:
+        config = self._config()
+        if not self._running():
+            return "the engine is not running"
+        if fault.session is not None and self._roster.session(fault.session) is None:
+            return f"{fault.kind}: no session {fault.session} (the run has {config.sessions})"
+        start, end = fault_actions(
+            fault,
+            self.active,
+            self._feeder,
+            self._worker(),
+            self._roster,
+            lambda message: self._event("error", message),
+            lambda: self._config().fps,
+        )
+        try:
+            start()
+        except Exception as exc:
+            return f"{fault.kind}: {type(exc).__name__}: {exc}"
+        text = fault.describe()
+        self._event("fault", text)
+
+        def ended() -> None:
+            end()
+            self._event("fault", f"{ENDED}{text}")
+            if self._running():
+                self._segments.open(
+                    self._clock(), self._config(), {}, f"after: {text}", faults=self.on()
+                )
+
+        self._feeder.at(self._clock() + fault.for_s, ended)
+        return None
