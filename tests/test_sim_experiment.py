@@ -10,12 +10,13 @@ import numpy as np
 import pytest
 
 from batchscope.config import RunConfig
+from batchscope.engine.engine import Engine
+from batchscope.engine.player import ExperimentPlayer, first_config
 from batchscope.engine.report.rows import live_vs_predicted
 from batchscope.engine.segments import SETTLE_S
 from batchscope.engine.session import WINDOW
 from batchscope.experiment import Experiment, load_experiment, parse_experiment
 from batchscope.profiles.profile import load_profile
-from batchscope.sim.agreement import live_experiment
 from batchscope.sim.prediction import add_predictions, predict_segment
 from batchscope.sim.simulated_experiment import simulate_experiment
 from batchscope.sim.simulator import ProfileCurves, one_step, play, simulate
@@ -227,9 +228,14 @@ def test_add_predictions_fills_emulated_segments_only() -> None:
 
 # -- live and simulated ------------------------------------------------------------------------
 
+# Three sessions at 30 fps, one window at a time (4.69 ms at 256x144: the device keeps up);
+# then camera 0 stalls while camera 1 bursts to 90 fps (one step, one segment; both end at
+# 6 s, so two segments open there, the first empty); then round-robin, still one at a
+# time, as the device turns 2x slower (9.4 ms a window: 106 windows/s for the 90 offered).
+# Every segment but the empty one lasts 3 s: 2 measured, clear of the 1 s a segment needs.
 LIVE = """
 name = "live-vs-sim"
-duration = 6
+duration = 15
 [base]
 backend = "emulated"
 profile = "laptop-8gb"
@@ -240,29 +246,104 @@ max_batch = "none"
 sources = ["synthetic"]
 [[step]]
 at = 0
-sessions = 10
+sessions = 3
 policy = "oldest"
 [[step]]
 at = 3
-policy = "all"
-caption = "batch all waiting: at 256x144 batching keeps up"
+caption = "camera 0 stalls, camera 1 bursts"
+stall = {session = 0, for_s = 3}
+burst = {session = 1, factor = 3, for_s = 3}
+[[step]]
+at = 9
+policy = "round-robin"
+caption = "round-robin on a slower device"
+slow_device = {factor = 2, for_s = 3}
 """
+
+
+def played_live(exp: Experiment) -> tuple[dict, Engine]:
+    """``exp`` played live as the app and ``run --experiment`` play it: engine/player.py
+    on an engine (emulated device) started on its first config. The engine comes back
+    stopped, for its per-batch records."""
+    engine = Engine(first_config(exp))
+    engine.open()
+    engine.start()
+    player = ExperimentPlayer(engine, exp)
+    try:
+        player.start()
+        assert player.finished.wait(exp.duration + 60)
+        report = engine.report()
+    finally:
+        player.stop()
+        engine.stop()
+    assert engine.threads_alive() == [] and not player.alive
+    return report, engine
+
+
+def sent_fps(session: dict, segment: dict) -> float:
+    """Windows a session sent per measured second: delivered, overwritten or expired."""
+    return (session["delivered"] + session["overwritten"] + session["expired"]) / segment[
+        "measured_s"
+    ]
 
 
 @pytest.mark.slow
 def test_live_and_simulated_segments_agree() -> None:
-    # 10 sessions offer 300 windows/s; one at a time serves 213/s (4.69 ms), so oldest
-    # first gives 21.3 fps on average; batching all waiting keeps up (30 fps). Mean fps is
-    # throughput-bound, so only the emulated sleep's overshoot and the ±1 frame count
-    # over 2 measured seconds separate the two (a few %; 10% allowed).
     exp = parse_experiment(LIVE)
-    live_report, sim_report = live_experiment(exp), simulate_experiment(exp)
+    (live_report, engine), sim_report = played_live(exp), simulate_experiment(exp)
     assert set(sim_report) - {"experiment"} == set(live_report) - {"events"}
     live, sim = live_report["segments"], sim_report["segments"]
-    assert set(live[0]) == set(sim[0])
-    assert len(live) == len(sim) == 2
-    assert live[1]["changes"] == sim[1]["changes"] == {"policy": "all"}
-    assert live[1]["start_s"] == pytest.approx(3.0, abs=0.1)
+    # what happened, exactly: the same segments, opened by the same steps and fault ends,
+    # with the same changes, faults, captions and settings, and the same ones measured
+    assert [s["start_s"] for s in sim] == [0.0, 3.0, 6.0, 6.0, 9.0, 12.0]
+    assert len(live) == len(sim)
     for a, b in zip(live, sim, strict=True):
-        assert a["overall"]["mean_fps"] == pytest.approx(b["overall"]["mean_fps"], rel=0.10)
-    assert sim[0]["overall"]["mean_fps"] == pytest.approx(1000.0 / 4.69 / 10, rel=0.02)
+        assert set(a) == set(b)
+        for key in ("changes", "faults", "caption", "config", "too_short"):
+            assert a[key] == b[key], (b["index"], key)
+        # live, a segment opens when its step or its fault's end took effect: a little late
+        assert 0.0 <= a["start_s"] - b["start_s"] < 0.5, b["index"]
+    assert [s["too_short"] for s in sim] == [False, False, True, False, False, False]
+    assert live[1]["changes"]["fault"] == sim[1]["changes"]["fault"]
+    # the figures: what each session sent (the feeder's pace, whatever the machine's load),
+    # what the device took per window (the median live batch: a loaded machine wakes some
+    # late) and, looser, what was delivered (its late wake-ups overwrite a few windows)
+    segments = engine.segments.all()
+    batches = engine.store.batches.view()
+    for a, b in zip(live, sim, strict=True):
+        if b["too_short"]:
+            continue
+        assert [s["id"] for s in a["sessions"]] == [s["id"] for s in b["sessions"]]
+        for x, y in zip(a["sessions"], b["sessions"], strict=True):
+            assert sent_fps(x, a) == pytest.approx(sent_fps(y, b), rel=0.1, abs=1.0)
+        seg = segments[a["index"]]
+        live_ms = batches[(batches["start"] >= seg.measure_start) & (batches["end"] <= seg.end)]
+        sim_ms = max(s["stages_ms"]["compute"] for s in b["sessions"])  # one at a time
+        assert np.median(live_ms["compute_s"]) * 1000 == pytest.approx(sim_ms, rel=0.3)
+        assert a["overall"]["mean_fps"] == pytest.approx(b["overall"]["mean_fps"], rel=0.25)
+    # the faults' effects: camera 0 sent and got nothing, camera 1 sent 3 x 30 fps, and a
+    # window took twice as long on the slower device
+    stalled, burst = live[1]["sessions"][0], live[1]["sessions"][1]
+    assert stalled["delivered"] == sim[1]["sessions"][0]["delivered"] == 0
+    assert sent_fps(burst, live[1]) == pytest.approx(90.0, rel=0.1)
+    assert sim[4]["sessions"][0]["stages_ms"]["compute"] == pytest.approx(2 * 4.69, rel=0.01)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="live, every segment's rows are built from the sessions running when the report "
+    "is made (Engine.report passes roster.sessions()): a session retired later loses its "
+    "rows, and its segment's mean_fps, in the segments it ran in; the simulator keeps them",
+)
+def test_a_session_retired_later_keeps_its_rows_in_the_segments_it_ran_in() -> None:
+    exp = experiment(
+        '[[step]]\nat = 0\nsessions = 3\npolicy = "oldest"\n[[step]]\nat = 3\nsessions = 2\n',
+        duration=5,
+        resolution="256x144",
+    )
+    (live_report, _), sim_report = played_live(exp), simulate_experiment(exp)
+    live, sim = live_report["segments"][0], sim_report["segments"][0]
+    assert [s["id"] for s in sim["sessions"]] == [0, 1, 2]
+    assert [s["id"] for s in live["sessions"]] == [0, 1, 2]
+    assert live["overall"]["mean_fps"] == pytest.approx(sim["overall"]["mean_fps"], rel=0.25)
