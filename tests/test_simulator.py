@@ -361,7 +361,8 @@ def test_the_simulators_inline_mailbox_keeps_the_real_mailboxes_rule() -> None:
     import numpy as np
 
     from batchscope.engine.session import Mailboxes, Window
-    from batchscope.sim.simulator import _NEVER, _publish
+    from batchscope.sim.clock import NEVER as _NEVER
+    from batchscope.sim.simulator import _publish
 
     rng = random.Random(7)
     frame = np.zeros((2, 2, 3), np.uint8)

@@ -18,7 +18,7 @@ live run because it shares everything except the device:
   counts one *overwritten* frame; ``since`` survives overwrites). For speed the
   simulator keeps that rule inline: one ``[arrival, session, since]`` list per
   pending window, updated in place, and the frame times of a stretch between
-  steps made at once (:class:`_Clock`); ``benchmarks/sim_speed.py --check``
+  steps made at once (:class:`Clock`); ``benchmarks/sim_speed.py --check``
   compares every record with the per-frame event loop it replaced;
 - the **records** are :data:`ITEM_DTYPE` / :data:`BATCH_DTYPE` /
   :data:`OVERWRITE_DTYPE` rows, the report comes from
@@ -41,7 +41,7 @@ changes nothing and opens a segment with the config as it was and the error.
 
 A step's faults start as the experiment player starts them live
 (``Engine.apply(faults=…)``, ``engine/faults.py``), after the step's changes, and end by
-themselves ``for_s`` later (:class:`_Faults`): a stall mutes its session on
+themselves ``for_s`` later (:class:`SimulatedFaults`): a stall mutes its session on
 the clock (it keeps its schedule and sends nothing; its frames stand still), a
 burst paces it at ``factor`` × fps from that instant (its latest-only mailbox
 overwrites what the device cannot take), a source error mutes it until it
@@ -67,40 +67,28 @@ batches delivered, and the windows overwritten, in that interval.
 
 from __future__ import annotations
 
-import heapq
-import itertools
-import math
-import random
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
 import numpy as np
 
-from batchscope.config import POLICY_PARAMS, ConfigError, RunConfig
-from batchscope.engine.faults import ActiveFaults, fault_changes
-from batchscope.engine.neighbours import Neighbours
-from batchscope.engine.policies import ARRIVAL, SESSION, BatchPolicy, make_policy
+from batchscope.config import ConfigError, RunConfig
+from batchscope.engine.policies import ARRIVAL, SESSION, make_policy
 from batchscope.engine.report.body import SessionInfo, build_report
-from batchscope.engine.segments import Segment, SegmentLog
-from batchscope.engine.session import WINDOW, first_frame_delay
+from batchscope.engine.segments import Segment
 from batchscope.engine.stats import BATCH_DTYPE, OVERWRITE_DTYPE, item_records
-from batchscope.experiment import Experiment, Fault, Step
-from batchscope.profiles.profile import BatchCurve, DeviceProfile, ProfileError, load_profile
+from batchscope.experiment import Experiment, Step
+from batchscope.profiles.profile import BatchCurve, DeviceProfile, load_profile
+from batchscope.sim.changes import Changes, CurveFor, need_fps
+from batchscope.sim.clock import NEVER, Clock
 
 DEFAULT_WARMUP_S = 1.0  # the same default as `batchscope run --warmup`
 
 # What happens at one instant is all applied before the policy is asked: first
 # the steps (so what happens at a step's instant happens under the new config),
 # then the batch that ends, then the frames, then the timers.
-_FRAME, _TIMER = 1, 2  # kinds of the events that only give the policy a look
-_ENDS, _STEP = 0, 1  # kinds of the changes at one instant, in the order they apply
-_NEVER = float("inf")
 _arrival_of, _session_of = itemgetter(ARRIVAL), itemgetter(SESSION)
-
-#: The batch curve a config runs on; raises ProfileError when there is none.
-CurveFor = Callable[[RunConfig], BatchCurve]
 
 
 @dataclass(frozen=True)
@@ -154,266 +142,6 @@ class ProfileCurves:
         return self.profile(config).curve(config.precision, config.resolution)
 
 
-@dataclass
-class _Schedule:
-    """The windows the sessions publish from one instant to the next change, in event order.
-
-    ``times``/``sessions`` are lists (fast to index one by one) ending in a
-    sentinel; ``times_array``/``sessions_array`` the same as arrays, for the
-    overwrite records. ``opened`` collects the indices of the windows published
-    into an empty mailbox and ``published`` counts those published before the
-    next schedule took over: the others replaced an untaken window (recording the
-    openings, about one per batch, is cheaper than recording every overwrite).
-    """
-
-    times: list[float]
-    sessions: list[int]
-    times_array: np.ndarray
-    sessions_array: np.ndarray
-    opened: list[int]
-    published: int = 0
-
-
-class _Clock:
-    """Every session's frame times, and the events that only give the policy a look.
-
-    Session ``sid``'s k-th frame after its anchor is due at ``anchor[sid] + k *
-    period`` (the live feeder's pacing; the anchor moves when the pace changes),
-    and publishes a window from the 3rd frame of its run on (``run_start[sid]``:
-    the k that opened the run; a new resolution or sources open a new run, as
-    the live roster re-makes its sessions). Frames are computed in bulk for the
-    stretch up to the next change (:meth:`schedule`) instead of one heap event
-    per frame; the times are the same floats the per-frame loop computed.
-
-    Faults change a session's pace here, by the live feeder's and roster's rules
-    (``engine/faults.py``): ``scale`` is :meth:`Feeder.scale`'s factor (K > 1: a
-    burst at K × fps; 0: a stall, which keeps the session's schedule and sends
-    nothing), ``failed`` the sessions whose source failed (no schedule at all
-    until :meth:`recover` gives a fresh phase). A *muted* session (stalled or
-    failed) is left out of the schedule, and its frames do not advance: its
-    window keeps the frames it held (``held``) and goes on from there.
-    """
-
-    def __init__(self, config: RunConfig, n_ids: int, t_end: float) -> None:
-        fps = config.fps
-        assert fps is not None, "play() checks the frame rate first (_need_fps)"
-        self.rng = random.Random(config.seed)
-        self.fps = fps
-        self.period = 1.0 / fps
-        self.sessions = config.sessions
-        self.t_end = t_end
-        self.anchor = [0.0] * n_ids
-        self.run_start = [0] * n_ids
-        for sid in range(config.sessions):
-            self.anchor[sid] = first_frame_delay(self.rng, fps)
-        self.scale: dict[int, float] = {}  # session -> pace factor while a stall or burst lasts
-        self.failed: set[int] = set()  # sessions whose source failed (a source_error fault)
-        self.held: dict[int, int] = {}  # muted session -> frames in its window when muted
-        # (s, kind): timers (superseded ones too) and a run's first two frames
-        self.looks: list[tuple[float, int]] = []
-        self.schedules: list[_Schedule] = []
-
-    def _period(self, sid: int) -> float:
-        """s between ``sid``'s frames: a stalled session keeps the normal pace (as live)."""
-        return self.period / (self.scale.get(sid, 1.0) or 1.0)
-
-    def muted(self, sid: int) -> bool:
-        return sid in self.failed or self.scale.get(sid) == 0.0
-
-    def _due_before(self, sid: int, t: float) -> int:
-        """How many of ``sid``'s frames (k = 0, 1, …) are due before ``t``."""
-        anchor, period = self.anchor[sid], self._period(sid)
-        k = max(0, math.ceil((t - anchor) / period))
-        while k > 0 and anchor + (k - 1) * period >= t:
-            k -= 1
-        while anchor + k * period < t:
-            k += 1
-        return k
-
-    def schedule(self, now: float, until: float) -> _Schedule:
-        """The windows published from ``now`` (inclusive) to the next change; looks re-made.
-
-        ``until`` is that change's instant: every change makes a new schedule there,
-        so frames from then on come from the next one (and none after the run's end).
-        """
-        until = min(until, self.t_end)
-        ids = [sid for sid in range(self.sessions) if not self.muted(sid)]
-        periods = np.array([self._period(sid) for sid in ids])[:, None]
-        first = np.array([self._due_before(sid, now) for sid in ids], dtype=np.int64)
-        span = int((until - now) / periods.min()) + 3 if ids else 0
-        ks = first[:, None] + np.arange(span, dtype=np.int64)[None, :]
-        times = np.array([self.anchor[sid] for sid in ids])[:, None] + ks * periods
-        keep = times <= until
-        sids = np.broadcast_to(np.array(ids, dtype=np.int64)[:, None], ks.shape)[keep]
-        times, ks = times[keep], ks[keep]
-        order = np.lexsort((sids, times))
-        times, sids, ks = times[order], sids[order], ks[order]
-        publishes = ks >= np.array(self.run_start, dtype=np.int64)[sids] + (WINDOW - 1)
-        self.looks[:] = [look for look in self.looks if look[1] == _TIMER or look[0] < now]
-        self.looks.extend((t, _FRAME) for t in times[~publishes].tolist())
-        heapq.heapify(self.looks)
-        times, sids = times[publishes], sids[publishes]
-        frames = _Schedule([*times.tolist(), _NEVER], sids.tolist(), times, sids, [])
-        self.schedules.append(frames)
-        return frames
-
-    def _repace(self, sid: int, now: float, at_once: bool = False) -> None:
-        """Re-anchor ``sid`` at its next frame (``at_once``: at ``now``), before a new pace.
-
-        The live feeder's rule for a new fps or scale: the frame already due keeps its
-        time and the next ones follow at the new period; a burst's first frame is now.
-        """
-        k = self._due_before(sid, now)
-        self.anchor[sid] = now if at_once else self.anchor[sid] + k * self._period(sid)
-        self.run_start[sid] -= k
-
-    def _muting(self, sid: int, was_muted: bool, now: float) -> None:
-        """Keep a session's window across a mute: it holds its frames, then goes on."""
-        if self.muted(sid) and not was_muted:
-            self.held[sid] = self._due_before(sid, now) - self.run_start[sid]
-        elif was_muted and not self.muted(sid):
-            self.run_start[sid] = self._due_before(sid, now) - self.held.pop(sid)
-
-    def change(self, old: RunConfig, new: RunConfig, now: float, restart: bool) -> None:
-        """Sessions after a step at ``now``: re-paced, runs restarted, joined (in that order)."""
-        fps = new.fps
-        assert fps is not None, "a step's config has its frame rate checked (_need_fps)"
-        kept = range(min(new.sessions, old.sessions))
-        if fps != old.fps:  # kept sessions keep their next frame, then re-pace
-            for sid in kept:
-                self._repace(sid, now)
-            self.fps, self.period = fps, 1.0 / fps
-        if restart:
-            for sid in kept:
-                self.run_start[sid] = self._due_before(sid, now)
-                if self.muted(sid):
-                    self.held[sid] = 0
-        for sid in range(old.sessions, new.sessions):
-            self.anchor[sid] = now + first_frame_delay(self.rng, fps)
-            self.run_start[sid] = 0
-            self.failed.discard(sid)  # a new session: its source plays (a stall still holds)
-            if self.muted(sid):
-                self.held[sid] = 0
-            else:
-                self.held.pop(sid, None)
-        self.sessions = new.sessions
-
-    def set_scale(self, sid: int, factor: float, now: float) -> None:
-        """``Feeder.scale``: pace ``sid`` at ``factor`` × fps (0 stalls it, 1 is normal)."""
-        was_muted = self.muted(sid)
-        if sid < self.sessions:
-            self._repace(sid, now, at_once=factor > 1.0)
-        if factor == 1.0:
-            self.scale.pop(sid, None)
-        else:
-            self.scale[sid] = factor
-        self._muting(sid, was_muted, now)
-
-    def fail(self, sid: int, now: float) -> None:
-        """The session's source failed: it publishes nothing (its pending window stays)."""
-        was_muted = self.muted(sid)
-        self.failed.add(sid)
-        self._muting(sid, was_muted, now)
-
-    def recover(self, sid: int, now: float) -> None:
-        """``Roster.recover``: a failed session plays again from a fresh phase drawn now."""
-        if sid not in self.failed or sid >= self.sessions:
-            return
-        self.anchor[sid] = now + first_frame_delay(self.rng, self.fps)
-        self.failed.discard(sid)
-        self._muting(sid, True, now)
-
-    def look(self, now: float, timer: float | None) -> float | None:
-        """Pass the looks due by ``now``; the timer, or None if it fell due."""
-        looks = self.looks
-        while looks and looks[0][0] <= now:
-            at, kind = heapq.heappop(looks)
-            if kind == _TIMER and at == timer:
-                timer = None
-        return timer
-
-    def add_timer(self, at: float) -> None:
-        heapq.heappush(self.looks, (at, _TIMER))
-
-    def overwrites(self) -> np.ndarray:
-        """:data:`OVERWRITE_DTYPE` rows of every window replaced while untaken, in time order."""
-        index = []
-        for f in self.schedules:
-            over = np.ones(f.published, dtype=bool)
-            over[f.opened] = False
-            index.append(np.flatnonzero(over))
-        out = np.empty(sum(len(x) for x in index), OVERWRITE_DTYPE)
-        out["session"] = np.concatenate(
-            [f.sessions_array[x] for f, x in zip(self.schedules, index, strict=True)]
-        )
-        out["t"] = np.concatenate(
-            [f.times_array[x] for f, x in zip(self.schedules, index, strict=True)]
-        )
-        return out
-
-
-class _Faults:
-    """The faults playing, by ``Engine.inject`` and ``engine/faults.py``: what each does.
-
-    A stall or a burst scales its session's pace on the clock (the live feeder's
-    ``scale``), a source error fails and later recovers its session (the
-    roster's rules, on the clock too), and a slow device multiplies every batch
-    that starts meanwhile (``slowdown``, as the live worker sets it between two
-    batches: the batch on the device finishes at the pace it started with).
-    Overlapping faults compose by the live rule (:class:`ActiveFaults`): each
-    end undoes only its own share. A fault's end opens a segment; its start is
-    part of its step's segment (the caller opens that one).
-    """
-
-    def __init__(self, clock: _Clock, segments: SegmentLog) -> None:
-        self._clock = clock
-        self._segments = segments
-        self.active = ActiveFaults()
-        self.slowdown = 1.0
-
-    def start(self, fault: Fault, now: float, config: RunConfig) -> int | None:
-        """Start ``fault`` at ``now``: its token for :meth:`end`, or None if refused.
-
-        Refused (nothing done), as live, when its session does not exist in ``config``.
-        """
-        if fault.session is not None and fault.session >= config.sessions:
-            return None
-        was_failed = self.active.failed(fault.session)
-        token = self.active.add(fault)
-        self._act(fault, now, was_failed)
-        return token
-
-    def end(self, fault: Fault, token: int, now: float, config: RunConfig) -> None:
-        """``fault`` ends by itself at ``now``: the run back to normal (or to the faults
-        still on), in a segment of its own."""
-        was_failed = self.active.failed(fault.session)
-        self.active.remove(token)
-        self._act(fault, now, was_failed)
-        self._segments.open(now, config, {}, f"after: {fault.describe()}", faults=self.on())
-
-    def on(self) -> list[dict[str, Any]]:
-        """The faults in effect, as a segment lists them."""
-        return [f.as_json() for f in self.active.faults()]
-
-    def _act(self, fault: Fault, now: float, was_failed: bool) -> None:
-        """Set the effect of every fault on, after ``fault`` started or ended."""
-        sid, clock, active = fault.session, self._clock, self.active
-        if fault.kind in ("stall", "burst"):
-            assert sid is not None, f"a {fault.kind} fault names its session (FAULT_FIELDS)"
-            clock.set_scale(sid, active.pace(sid), now)
-        elif fault.kind == "slow_device":
-            self.slowdown = active.slowdown()
-        elif fault.kind == "source_error":
-            assert sid is not None, "a source_error fault names its session (FAULT_FIELDS)"
-            failed = active.failed(sid)
-            if failed and not was_failed:
-                clock.fail(sid, now)
-            elif was_failed and not failed:
-                clock.recover(sid, now)
-        else:
-            raise ValueError(f"unknown fault {fault.kind!r}")
-
-
 def one_step(config: RunConfig) -> Experiment:
     """``config`` as an experiment: one step at 0 s that changes nothing."""
     return Experiment(
@@ -424,11 +152,6 @@ def one_step(config: RunConfig) -> Experiment:
         steps=(Step(0.0, {}),),
         configs=(config,),
     )
-
-
-def _need_fps(config: RunConfig) -> None:
-    if config.fps is None:
-        raise ConfigError("fps", None, "the simulator needs a frame rate (it has no sources)")
 
 
 def play(experiment: Experiment, curve_for: CurveFor, warmup_s: float = DEFAULT_WARMUP_S) -> Trace:
@@ -443,34 +166,21 @@ def play(experiment: Experiment, curve_for: CurveFor, warmup_s: float = DEFAULT_
     steps = experiment.steps
     opening = steps[0] if steps and steps[0].at == 0 else None
     config = experiment.base.with_changes(**opening.changes) if opening else experiment.base
-    _need_fps(config)
+    need_fps(config)
     curve = curve_for(config)
     policy = make_policy(config)
     t0 = warmup_s
     t_end = warmup_s + experiment.duration
-    segments = SegmentLog()
-    first_changes = _wanted(experiment.base, config)
-    first_caption = (opening.caption if opening else "") or experiment.caption
-    segments.open(t0, config, first_changes, first_caption)
-    curves = [curve]  # every curve used; in-flight batches name theirs by index
-    batch_s: dict[int, float] = {}  # batch size -> s on the current curve, memoised
-    drop_s, neighbours = _worker_knobs(config)  # as the live worker and emulated device
-    expired: list[tuple[int, float]] = []  # (session, t) of each window dropped
     n_ids = max(c.sessions for c in (experiment.base, *experiment.configs))
-    clock = _Clock(config, n_ids, t_end)
-    faults = _Faults(clock, segments)
-    slowdown = faults.slowdown  # every batch that starts takes this × its curve's time
-    # What changes the run, in time order: (s, _ENDS or _STEP, order, the fault or step).
-    # Each step at its time (the opening one only to start its faults), each fault's
-    # end once it started; at one instant the faults that end go first, then the steps.
-    agenda: list[tuple[float, int, int, Any]] = [
-        (t0 + s.at, _STEP, s.index, s)
-        for s in steps
-        if (s is not opening or s.faults) and t0 + s.at <= t_end
-    ]
-    heapq.heapify(agenda)
-    seq = itertools.count(len(steps))  # the order of the fault ends in the agenda
-    change_at = agenda[0][0] if agenda else _NEVER
+    clock = Clock(config, n_ids, t_end)
+    changes = Changes(experiment, opening, config, policy, curve, curve_for, clock, t0, t_end)
+    segments = changes.segments
+    batch_s = changes.batch_s  # batch size -> s on the current curve, memoised
+    drop_s, neighbours = changes.drop_s, changes.neighbours  # the worker's, the device's
+    slowdown = changes.slowdown  # every batch that starts takes this × its curve's time
+    curve_k = changes.curve_k  # the current curve's index in curves
+    expired: list[tuple[int, float]] = []  # (session, t) of each window dropped
+    change_at = changes.next_at()
 
     frames = clock.schedule(0.0, change_at)
     ft, fs = frames.times, frames.sessions  # the windows published, in event order
@@ -487,7 +197,7 @@ def play(experiment: Experiment, curve_for: CurveFor, warmup_s: float = DEFAULT_
     reason = cap = pad = 0  # why the batch on the device left, the policy's cap, its padding
     taken: list[list[Any]] = []
     chooser = policy
-    curve_k = batch_k = 0  # the current curve's index in curves, and the running batch's
+    batch_k = 0  # the running batch's curve's index in curves
     timer: float | None = None  # the pending wait_until, if any
     looks = clock.looks
 
@@ -498,52 +208,20 @@ def play(experiment: Experiment, curve_for: CurveFor, warmup_s: float = DEFAULT_
     while True:
         # busy: nothing before free_at asks the policy, it only changes state;
         # idle: the next instant anything happens
-        now = free_at if busy else min(ft[i], change_at, looks[0][0] if looks else _NEVER)
+        now = free_at if busy else min(ft[i], change_at, looks[0][0] if looks else NEVER)
         if now > t_end and not busy:
             break
         while change_at <= now:  # changes come first at their instant
             at = change_at
             i = _publish(ft, fs, i, at, pending, opened, before=True)
-            while agenda and agenda[0][0] == at:
-                _, kind, _, what = heapq.heappop(agenda)
-                if kind == _ENDS:
-                    fault, token = what
-                    faults.end(fault, token, at, config)
-                    continue
-                opens = None
-                if what is not opening:
-                    config, policy, curve, opens = _step(
-                        what, at, config, policy, curve, curve_for, clock, pending
-                    )
-                started = []
-                for fault in what.faults:  # as the player starts them: after the change
-                    token = faults.start(fault, at, config)
-                    if token is None:
-                        continue
-                    started.append(fault)
-                    if at + fault.for_s <= t_end:
-                        heapq.heappush(agenda, (at + fault.for_s, _ENDS, next(seq), (fault, token)))
-                # one step, one segment: the change and the faults it started
-                if what is opening:
-                    if started:
-                        both = {**first_changes, "fault": fault_changes(started)}
-                        segments.relabel(0, both, first_caption, faults.on())
-                elif started or opens:
-                    cfg, wanted, error = opens or (config, {}, None)
-                    if started:
-                        wanted = {**wanted, "fault": fault_changes(started)}
-                    caption = what.caption or "; ".join(f.describe() for f in started)
-                    segments.open(at, cfg, wanted, caption, error, faults.on())
-                if curve is not curves[-1]:
-                    curves.append(curve)
-                    curve_k, batch_s = len(curves) - 1, {}
-                if (drop_s, neighbours.count, neighbours.duty) != _knob_key(config):
-                    drop_s, neighbours = _worker_knobs(config)
-            if faults.slowdown != slowdown:
-                slowdown, batch_s = faults.slowdown, {}
+            changes.apply(at, pending)
+            config, policy, curve = changes.config, changes.policy, changes.curve
+            curve_k = changes.curve_k
+            batch_s, drop_s, neighbours = changes.batch_s, changes.drop_s, changes.neighbours
+            slowdown = changes.slowdown
             select = policy.select
             frames.published = i
-            change_at = agenda[0][0] if agenda else _NEVER
+            change_at = changes.next_at()
             frames = clock.schedule(at, change_at)
             ft, fs, i, opened = frames.times, frames.sessions, 0, frames.opened
         # _publish inlined: the hot path (every window that arrives during a batch)
@@ -602,6 +280,20 @@ def play(experiment: Experiment, curve_for: CurveFor, warmup_s: float = DEFAULT_
 
     frames.published = i
     segments.close(t_end)
+    return _trace(measured, delivered, expired, changes, clock, t0, t_end, n_ids)
+
+
+def _trace(
+    measured: list[tuple[float, int, float, int, int, int, int]],
+    delivered: list[list[Any]],
+    expired: list[tuple[int, float]],
+    changes: Changes,
+    clock: Clock,
+    t0: float,
+    t_end: float,
+    n_ids: int,
+) -> Trace:
+    """The played run's records over its measured interval [t0, t_end]."""
     items, batches = _records(measured, delivered)
     used = {
         (k, n + pad) for _, n, _, k, _, _, pad in measured
@@ -609,7 +301,7 @@ def play(experiment: Experiment, curve_for: CurveFor, warmup_s: float = DEFAULT_
     peaks = [
         p.peak_mb
         for k, n in used
-        for p in curves[k].points
+        for p in changes.curves[k].points
         if p.batch == n and p.peak_mb is not None
     ]
     overwrites = clock.overwrites()
@@ -620,22 +312,11 @@ def play(experiment: Experiment, curve_for: CurveFor, warmup_s: float = DEFAULT_
         start=t0,
         end=t_end,
         sessions=n_ids,
-        config=config,
-        segments=tuple(segments.all()),
+        config=changes.config,
+        segments=tuple(changes.segments.all()),
         peak_mb=max(peaks) if peaks else None,
         expiries=np.array(expired, OVERWRITE_DTYPE),
     )
-
-
-def _worker_knobs(config: RunConfig) -> tuple[float | None, Neighbours]:
-    """The knobs the live worker and the emulated device apply to every policy."""
-    drop = None if config.drop_after_ms is None else config.drop_after_ms / 1000.0
-    return drop, Neighbours(config.neighbours, config.neighbour_duty, config.seed)
-
-
-def _knob_key(config: RunConfig) -> tuple[float | None, int, float]:
-    drop = None if config.drop_after_ms is None else config.drop_after_ms / 1000.0
-    return drop, config.neighbours, config.neighbour_duty
 
 
 def _records(
@@ -686,61 +367,6 @@ def _publish(
         i += 1
         t = ft[i]
     return i
-
-
-def _step(
-    step: Step,
-    now: float,
-    config: RunConfig,
-    policy: BatchPolicy,
-    curve: BatchCurve,
-    curve_for: CurveFor,
-    clock: _Clock,
-    pending: dict[int, list[Any]],
-) -> tuple[RunConfig, BatchPolicy, BatchCurve, tuple[RunConfig, dict[str, Any], str | None] | None]:
-    """Apply ``step`` at ``now`` as ``Engine.apply(step=True)`` would: the config, policy
-    and curve after it (unchanged if it cannot be made), and the segment it opens as
-    (config, changes, error), or None (nothing changed, no caption)."""
-    if not step.changes:
-        return config, policy, curve, ((config, {}, None) if step.caption else None)
-    try:
-        new, new_curve, new_policy = _prepare(config, step, curve_for, policy)
-    except (ConfigError, ProfileError) as exc:
-        return config, policy, curve, (config, _tried(config, step), str(exc))
-    changes = config.diff(new)
-    opens = (new, _wanted(config, new), None) if changes or step.caption else None
-    for gone in range(new.sessions, config.sessions):  # retired: pending window dropped
-        pending.pop(gone, None)
-    clock.change(config, new, now, bool({"resolution", "sources"} & changes.keys()))
-    return new, new_policy, new_curve, opens
-
-
-def _prepare(
-    config: RunConfig, step: Step, curve_for: CurveFor, policy: BatchPolicy
-) -> tuple[RunConfig, BatchCurve, BatchPolicy]:
-    """The config, curve and policy after ``step``; raises (changing nothing) if it cannot be.
-
-    As in ``Engine.apply``: everything that can fail is built first; a knob
-    change retunes the running policy last, all or nothing.
-    """
-    new = config.with_changes(**step.changes)
-    _need_fps(new)
-    curve = curve_for(new)
-    if new.policy != config.policy:
-        return new, curve, make_policy(new)
-    if set(POLICY_PARAMS[new.policy]) & config.diff(new).keys():
-        policy.retune(new)
-    return new, curve, policy
-
-
-def _wanted(old: RunConfig, new: RunConfig) -> dict[str, Any]:
-    """field -> new value, for the fields that differ (a segment's ``changes``)."""
-    return {k: b for k, (_, b) in old.diff(new).items()}
-
-
-def _tried(config: RunConfig, step: Step) -> dict[str, Any]:
-    """What a failed step asked for: the fields it would have changed."""
-    return {k: v for k, v in step.changes.items() if getattr(config, k) != v}
 
 
 def simulated_report(
