@@ -24,9 +24,9 @@ the 15% that holds for the fair policy and for mean fps.
 from __future__ import annotations
 
 import pytest
+from benchmarks.agreement import live_and_simulated
 
 from batchscope.config import RunConfig
-from batchscope.sim.agreement import live_and_simulated
 
 WARMUP_S = 1.0
 LIVE_S = 4.0
