@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from batchscope.engine.engine import Engine
+    from batchscope.experiment import Experiment
 
 REPORT_KEYS = {"kind", "config", "sessions", "overall", "memory"}
 SESSION_KEYS = {
@@ -51,3 +56,38 @@ def wait_for(cond: Callable[[], object], timeout: float = 10.0) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+def running_engine(**config: Any) -> Engine:
+    """An engine on :data:`SMALL_EMULATED` with ``config``, started, and every session
+    past its first 5 results (the caller stops it)."""
+    from batchscope.config import RunConfig
+    from batchscope.engine.engine import Engine
+
+    engine = Engine(RunConfig(**{**SMALL_EMULATED, **config}))
+    engine.open()
+    engine.start()
+    assert wait_for(lambda: min(s.delivered for s in engine.snapshot().sessions) > 5)
+    return engine
+
+
+def played_live(exp: Experiment, slack_s: float = 60.0) -> tuple[dict, Engine]:
+    """``exp`` played live as the app and ``run --experiment`` play it: engine/player.py
+    on an engine started on its first config. The engine comes back stopped, every
+    thread ended, for its per-batch records."""
+    from batchscope.engine.engine import Engine
+    from batchscope.engine.player import ExperimentPlayer, first_config
+
+    engine = Engine(first_config(exp))
+    engine.open()
+    engine.start()
+    player = ExperimentPlayer(engine, exp)
+    try:
+        player.start()
+        assert player.finished.wait(exp.duration + slack_s)
+        report = engine.report()
+    finally:
+        player.stop()
+        engine.stop()
+    assert wait_for(lambda: engine.threads_alive() == [] and not player.alive)
+    return report, engine

@@ -5,18 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from batchscope.config import RunConfig
 from batchscope.engine.engine import Engine
 from batchscope.experiment import ExperimentError, Fault, parse_experiment
-from contract import SMALL_EMULATED, wait_for
+from contract import running_engine, wait_for
 
 
 @pytest.fixture
 def engine():
-    e = Engine(RunConfig(**SMALL_EMULATED, sessions=3, policy="all"))
-    e.open()
-    e.start()
-    assert wait_for(lambda: min(s.delivered for s in e.snapshot().sessions) > 5)
+    e = running_engine(sessions=3, policy="all")
     yield e
     e.stop()
     assert e.threads_alive() == []

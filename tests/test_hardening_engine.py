@@ -14,18 +14,14 @@ import pytest
 from batchscope.config import RunConfig
 from batchscope.engine import engine as engine_module
 from batchscope.engine.engine import Engine
-from batchscope.engine.player import ExperimentPlayer, first_config
 from batchscope.experiment import Fault, parse_experiment
 from batchscope.sim.simulated_experiment import simulate_experiment
-from contract import SMALL_EMULATED, wait_for
+from contract import SMALL_EMULATED, played_live, running_engine, wait_for
 
 
 @pytest.fixture
 def engine():
-    e = Engine(RunConfig(**SMALL_EMULATED, sessions=3, policy="all"))
-    e.open()
-    e.start()
-    assert wait_for(lambda: min(s.delivered for s in e.snapshot().sessions) > 5)
+    e = running_engine(sessions=3, policy="all")
     yield e
     e.stop()
     assert wait_for(lambda: e.threads_alive() == [])
@@ -100,17 +96,7 @@ def labels(report: dict) -> list[tuple[dict, str]]:
 def test_a_step_that_changes_a_setting_and_starts_a_fault_opens_one_segment():
     # ba13837 live: a 1.0–1.0 segment for the policy, then the fault's (listing only it)
     exp = parse_experiment(STEP_AND_FAULT)
-    engine = Engine(first_config(exp))
-    engine.open()
-    engine.start()
-    player = ExperimentPlayer(engine, exp)
-    try:
-        player.start()
-        assert player.finished.wait(exp.duration + 20)
-        live = engine.report()
-    finally:
-        player.stop()
-        engine.stop()
+    live, _ = played_live(exp)
     stall = {"kind": "stall", "for_s": 1.5, "session": 0}
     assert labels(live) == [
         ({}, "3 sessions"),

@@ -10,8 +10,6 @@ import numpy as np
 import pytest
 
 from batchscope.config import RunConfig
-from batchscope.engine.engine import Engine
-from batchscope.engine.player import ExperimentPlayer, first_config
 from batchscope.engine.report.rows import live_vs_predicted
 from batchscope.engine.segments import SETTLE_S
 from batchscope.engine.session import WINDOW
@@ -20,6 +18,7 @@ from batchscope.profiles.profile import load_profile
 from batchscope.sim.prediction import add_predictions, predict_segment
 from batchscope.sim.simulated_experiment import simulate_experiment
 from batchscope.sim.simulator import ProfileCurves, one_step, play, simulate
+from contract import played_live
 
 LAPTOP = load_profile("laptop-8gb")
 B1_MS = LAPTOP.curve("fp16", (512, 288)).ms(1)  # 9.82 ms
@@ -259,25 +258,6 @@ policy = "round-robin"
 caption = "round-robin on a slower device"
 slow_device = {factor = 2, for_s = 3}
 """
-
-
-def played_live(exp: Experiment) -> tuple[dict, Engine]:
-    """``exp`` played live as the app and ``run --experiment`` play it: engine/player.py
-    on an engine (emulated device) started on its first config. The engine comes back
-    stopped, for its per-batch records."""
-    engine = Engine(first_config(exp))
-    engine.open()
-    engine.start()
-    player = ExperimentPlayer(engine, exp)
-    try:
-        player.start()
-        assert player.finished.wait(exp.duration + 60)
-        report = engine.report()
-    finally:
-        player.stop()
-        engine.stop()
-    assert engine.threads_alive() == [] and not player.alive
-    return report, engine
 
 
 def sent_fps(session: dict, segment: dict) -> float:

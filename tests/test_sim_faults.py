@@ -29,6 +29,7 @@ from batchscope.experiment import Experiment, Fault, load_experiment, parse_expe
 from batchscope.profiles.profile import load_profile
 from batchscope.sim.simulated_experiment import simulate_experiment
 from batchscope.sim.simulator import ProfileCurves, Trace, play
+from contract import played_live
 from simulated import session_phases
 
 LAPTOP = load_profile("laptop-8gb")
@@ -408,22 +409,8 @@ def test_faults_live_and_simulated_have_the_same_segments() -> None:
     session against the edges is ~2%, and a live fault starts a few ms late. (The
     0.5 s segments after the first three faults are too short to measure both ways.)
     """
-    from batchscope.engine.engine import Engine
-    from batchscope.engine.player import ExperimentPlayer, first_config
-
     exp = experiment("all", "stall = {session = 0, for_s = 2.5}", duration=16, steps=LIVE)
-    engine = Engine(first_config(exp))
-    engine.open()
-    engine.start()
-    player = ExperimentPlayer(engine, exp)
-    try:
-        player.start()
-        assert player.finished.wait(exp.duration + 10)
-        live = engine.report()
-    finally:
-        player.stop()
-        engine.stop()
-    assert engine.threads_alive() == []
+    live, _ = played_live(exp)
     sim = simulate_experiment(exp)
     assert labels(live) == labels(sim)
     assert len(sim["segments"]) == 9
