@@ -310,12 +310,6 @@ def test_live_and_simulated_segments_agree() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="live, every segment's rows are built from the sessions running when the report "
-    "is made (Engine.report passes roster.sessions()): a session retired later loses its "
-    "rows, and its segment's mean_fps, in the segments it ran in; the simulator keeps them",
-)
 def test_a_session_retired_later_keeps_its_rows_in_the_segments_it_ran_in() -> None:
     exp = experiment(
         '[[step]]\nat = 0\nsessions = 3\npolicy = "oldest"\n[[step]]\nat = 3\nsessions = 2\n',

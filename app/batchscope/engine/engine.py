@@ -62,7 +62,7 @@ from batchscope.engine.roster import (
     open_slots,
 )
 from batchscope.engine.segments import SegmentLog
-from batchscope.engine.session import Mailboxes, Window, shown_state
+from batchscope.engine.session import Mailboxes, Session, Window, shown_state
 from batchscope.engine.snapshot import (
     BUS_S,
     BusRecords,
@@ -698,17 +698,8 @@ class Engine:
 
     def report(self, kind: str = "run") -> dict[str, Any]:
         """The JSON report over the interval since the last statistics reset (or start)."""
-        infos = [
-            SessionInfo(
-                s.id,
-                s.source.spec,
-                shown_state(s, self.faults.stalled(s.id)),
-                s.error,
-                s.source.own_fps,
-                s.source.has_truth,
-            )
-            for s in self.roster.sessions()
-        ]
+        stalled = self.faults.stalled
+        infos = [_info(s, shown_state(s, stalled(s.id))) for s in self.roster.sessions()]
         return run_report(
             kind,
             self.config,
@@ -720,7 +711,16 @@ class Engine:
             self._clock(),
             self._t0,
             self._stats_t0,
+            [_info(s, state) for s, state in self.roster.retired()],
         )
+
+
+def _info(session: Session, state: str) -> SessionInfo:
+    """What a report says of ``session`` (in ``state``)."""
+    source = session.source
+    return SessionInfo(
+        session.id, source.spec, state, session.error, source.own_fps, source.has_truth
+    )
 
 
 def _is_user_error(exc: BaseException) -> bool:

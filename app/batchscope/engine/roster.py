@@ -89,6 +89,9 @@ class Roster:
         self._lock = threading.RLock()
         self._slots: list[SourceSlot] = []
         self._sessions: dict[int, Session] = {}
+        # sessions retired by a smaller count, with the state they ran in: the report's
+        # segments they ran in still list them
+        self._retired: dict[int, tuple[Session, str]] = {}
 
     @property
     def slots(self) -> list[SourceSlot]:
@@ -97,6 +100,12 @@ class Roster:
     def sessions(self) -> list[Session]:
         with self._lock:
             return sorted(self._sessions.values(), key=lambda s: s.id)
+
+    def retired(self) -> list[tuple[Session, str]]:
+        """The sessions a smaller count retired (none of the current ids), each with the
+        state it ran in, by id."""
+        with self._lock:
+            return [self._retired[sid] for sid in sorted(self._retired.keys() - self._sessions)]
 
     def active(self) -> list[Session]:
         return [s for s in self.sessions() if s.state == "running"]
@@ -140,6 +149,7 @@ class Roster:
         with self._lock:
             retired = [self._sessions.pop(sid) for sid in [s for s in self._sessions if s >= n]]
             for session in retired:
+                self._retired[session.id] = (session, session.state)
                 session.state = "stopped"
             for sid in range(n):
                 slot = self._slots[sid % len(self._slots)] if self._slots else None

@@ -31,8 +31,14 @@ def run_report(
     now: float,
     t0: float,
     stats_t0: float,
+    retired: Sequence[SessionInfo] = (),
 ) -> dict[str, Any]:
-    """The report at ``now`` (engine clock) of a run started at ``t0``, reset at ``stats_t0``."""
+    """The report at ``now`` (engine clock) of a run started at ``t0``, reset at ``stats_t0``.
+
+    ``sessions`` are the run's now; ``retired`` those a smaller count retired, as they
+    ran: the segments they ran in list them (as the simulator's do).
+    """
+    ever = sorted([*sessions, *retired], key=lambda s: s.id)
     with store.lock:
         items = store.items.view()
         batches = store.batches.view()
@@ -58,7 +64,7 @@ def run_report(
             "weights": backend.weights if backend else "",
             "events": events,
             "segments": [
-                segment_report(seg, sessions, *history, now, t0, kind, expiries) for seg in segments
+                segment_report(seg, ever, *history, now, t0, kind, expiries) for seg in segments
             ],
         },
         expired=mailboxes.expired(),
