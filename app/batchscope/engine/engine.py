@@ -44,7 +44,8 @@ from batchscope.engine.backends import (
     EmulatedBackend,
     make_backend,
 )
-from batchscope.engine.faults import RunFaults, fault_changes
+from batchscope.engine.fault_actions import RunFaults
+from batchscope.engine.faults import fault_changes
 from batchscope.engine.feeder import Feeder
 from batchscope.engine.metrics import Event, MetricsStore, TimelineSample
 from batchscope.engine.monitor import Monitor, sample_timeline
@@ -120,7 +121,7 @@ class Engine:
         )
         self.roster = Roster(self.mailboxes, self._feeder)
         self._monitor = Monitor(self.store, self._sample, lambda m: self.event("error", m))
-        self.faults = RunFaults(  # faults on cue; they compose (engine/faults.py)
+        self.faults = RunFaults(  # faults on cue (engine/fault_actions.py)
             self._feeder,
             self.roster,
             self.segments,

@@ -56,7 +56,7 @@ class Clock:
     per frame; the times are the same floats the per-frame loop computed.
 
     Faults change a session's pace here, by the live feeder's and roster's rules
-    (``engine/faults.py``): ``scale`` is :meth:`Feeder.scale`'s factor (K > 1: a
+    (``engine/fault_actions.py``): ``scale`` is :meth:`Feeder.scale`'s factor (K > 1: a
     burst at K × fps; 0: a stall, which keeps the session's schedule and sends
     nothing), ``failed`` the sessions whose source failed (no schedule at all
     until :meth:`recover` gives a fresh phase). A *muted* session (stalled or
