@@ -22,6 +22,8 @@ import subprocess
 import sys
 import time
 
+from batchscope.config import RunConfig
+
 PERIOD_S = 0.1  # one busy-then-idle cycle of a neighbour
 STOP_TIMEOUT_S = 2.0
 
@@ -74,6 +76,26 @@ class NeighbourLoad:
                 child.kill()
                 child.wait(1.0)
         self._children = []
+
+
+def neighbour_load(have: NeighbourLoad | None, config: RunConfig) -> NeighbourLoad | None:
+    """The neighbour processes ``config`` asks for (real ones only beside the torch
+    backend, with a duty above 0): ``have`` if it is that already, else ``have`` stopped
+    and a new load started (None for none)."""
+    want = config.neighbours if config.backend == "torch" and config.neighbour_duty > 0 else 0
+    if have is not None and (have.device, have.count, have.duty) == (
+        config.device,
+        want,
+        config.neighbour_duty,
+    ):
+        return have
+    if have is not None:
+        have.stop()
+    if not want:
+        return None
+    load = NeighbourLoad(config.device, want, config.neighbour_duty)
+    load.start()
+    return load
 
 
 def _load(device: str, duty: float, parent: int) -> None:

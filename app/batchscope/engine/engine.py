@@ -23,8 +23,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from batchscope.config import (
     BACKEND_FIELDS,
     DEVICE_LOAD_FIELDS,
@@ -35,7 +33,7 @@ from batchscope.config import (
     RunConfig,
     format_resolution,
 )
-from batchscope.device.load import NeighbourLoad
+from batchscope.device.load import NeighbourLoad, neighbour_load
 from batchscope.engine.accuracy import UNSCORED, score
 from batchscope.engine.backends import (
     Backend,
@@ -65,12 +63,12 @@ from batchscope.engine.roster import (
 from batchscope.engine.segments import SegmentLog
 from batchscope.engine.session import Mailboxes, Session, Window, shown_state
 from batchscope.engine.snapshot import (
-    BUS_S,
     BusRecords,
     DeviceView,
     SegmentView,
     Snapshot,
     SnapshotInputs,
+    keep_buses,
     scope_start,
     take_snapshot,
 )
@@ -78,8 +76,6 @@ from batchscope.engine.sources import (
     CACHE_BYTES,
     OpenCancelled,
     SourceError,
-    VideoFileSource,
-    is_live_or_synthetic,
 )
 from batchscope.engine.worker import Worker, WorkerStopped
 from batchscope.experiment import Fault
@@ -495,20 +491,7 @@ class Engine:
 
     def _sync_load(self, config: RunConfig) -> None:
         """Real neighbour processes on a real device, as many as ``config`` asks for."""
-        want = config.neighbours if config.backend == "torch" and config.neighbour_duty > 0 else 0
-        have = self._load
-        if have is not None and (have.device, have.count, have.duty) == (
-            config.device,
-            want,
-            config.neighbour_duty,
-        ):
-            return
-        if have is not None:
-            have.stop()
-            self._load = None
-        if want:
-            self._load = NeighbourLoad(config.device, want, config.neighbour_duty)
-            self._load.start()
+        self._load = neighbour_load(self._load, config)
 
     def _set_neighbours(self, config: RunConfig) -> None:
         """Worker thread: the emulated device's neighbours change between two batches."""
@@ -526,8 +509,8 @@ class Engine:
         """
         specs = new.sources or default_sources()
         held = cache_bytes(self.roster.slots)
-        if held + self._cache_estimate(specs, new.resolution) <= CACHE_BYTES:
-            return self._checked(self._open_slots(specs, new))
+        if held + self.roster.cache_estimate(specs, new.resolution) <= CACHE_BYTES:
+            return self.roster.refuse_broken(self._open_slots(specs, new))
         old = self.config
         self.event(
             "info",
@@ -542,38 +525,13 @@ class Engine:
         self._opened.between_batches(self.backend.forget_frames)
         self.roster.release_caches()
         try:
-            return self._checked(self._open_slots(specs, new))
+            return self.roster.refuse_broken(self._open_slots(specs, new))
         except EngineStopped:
             raise
         except BaseException:
             self._install(self._open_slots(old.sources or default_sources(), old))
             self._sync_sessions()
             raise
-
-    def _checked(self, slots: list[SourceSlot]) -> list[SourceSlot]:
-        working = {s.spec for s in self.roster.slots if s.error is None}
-        broken = [(s.spec, s.error) for s in slots if s.error and s.spec in working]
-        if broken:
-            close_slots(slots)
-            raise SourceError(*broken[0])
-        return slots
-
-    def _cache_estimate(self, specs: tuple[str, ...], resolution: tuple[int, int]) -> int:
-        """Bytes the video files of ``specs`` will hold at ``resolution`` (a file opened
-        now counts its whole length, or its share of the budget if it was cut; a new one
-        its share)."""
-        files = [spec for spec in specs if not is_live_or_synthetic(spec)]
-        share = CACHE_BYTES // max(1, len(files))
-        frame = resolution[0] * resolution[1] * 3
-        opened = {s.spec: s.source for s in self.roster.slots}
-        total = 0
-        for spec in files:
-            source = opened.get(spec)
-            if isinstance(source, VideoFileSource) and source.complete:
-                total += min(share, source.n_frames * frame)
-            else:
-                total += share
-        return total
 
     def _build(self, config: RunConfig) -> Backend:
         oom_above = self._oom_above
@@ -677,25 +635,10 @@ class Engine:
         return take_snapshot(self.store, at)
 
     def keep_buses(self, buses: dict[int, BusRecords], snap: Snapshot | None = None) -> None:
-        """Keep the device's last BUS_S s for every segment that runs or ends inside them.
-
-        Called about once a second while an experiment plays (the CLI's loop, the
-        app's timer): a running segment keeps the newest records, a closed one the
-        first that reach past its end, so its bus view in a report is its own last
-        seconds. ``snap``: a snapshot just taken (the app's tick has one), else a new one.
-        """
-        snap = snap if snap is not None else self.snapshot()
-        if snap.bus is None:
-            return
-        since = snap.bus.t0 + snap.t - BUS_S  # on the engine's clock, as segments are
-        for seg in self.segments.all():
-            if seg.end is None:
-                buses[seg.index] = snap.bus
-                continue
-            kept = buses.get(seg.index)
-            reached = kept is not None and kept.batches["end"].max(initial=-np.inf) >= seg.end
-            if seg.end > since and not reached:
-                buses[seg.index] = snap.bus
+        """Keep the device's last BUS_S s for every segment that runs or ends inside them
+        (:func:`~batchscope.engine.snapshot.keep_buses`); ``snap``: a snapshot just taken
+        (the app's tick has one), else a new one."""
+        keep_buses(buses, self.segments.all(), snap if snap is not None else self.snapshot())
 
     def report(self, kind: str = "run") -> dict[str, Any]:
         """The JSON report over the interval since the last statistics reset (or start)."""

@@ -179,6 +179,33 @@ class Roster:
     def close(self) -> None:
         close_slots(self._slots)
 
+    def refuse_broken(self, slots: list[SourceSlot]) -> list[SourceSlot]:
+        """``slots``, or SourceError (all of them closed) if a source that works now
+        fails in them: a live change must not break a working source."""
+        working = {s.spec for s in self._slots if s.error is None}
+        broken = [(s.spec, s.error) for s in slots if s.error and s.spec in working]
+        if broken:
+            close_slots(slots)
+            raise SourceError(*broken[0])
+        return slots
+
+    def cache_estimate(self, specs: tuple[str, ...], resolution: tuple[int, int]) -> int:
+        """Bytes the video files of ``specs`` will hold at ``resolution`` (a file opened
+        now counts its whole length, or its share of the budget if it was cut; a new one
+        its share of CACHE_BYTES)."""
+        files = [spec for spec in specs if not is_live_or_synthetic(spec)]
+        share = CACHE_BYTES // max(1, len(files))
+        frame = resolution[0] * resolution[1] * 3
+        opened = {s.spec: s.source for s in self._slots}
+        total = 0
+        for spec in files:
+            source = opened.get(spec)
+            if isinstance(source, VideoFileSource) and source.complete:
+                total += min(share, source.n_frames * frame)
+            else:
+                total += share
+        return total
+
 
 def _progress_of(
     spec: str, progress: Callable[[str, int, int], None] | None

@@ -261,3 +261,24 @@ def take_snapshot(store: MetricsStore, at: SnapshotInputs) -> Snapshot:
         truncated=bool(truncated),
         bus=bus,
     )
+
+
+def keep_buses(buses: dict[int, BusRecords], segments: Sequence[Any], snap: Snapshot) -> None:
+    """Keep the device's last BUS_S s for every segment that runs or ends inside them.
+
+    Called about once a second while an experiment plays (the CLI's loop, the
+    app's timer), with a snapshot just taken: a running segment keeps the newest
+    records, a closed one the first that reach past its end, so its bus view in a
+    report is its own last seconds (``segments``: the engine's, on its clock).
+    """
+    if snap.bus is None:
+        return
+    since = snap.bus.t0 + snap.t - BUS_S  # on the engine's clock, as segments are
+    for seg in segments:
+        if seg.end is None:
+            buses[seg.index] = snap.bus
+            continue
+        kept = buses.get(seg.index)
+        reached = kept is not None and kept.batches["end"].max(initial=-np.inf) >= seg.end
+        if seg.end > since and not reached:
+            buses[seg.index] = snap.bus
