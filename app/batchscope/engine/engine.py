@@ -404,14 +404,15 @@ class Engine:
                     label_event = label
             elif step and caption:
                 opens = (old, {}, None)
-            started, fault_error = self.faults.start(faults)
+            at = self._clock()  # the step's segment opens here, its faults' clocks start here
+            started, fault_error = self.faults.start(faults, at)
             if started:
                 config, wanted, seg_error = opens or (self.config, {}, None)
                 wanted = {**wanted, "fault": fault_changes(started)}
                 caption = caption or "; ".join(f.describe() for f in started)
                 opens = (config, wanted, seg_error)
             if opens is not None and self.running:
-                self.segments.open(self._clock(), *opens[:2], caption, opens[2], self.faults.on())
+                self.segments.open(at, *opens[:2], caption, opens[2], self.faults.on())
             if changes and error is None:
                 self.event("config", label_event)
             error = error or fault_error
@@ -558,7 +559,7 @@ class Engine:
         """Say what segment 0 stands for (an experiment's step 0) and start that step's
         faults in it: one step, one segment. Returns the first fault's error, if any."""
         with self._changes:
-            started, error = self.faults.start(faults)
+            started, error = self.faults.start(faults, self._clock())
             if started:
                 changes = {**changes, "fault": fault_changes(started)}
             self.segments.relabel(0, changes, caption, self.faults.on())

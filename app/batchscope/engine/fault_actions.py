@@ -130,11 +130,13 @@ class RunFaults:
         """The faults in effect, as a segment lists them."""
         return [f.as_json() for f in self.active.faults()]
 
-    def start(self, faults: Sequence[Fault]) -> tuple[list[Fault], str | None]:
-        """Start each of ``faults``: those started, and the first error (each one an event)."""
+    def start(self, faults: Sequence[Fault], at: float) -> tuple[list[Fault], str | None]:
+        """Start each of ``faults`` at ``at`` (s, the engine's clock: the instant their
+        segment opens, so that a fault of ``for_s`` gives its segment ``for_s``): those
+        started, and the first error (each one an event)."""
         started, first_error = [], None
         for fault in faults:
-            error = self._start(fault)
+            error = self._start(fault, at)
             if error is None:
                 started.append(fault)
                 continue
@@ -142,7 +144,7 @@ class RunFaults:
             first_error = first_error or error
         return started, first_error
 
-    def _start(self, fault: Fault) -> str | None:
+    def _start(self, fault: Fault, at: float) -> str | None:
         config = self._config()
         if not self._running():
             return "the engine is not running"
@@ -172,5 +174,5 @@ class RunFaults:
                     self._clock(), self._config(), {}, f"after: {text}", faults=self.on()
                 )
 
-        self._feeder.at(self._clock() + fault.for_s, ended)
+        self._feeder.at(at + fault.for_s, ended)
         return None
