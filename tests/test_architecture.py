@@ -153,3 +153,18 @@ def test_the_cli_reports_without_the_ui() -> None:
             if imported == "batchscope.ui" or imported.startswith("batchscope.ui."):
                 wrong.append(f"{path.relative_to(ROOT)}:{line} imports {imported}")
     assert wrong == [], "\n".join(wrong)
+
+
+def test_no_module_name_stands_in_two_packages_of_the_tree() -> None:
+    """A name says one room: `cli/run.py` and `engine/report/run.py`, `cli/sweep.py` and
+    `profiles/sweep.py` were twins across layers (within one package tree it is allowed:
+    ui's features each have a `view.py`)."""
+    homes: dict[str, set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        if "__pycache__" in path.parts or path.parent == PACKAGE:
+            continue
+        name = path.parent.name if path.name == "__init__.py" else path.stem
+        top = path.relative_to(PACKAGE).parts[0]
+        homes.setdefault(name, set()).add(top)
+    twins = {name: sorted(tops) for name, tops in homes.items() if len(tops) > 1}
+    assert twins == {}

@@ -332,8 +332,8 @@ def test_no_help_text_speaks_of_this_machine(wide_help):
 
 
 def test_profiles_prints_ms_to_the_hundredth_as_sweep_does(capsys):
+    from batchscope.profiles.curve_sweep import markdown_table
     from batchscope.profiles.profile import load_profile
-    from batchscope.profiles.sweep import markdown_table
 
     code, out, _ = run_cli(["profiles"], capsys)
     assert code == 0

@@ -11,7 +11,7 @@ import torch
 
 from batchscope.cli import main
 from batchscope.engine.backends import EmulatedBackend
-from batchscope.profiles import sweep
+from batchscope.profiles import curve_sweep as sweep
 from batchscope.profiles.profile import CurvePoint, load_profile
 
 TINY = [

@@ -39,7 +39,7 @@ from batchscope.config import (
     RunConfig,
     format_resolution,
 )
-from batchscope.engine.report.run import experiment_block
+from batchscope.engine.report.run_report import experiment_block
 from batchscope.engine.report.text import format_table
 from batchscope.experiment import load_experiment
 from batchscope.profiles.profile import load_profile

@@ -11,15 +11,15 @@ from batchscope.cli.args import CliError, choice_list, configure_threads, csv, k
 from batchscope.config import DEFAULT_RESOLUTION, PRECISIONS, RUNTIMES, format_resolution
 from batchscope.device.checks import check_device
 from batchscope.paths import user_profiles_dir
-from batchscope.profiles.machine import PeakMemory, default_name, device_facts
-from batchscope.profiles.profile import DeviceProfile, list_profiles
-from batchscope.profiles.sweep import (
+from batchscope.profiles.curve_sweep import (
     DEFAULT_BATCHES,
     SweepPlan,
     build_profile,
     markdown_table,
     run_sweep,
 )
+from batchscope.profiles.machine import PeakMemory, default_name, device_facts
+from batchscope.profiles.profile import DeviceProfile, list_profiles
 
 
 def add_profile_commands(sub: Any) -> None:

@@ -51,7 +51,7 @@ from batchscope.engine.neighbours import Neighbours
 from batchscope.engine.policies import make_policy
 from batchscope.engine.recorder import Recorder
 from batchscope.engine.report.body import SessionInfo
-from batchscope.engine.report.run import run_report
+from batchscope.engine.report.run_report import run_report
 from batchscope.engine.roster import (
     Roster,
     SourceSlot,

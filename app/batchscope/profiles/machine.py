@@ -1,6 +1,6 @@
 """Facts about the measuring machine for a device profile: names, versions, peak memory.
 
-Kept apart from the timing loop in :mod:`batchscope.profiles.sweep` because these
+Kept apart from the timing loop in :mod:`batchscope.profiles.curve_sweep` because these
 readers differ per platform (CUDA counters, NVML, Linux ``/proc``), and each one must
 degrade to "unknown" rather than fail a sweep that took minutes.
 """

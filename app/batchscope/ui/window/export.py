@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QWidget
 
 from batchscope.engine.engine import Engine
 from batchscope.engine.report.rows import segments_csv, segments_json
-from batchscope.engine.report.run import experiment_block
+from batchscope.engine.report.run_report import experiment_block
 from batchscope.experiment import Experiment
 from batchscope.render.page import ReportError, write_html_report
 from batchscope.sim.prediction import add_predictions
