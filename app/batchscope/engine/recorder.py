@@ -81,7 +81,9 @@ class Recorder:
         self.lost_items = 0
         (self.folder / "config.json").write_text(json.dumps(config_json, indent=2) + "\n")
         # One unbuffered O_APPEND descriptor per file and one write() per flush: a
-        # process killed mid-run leaves whole lines only.
+        # process killed mid-run leaves whole lines, but for the last one when the kill
+        # lands inside a write (Linux ends a write to a file short when a fatal signal
+        # arrives between two pages); everything before it is whole.
         self._fds = {
             name: os.open(self.folder / name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             for name in ("events.jsonl", "items.csv", "batches.csv", "timeline.csv")
