@@ -46,6 +46,7 @@ def test_under_overload_expired_windows_are_counted_apart_and_p99_stays_bounded(
     e.start()
     try:
         assert wait_for(lambda: e.report()["segments"][-1]["measured_s"] > 1.5)
+        asked = e._clock()
         assert e.apply(e.config.with_changes(drop_after_ms=15.0)) is None
         assert wait_for(lambda: e.report()["segments"][-1]["measured_s"] > 1.5)
         unlimited, seg = e.report()["segments"][-2:]
@@ -53,7 +54,13 @@ def test_under_overload_expired_windows_are_counted_apart_and_p99_stays_bounded(
     finally:
         e.stop()
     overall = seg["overall"]
-    assert overall["expired"] > 50 and unlimited["overall"]["expired"] == 0
+    assert overall["expired"] > 50
+    # nothing expires without the limit: the old segment counts only those dropped after
+    # the worker took the limit and before the new segment opened (a loaded host widens
+    # that moment: one was seen under two CPU hogs)
+    expired_at = e.store.expiries.view()["t"]
+    assert np.all(expired_at >= asked)
+    assert unlimited["overall"]["expired"] == np.count_nonzero(expired_at < seg_start(e))
     assert sum(s["expired"] for s in seg["sessions"]) == overall["expired"]
     # a delivered window waited at most the limit before its batch started (the simulator
     # checks it exactly; live, the batch starts a moment after the check, and another
@@ -68,6 +75,11 @@ def test_under_overload_expired_windows_are_counted_apart_and_p99_stays_bounded(
     p99, unlimited_p99 = overall["latency_ms"]["p99"], unlimited["overall"]["latency_ms"]["p99"]
     assert p99 < 0.75 * unlimited_p99
     assert seg["changes"] == {"drop_after_ms": 15.0}
+
+
+def seg_start(e: Engine) -> float:
+    """When the engine's newest segment opened (its clock)."""
+    return e.segments.all()[-1].start
 
 
 def test_the_simulator_drops_by_the_same_rule():
