@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from batchscope.config import RunConfig
-from batchscope.engine import engine as engine_module
+from batchscope.engine import live_change as live_change_module
 from batchscope.engine import roster as roster_module
 from batchscope.engine import sources as sources_module
 from batchscope.engine.engine import Engine
@@ -30,7 +30,7 @@ BUDGET = 3 * 2**20
 
 @pytest.fixture
 def small_budget(monkeypatch):
-    for module in (sources_module, roster_module, engine_module):
+    for module in (sources_module, roster_module, live_change_module):
         monkeypatch.setattr(module, "CACHE_BYTES", BUDGET)
 
 

@@ -173,7 +173,7 @@ def test_a_stop_during_a_change_closes_the_sources_it_opened(engine, monkeypatch
     # the roster after the stop had closed it: never closed
     tracked = Tracked()
     monkeypatch.setattr(engine_module, "open_slots", tracked)
-    real_reopen = engine._reopen
+    real_reopen = engine._live._reopen
 
     def reopen_then_stop(new):
         slots = real_reopen(new)
@@ -182,7 +182,7 @@ def test_a_stop_during_a_change_closes_the_sources_it_opened(engine, monkeypatch
         stop.join()
         return slots
 
-    engine._reopen = reopen_then_stop
+    engine._live._reopen = reopen_then_stop
     error = engine.apply(engine.config.with_changes(resolution=(512, 288)))
     assert error == "the engine was stopped"
     assert tracked.opened

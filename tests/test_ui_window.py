@@ -229,7 +229,7 @@ def test_resolution_change_reopens_sources_off_the_gui_thread(dashboard, qtbot, 
     heartbeat.timeout.connect(lambda: beats.__setitem__(0, beats[0] + 1))
     heartbeat.start(10)
     painted_while_opening = []
-    real_open = engine._open_slots
+    real_open = engine.open_sources
 
     def open_slots(specs, config):
         # the window goes on while the sources decode: its timer fires meanwhile (never,
@@ -238,7 +238,7 @@ def test_resolution_change_reopens_sources_off_the_gui_thread(dashboard, qtbot, 
         painted_while_opening.append(wait_for(lambda: beats[0] >= seen + 2, timeout=20))
         return real_open(specs, config)
 
-    monkeypatch.setattr(engine, "_open_slots", open_slots)
+    monkeypatch.setattr(engine, "open_sources", open_slots)
     combo = dashboard.controls.resolution
     combo.setCurrentIndex([combo.itemText(i) for i in range(combo.count())].index("512 × 288"))
     qtbot.waitUntil(lambda: engine.backend.resolution == (512, 288), timeout=CHANGE_MS)

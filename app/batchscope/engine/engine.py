@@ -6,12 +6,10 @@ recorder. Every thread it starts stops within ``stop(timeout)`` from any
 state: opening (decoding a file), building a backend, running, paused,
 recording.
 
-A live change is a transaction (:meth:`Engine.apply`): everything that can
-fail is built first — the new backend on the worker thread while the old one
-keeps running, then the sources at a new resolution — and only when all of it
-worked is it swapped in, between two batches. On any failure the config,
-sources, sessions and backend stay exactly as they were, one event says why,
-and the run keeps delivering.
+A live change is a transaction (:meth:`Engine.apply`, built in
+:mod:`batchscope.engine.live_change`): what can fail is built first, swapped in
+between two batches only when all of it worked; on failure the run stays
+exactly as it was and keeps delivering.
 """
 
 from __future__ import annotations
@@ -24,12 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from batchscope.config import (
-    BACKEND_FIELDS,
-    DEVICE_LOAD_FIELDS,
-    POLICY_PARAMS,
-    SESSION_FIELDS,
-    WORKER_FIELDS,
-    ConfigError,
     RunConfig,
     format_resolution,
 )
@@ -37,17 +29,14 @@ from batchscope.device.load import NeighbourLoad, neighbour_load
 from batchscope.engine.accuracy import UNSCORED, score
 from batchscope.engine.backends import (
     Backend,
-    BackendError,
     BuildCancelled,
-    EmulatedBackend,
     make_backend,
 )
 from batchscope.engine.fault_actions import RunFaults
-from batchscope.engine.faults import fault_changes
 from batchscope.engine.feeder import Feeder
+from batchscope.engine.live_change import EngineStopped, LiveChange
 from batchscope.engine.metrics import Event, MetricsStore, TimelineSample
 from batchscope.engine.monitor import Monitor, sample_timeline
-from batchscope.engine.neighbours import Neighbours
 from batchscope.engine.policies import make_policy
 from batchscope.engine.recorder import Recorder
 from batchscope.engine.report.body import SessionInfo
@@ -55,7 +44,6 @@ from batchscope.engine.report.run_report import run_report
 from batchscope.engine.roster import (
     Roster,
     SourceSlot,
-    cache_bytes,
     close_slots,
     default_sources,
     open_slots,
@@ -73,21 +61,11 @@ from batchscope.engine.snapshot import (
     take_snapshot,
 )
 from batchscope.engine.sources import (
-    CACHE_BYTES,
     OpenCancelled,
     SourceError,
 )
 from batchscope.engine.worker import Worker, WorkerStopped
 from batchscope.experiment import Fault
-from batchscope.models.weights import CheckpointError
-from batchscope.profiles.profile import ProfileError
-
-
-class EngineStopped(RuntimeError):
-    """The engine was stopped while this was being done (e.g. the window closed)."""
-
-    def __init__(self) -> None:
-        super().__init__("the engine was stopped")
 
 
 class Engine:
@@ -99,7 +77,7 @@ class Engine:
         run_s: float = math.inf,
     ) -> None:
         self.config = config
-        self._clock = clock
+        self.clock = clock  # seconds, monotonic: every instant the engine records
         self._oom_above = oom_above
         self.run_s = run_s  # seconds its sessions play (inf: until stopped), for loop notes
         self.store = MetricsStore()
@@ -109,7 +87,6 @@ class Engine:
         self._stats_t0 = self._t0
         self._listeners: list[Callable[[Event], None]] = []
         self._lifecycle = threading.Lock()  # open/stop: who owns the sources and threads
-        self._changes = threading.Lock()  # one live change at a time
         self._stopping = threading.Event()
         self._worker: Worker | None = None
         self._feeder = Feeder(
@@ -121,7 +98,7 @@ class Engine:
             self._feeder,
             self.roster,
             self.segments,
-            lambda: self._opened,
+            lambda: self.worker,
             lambda: self.config,
             lambda: self.running,
             self.event,
@@ -131,6 +108,7 @@ class Engine:
         self.recorder: Recorder | None = None
         self._load: NeighbourLoad | None = None  # real neighbours (torch backend)
         self.progress: str | None = None  # what is being decoded, and how far (or None)
+        self._live = LiveChange(self)  # live changes, one at a time (engine/live_change.py)
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -146,12 +124,12 @@ class Engine:
             if self._stopping.is_set():
                 raise EngineStopped()
             self._worker = Worker(
-                self.mailboxes, self.store, make_policy(config), self.event, self._clock
+                self.mailboxes, self.store, make_policy(config), self.event, self.clock
             )
-            self._set_worker_knobs(config)
+            self.set_worker_knobs(config)
             self._worker.scorer = self._score
         try:
-            slots = self._open_slots(config.sources or default_sources(), config)
+            slots = self.open_sources(config.sources or default_sources(), config)
         except BaseException:
             self._worker.stop()
             raise
@@ -160,7 +138,7 @@ class Engine:
                 for slot in slots:
                     if slot.error:
                         raise SourceError(slot.spec, slot.error)
-            self._worker.swap_backend(self._build(config))
+            self._worker.swap_backend(self.build_backend(config))
         except WorkerStopped:
             close_slots(slots)
             raise EngineStopped() from None
@@ -168,12 +146,7 @@ class Engine:
             close_slots(slots)
             self._worker.stop()
             raise
-        with self._lifecycle:
-            if self._stopping.is_set():
-                close_slots(slots)
-                raise EngineStopped()
-            self.roster.replace_sources(slots)
-        self._report_bad(slots)
+        self.install_sources(slots)
         for slot in slots:
             if slot.source is not None and slot.source.note:
                 self.event("info", f"{slot.spec}: {slot.source.note}")
@@ -181,13 +154,13 @@ class Engine:
     def start(self) -> None:
         if self._worker is None or self._worker.backend is None:
             self.open()
-        self._sync_load(self.config)
-        started = self._clock()
+        self.sync_load(self.config)
+        started = self.clock()
         self.store.shift_events(started - self._t0)  # what opening said is before t = 0
         self._t0 = self._stats_t0 = started
         self.segments.open(self._t0, self.config)
-        self._sync_sessions()
-        self._opened.start()
+        self.sync_sessions()
+        self.worker.start()
         self._feeder.start()
         self._monitor.start()
         self.running = True
@@ -208,7 +181,7 @@ class Engine:
             self._stopping.set()
         was_running, self.running = self.running, False
         if was_running:
-            self.segments.close(self._clock())
+            self.segments.close(self.clock())
         self.stop_recording()
         self._feeder.stop(max(0.1, deadline - time.monotonic()))
         self._monitor.stop(max(0.1, deadline - time.monotonic()))
@@ -238,7 +211,7 @@ class Engine:
     def set_paused(self, paused: bool) -> None:
         """Pause or resume feeding and batching; paused stays paused through every live
         change and recovery (the feeder's own flag, which re-making sessions keeps)."""
-        self._opened.paused = paused
+        self.worker.paused = paused
         self._feeder.set_paused(paused)
         self.event("config", "paused" if paused else "resumed")
 
@@ -254,7 +227,7 @@ class Engine:
         """
         self.store.reset()
         self.mailboxes.reset_counts()
-        self._stats_t0 = self._clock()
+        self._stats_t0 = self.clock()
         if self.running:
             self.segments.open(self._stats_t0, self.config, caption="statistics reset")
         if announce:
@@ -264,7 +237,7 @@ class Engine:
 
     def now(self) -> float:
         """Seconds since start (the time axis of every plot)."""
-        return self._clock() - self._t0
+        return self.clock() - self._t0
 
     def event(self, kind: str, message: str) -> Event:
         ev = self.store.add_event(self.now(), kind, message)
@@ -304,7 +277,7 @@ class Engine:
 
     # -- sources and sessions -----------------------------------------------------------
 
-    def _open_slots(self, specs: tuple[str, ...], config: RunConfig) -> list[SourceSlot]:
+    def open_sources(self, specs: tuple[str, ...], config: RunConfig) -> list[SourceSlot]:
         """Open sources; EngineStopped (with nothing left open) if ``stop()`` came meanwhile.
 
         Meanwhile :attr:`progress` says which file decodes and how far.
@@ -334,12 +307,12 @@ class Engine:
             if slot.error:
                 self.event("error", f"{slot.spec}: {slot.error}")
 
-    def _sync_sessions(self) -> None:
+    def sync_sessions(self) -> None:
         self.roster.sync(self.config.sessions, self.config.fps)
 
     def add_source(self, spec: str) -> SourceSlot:
         """Open one more source (UI); a bad one shows its error on its sessions' rows."""
-        slot = self._open_slots((spec,), self.config)[0]
+        slot = self.open_sources((spec,), self.config)[0]
         with self._lifecycle:
             if self._stopping.is_set():
                 close_slots([slot])
@@ -347,19 +320,19 @@ class Engine:
             self.roster.add(slot)
         self._report_bad([slot])
         self.config = self.config.with_changes(sources=tuple(s.spec for s in self.roster.slots))
-        self._sync_sessions()
+        self.sync_sessions()
         return slot
 
     def remove_source(self, spec: str) -> None:
         if self.roster.remove(spec):
             self.config = self.config.with_changes(sources=tuple(s.spec for s in self.roster.slots))
-            self._sync_sessions()
+            self.sync_sessions()
 
     @property
     def sources(self) -> list[SourceSlot]:
         return self.roster.slots
 
-    # -- live configuration -----------------------------------------------------------
+    # -- live configuration (the transaction: engine/live_change.py) -------------------
 
     def apply(
         self,
@@ -369,179 +342,9 @@ class Engine:
         step: bool = False,
         faults: Sequence[Fault] = (),
     ) -> str | None:
-        """Apply a changed config live, as one transaction; returns the error, or None.
-
-        Blocks until the change took effect (a new backend is built and warmed up
-        first) or failed. On success one ``config`` event lists the changes and a
-        new segment opens, both at the instant they took effect. On failure
-        nothing changed and an ``error`` event says why; an experiment ``step``
-        that fails still opens a segment (same config, with the error), so its
-        report says what was tried there. ``faults`` (a step's, or the Faults
-        menu's) start right after the change (or its failure: the run goes on as
-        before, with them), and the one segment the step opens lists both the
-        change and the faults: one step, one segment. ``on_done(error)`` is called
-        either way; the error is the change's, else the first fault's.
-        """
-        with self._changes:
-            old = self.config
-            changes = old.diff(new)
-            error = None
-            opens: tuple[RunConfig, dict[str, Any], str | None] | None = None
-            if changes:
-                label = ", ".join(f"{k}: {_fmt(a)} → {_fmt(b)}" for k, (a, b) in changes.items())
-                wanted = {k: b for k, (_, b) in changes.items()}
-                try:
-                    self._transact(new, changes)
-                except (EngineStopped, WorkerStopped):
-                    error = "the engine was stopped"
-                except Exception as exc:
-                    error = str(exc) if _is_user_error(exc) else f"{type(exc).__name__}: {exc}"
-                    self.event("error", f"not applied ({label}): {error}")
-                    if step:
-                        opens = (old, wanted, error)
-                else:
-                    opens = (new, wanted, None)
-                    label_event = label
-            elif step and caption:
-                opens = (old, {}, None)
-            at = self._clock()  # the step's segment opens here, its faults' clocks start here
-            started, fault_error = self.faults.start(faults, at)
-            if started:
-                config, wanted, seg_error = opens or (self.config, {}, None)
-                wanted = {**wanted, "fault": fault_changes(started)}
-                caption = caption or "; ".join(f.describe() for f in started)
-                opens = (config, wanted, seg_error)
-            if opens is not None and self.running:
-                self.segments.open(at, *opens[:2], caption, opens[2], self.faults.on())
-            if changes and error is None:
-                self.event("config", label_event)
-            error = error or fault_error
-        if on_done:
-            on_done(error)
-        return error
-
-    def _transact(self, new: RunConfig, changes: dict[str, tuple[Any, Any]]) -> None:
-        old = self.config
-        # 1. build and check what can fail; the run goes on untouched meanwhile
-        policy = make_policy(new) if new.policy != old.policy else None
-        backend = self._build(new) if set(BACKEND_FIELDS) & changes.keys() else None
-        slots = None
-        try:
-            if {"resolution", "fit", "sources"} & changes.keys():
-                slots = self._reopen(new)
-            # 2. swap it in, between two batches
-            if backend is not None:
-                self._opened.swap_backend(backend)
-                backend = None  # the worker owns it now
-        except BaseException:
-            self._release(backend, slots)
-            raise
-        worker = self._opened
-        if policy is not None:
-            worker.set_policy(policy)
-        elif set(POLICY_PARAMS[new.policy]) & changes.keys():
-            worker.retune(lambda p: p.retune(new))
-        if set(WORKER_FIELDS) & changes.keys():
-            worker.between_batches(lambda: self._set_worker_knobs(new))
-        if (
-            set(DEVICE_LOAD_FIELDS) & changes.keys()
-            and set(BACKEND_FIELDS).isdisjoint(changes.keys())
-            and new.backend == "emulated"
-        ):
-            worker.between_batches(lambda: self._set_neighbours(new))
-        if {*DEVICE_LOAD_FIELDS, "backend", "device"} & changes.keys():
-            self._sync_load(new)
-        if slots is not None:
-            self._install(slots)
-            self._report_bad(slots)
-        self.config = new
-        if set(SESSION_FIELDS) & changes.keys():
-            self._sync_sessions()
-
-    def _install(self, slots: list[SourceSlot]) -> None:
-        """Swap in newly opened sources, unless a stop came meanwhile: then close them
-        (the stop closed the roster already; nothing opened may outlive it)."""
-        with self._lifecycle:
-            if self._stopping.is_set():
-                close_slots(slots)
-                raise EngineStopped()
-            self.roster.replace_sources(slots)
-
-    def _release(self, backend: Backend | None, slots: list[SourceSlot] | None) -> None:
-        """Give back what a failed (or stopped) transaction built and did not swap in."""
-        if slots is not None:
-            close_slots(slots)
-        if backend is not None:
-            future = self._opened.discard(backend)
-            if future.done() and future.exception() is not None:  # the worker is gone
-                backend.close()
-
-    def _score(self, window: Window, detection: Any, positions: bool) -> tuple:
-        """Worker thread: one delivered result against its source's ground truth."""
-        session = self.roster.session(window.session)
-        if session is None or not session.source.has_truth:
-            return UNSCORED
-        source = session.source
-        truth_now = source.truth(session.current_index())
-        return score(detection, source.truth(window.frame_index), truth_now, positions)
-
-    def _set_worker_knobs(self, config: RunConfig) -> None:
-        """Worker thread: the knobs it applies to every policy."""
-        ms = config.drop_after_ms
-        self._opened.drop_after_s = None if ms is None else ms / 1000.0
-
-    def _sync_load(self, config: RunConfig) -> None:
-        """Real neighbour processes on a real device, as many as ``config`` asks for."""
-        self._load = neighbour_load(self._load, config)
-
-    def _set_neighbours(self, config: RunConfig) -> None:
-        """Worker thread: the emulated device's neighbours change between two batches."""
-        backend = self.backend
-        assert isinstance(backend, EmulatedBackend), "neighbours are the emulated device's"
-        backend.neighbours = Neighbours(config.neighbours, config.neighbour_duty, config.seed)
-
-    def _reopen(self, new: RunConfig) -> list[SourceSlot]:
-        """The sources of ``new``; refused if one that works now would fail after the change.
-
-        The new frame caches are decoded while the old ones play, when both fit in
-        CACHE_BYTES; otherwise (long files) in their place: the sessions pause, the old
-        caches are given back, the files decode again (the status says how far), and a
-        failure decodes the old ones back, so memory stays within the budget.
-        """
-        specs = new.sources or default_sources()
-        held = cache_bytes(self.roster.slots)
-        if held + self.roster.cache_estimate(specs, new.resolution) <= CACHE_BYTES:
-            return self.roster.refuse_broken(self._open_slots(specs, new))
-        old = self.config
-        self.event(
-            "info",
-            f"re-decoding at {format_resolution(new.resolution)} in place of the "
-            f"{held / 2**20:.0f} MB frame cache: the sessions pause meanwhile",
-        )
-        # nothing may hold a view of the old caches: paused sessions, their windows (in
-        # the mailboxes and the sessions), the backend's frame pool
-        self._feeder.set_sessions([], old.fps)
-        for session in self.roster.sessions():
-            self.mailboxes.drop(session.id)
-        self._opened.between_batches(self.backend.forget_frames)
-        self.roster.release_caches()
-        try:
-            return self.roster.refuse_broken(self._open_slots(specs, new))
-        except EngineStopped:
-            raise
-        except BaseException:
-            self._install(self._open_slots(old.sources or default_sources(), old))
-            self._sync_sessions()
-            raise
-
-    def _build(self, config: RunConfig) -> Backend:
-        oom_above = self._oom_above
-        try:
-            return self._opened.build_backend(
-                lambda cancelled: make_backend(config, oom_above, cancelled)
-            )
-        except BuildCancelled:
-            raise EngineStopped() from None
+        """Apply a changed config live, as one transaction; returns the error, or None
+        (:meth:`LiveChange.apply <batchscope.engine.live_change.LiveChange.apply>`)."""
+        return self._live.apply(new, on_done, caption, step, faults)
 
     def inject(self, fault: Fault, caption: str = "") -> str | None:
         """Start ``fault`` now (the Faults menu); it ends by itself after ``fault.for_s``.
@@ -558,22 +361,64 @@ class Engine:
     ) -> str | None:
         """Say what segment 0 stands for (an experiment's step 0) and start that step's
         faults in it: one step, one segment. Returns the first fault's error, if any."""
-        with self._changes:
-            started, error = self.faults.start(faults, self._clock())
-            if started:
-                changes = {**changes, "fault": fault_changes(started)}
-            self.segments.relabel(0, changes, caption, self.faults.on())
-        return error
+        return self._live.label_first_segment(changes, caption, faults)
+
+    def install_sources(self, slots: list[SourceSlot]) -> None:
+        """Swap in newly opened sources, unless a stop came meanwhile: then close them
+        (the stop closed the roster already; nothing opened may outlive it)."""
+        with self._lifecycle:
+            if self._stopping.is_set():
+                close_slots(slots)
+                raise EngineStopped()
+            self.roster.replace_sources(slots)
+        self._report_bad(slots)
+
+    def release_caches(self) -> None:
+        """Give the frame caches back before re-decoding in their place; nothing may hold
+        a view of them: paused sessions, their windows (in the mailboxes and the
+        sessions), the backend's frame pool."""
+        self._feeder.set_sessions([], self.config.fps)
+        for session in self.roster.sessions():
+            self.mailboxes.drop(session.id)
+        self.worker.between_batches(self.backend.forget_frames)
+        self.roster.release_caches()
+
+    def _score(self, window: Window, detection: Any, positions: bool) -> tuple:
+        """Worker thread: one delivered result against its source's ground truth."""
+        session = self.roster.session(window.session)
+        if session is None or not session.source.has_truth:
+            return UNSCORED
+        source = session.source
+        truth_now = source.truth(session.current_index())
+        return score(detection, source.truth(window.frame_index), truth_now, positions)
+
+    def set_worker_knobs(self, config: RunConfig) -> None:
+        """Worker thread: the knobs it applies to every policy."""
+        ms = config.drop_after_ms
+        self.worker.drop_after_s = None if ms is None else ms / 1000.0
+
+    def sync_load(self, config: RunConfig) -> None:
+        """Real neighbour processes on a real device, as many as ``config`` asks for."""
+        self._load = neighbour_load(self._load, config)
+
+    def build_backend(self, config: RunConfig) -> Backend:
+        oom_above = self._oom_above
+        try:
+            return self.worker.build_backend(
+                lambda cancelled: make_backend(config, oom_above, cancelled)
+            )
+        except BuildCancelled:
+            raise EngineStopped() from None
 
     @property
-    def _opened(self) -> Worker:
+    def worker(self) -> Worker:
         """The worker; :meth:`open` makes it first, before anything that uses it."""
         assert self._worker is not None, "the engine is not open"
         return self._worker
 
     @property
     def backend(self) -> Backend:
-        backend = self._opened.backend
+        backend = self.worker.backend
         assert backend is not None, "open() swaps the first backend in"
         return backend
 
@@ -584,7 +429,7 @@ class Engine:
             self.store,
             [s.id for s in self.roster.sessions()],
             self.backend.memory(),
-            self._clock(),
+            self.clock(),
             self._t0,
             self._stats_t0,
         )
@@ -596,9 +441,9 @@ class Engine:
         (a closed one: from its settling second's end to its end) instead of the
         current one.
         """
-        worker = self._opened
+        worker = self.worker
         backend = self.backend
-        now = self._clock()
+        now = self.clock()
         segments = self.segments.all()
         if segment is not None and not 0 <= segment < len(segments):
             raise ValueError(f"segment {segment}: the run has {len(segments)} segments")
@@ -653,7 +498,7 @@ class Engine:
             infos,
             self.segments.all(),
             self._worker.backend if self._worker else None,
-            self._clock(),
+            self.clock(),
             self._t0,
             self._stats_t0,
             [_info(s, state) for s, state in self.roster.retired()],
@@ -666,16 +511,3 @@ def _info(session: Session, state: str) -> SessionInfo:
     return SessionInfo(
         session.id, source.spec, state, session.error, source.own_fps, source.has_truth
     )
-
-
-def _is_user_error(exc: BaseException) -> bool:
-    """A setting the user can fix (its message is one line naming it), not a bug."""
-    return isinstance(
-        exc, ConfigError | SourceError | BackendError | ProfileError | CheckpointError
-    )
-
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, int) for v in value):
-        return f"{value[0]}x{value[1]}"
-    return str(value)

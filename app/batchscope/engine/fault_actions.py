@@ -60,10 +60,12 @@ def fault_actions(
         return pace(on), pace(off)
     if fault.kind == "slow_device":
 
+        def set_slowdown() -> None:  # worker thread
+            worker.slowdown = active.slowdown()
+
         def slow(change: Action, wait: bool) -> Action:
             def act() -> None:
                 change()
-                set_slowdown = lambda: setattr(worker, "slowdown", active.slowdown())  # noqa: E731
                 if wait:
                     worker.between_batches(set_slowdown)
                 else:  # the feeder thread must not wait on the worker: hand it over, go on

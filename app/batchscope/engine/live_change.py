@@ -1,0 +1,258 @@
+"""A live change as one transaction: build what can fail, then swap it in between batches.
+
+Everything that can fail is built first — the new backend on the worker thread
+while the old one keeps running, then the sources at a new resolution — and
+only when all of it worked is it swapped in, between two batches. On any
+failure the config, sources, sessions and backend stay exactly as they were,
+one event says why, and the run keeps delivering. A change (or an experiment
+step, or a fault from the Faults menu) opens one segment at the instant it took
+effect.
+
+This is the engine's other half: :class:`LiveChange` reads and writes the
+:class:`~batchscope.engine.engine.Engine`'s state through :class:`Host`, what it
+needs of the engine; the engine's ``apply`` is the way in.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from batchscope.config import (
+    BACKEND_FIELDS,
+    DEVICE_LOAD_FIELDS,
+    POLICY_PARAMS,
+    SESSION_FIELDS,
+    WORKER_FIELDS,
+    ConfigError,
+    RunConfig,
+    format_resolution,
+)
+from batchscope.engine.backends import Backend, BackendError, EmulatedBackend
+from batchscope.engine.fault_actions import RunFaults
+from batchscope.engine.faults import fault_changes
+from batchscope.engine.metrics import Event
+from batchscope.engine.neighbours import Neighbours
+from batchscope.engine.policies import make_policy
+from batchscope.engine.roster import (
+    Roster,
+    SourceSlot,
+    cache_bytes,
+    close_slots,
+    default_sources,
+)
+from batchscope.engine.segments import SegmentLog
+from batchscope.engine.sources import CACHE_BYTES, SourceError
+from batchscope.engine.worker import Worker, WorkerStopped
+from batchscope.experiment import Fault
+from batchscope.models.weights import CheckpointError
+from batchscope.profiles.profile import ProfileError
+
+
+class EngineStopped(RuntimeError):
+    """The engine was stopped while this was being done (e.g. the window closed)."""
+
+    def __init__(self) -> None:
+        super().__init__("the engine was stopped")
+
+
+class Host(Protocol):
+    """What a live change needs of the engine (:class:`~batchscope.engine.engine.Engine`)."""
+
+    config: RunConfig
+    clock: Callable[[], float]
+    running: bool
+    roster: Roster
+    segments: SegmentLog
+    faults: RunFaults
+
+    @property
+    def worker(self) -> Worker: ...
+    @property
+    def backend(self) -> Backend: ...
+    def event(self, kind: str, message: str) -> Event: ...
+    def build_backend(self, config: RunConfig) -> Backend: ...
+    def open_sources(self, specs: tuple[str, ...], config: RunConfig) -> list[SourceSlot]: ...
+    def install_sources(self, slots: list[SourceSlot]) -> None: ...
+    def release_caches(self) -> None: ...
+    def sync_sessions(self) -> None: ...
+    def sync_load(self, config: RunConfig) -> None: ...
+    def set_worker_knobs(self, config: RunConfig) -> None: ...
+
+
+class LiveChange:
+    """One live change at a time, on ``engine``."""
+
+    def __init__(self, engine: Host) -> None:
+        self._engine = engine
+        self._lock = threading.Lock()  # one live change at a time
+
+    def apply(
+        self,
+        new: RunConfig,
+        on_done: Callable[[str | None], None] | None = None,
+        caption: str = "",
+        step: bool = False,
+        faults: Sequence[Fault] = (),
+    ) -> str | None:
+        """Apply a changed config live, as one transaction; returns the error, or None.
+
+        Blocks until the change took effect (a new backend is built and warmed up
+        first) or failed. On success one ``config`` event lists the changes and a
+        new segment opens, both at the instant they took effect. On failure
+        nothing changed and an ``error`` event says why; an experiment ``step``
+        that fails still opens a segment (same config, with the error), so its
+        report says what was tried there. ``faults`` (a step's, or the Faults
+        menu's) start right after the change (or its failure: the run goes on as
+        before, with them), and the one segment the step opens lists both the
+        change and the faults: one step, one segment. ``on_done(error)`` is called
+        either way; the error is the change's, else the first fault's.
+        """
+        engine = self._engine
+        with self._lock:
+            old = engine.config
+            changes = old.diff(new)
+            error = None
+            opens: tuple[RunConfig, dict[str, Any], str | None] | None = None
+            if changes:
+                label = ", ".join(f"{k}: {_fmt(a)} → {_fmt(b)}" for k, (a, b) in changes.items())
+                wanted = {k: b for k, (_, b) in changes.items()}
+                try:
+                    self._transact(new, changes)
+                except (EngineStopped, WorkerStopped):
+                    error = "the engine was stopped"
+                except Exception as exc:
+                    error = str(exc) if _is_user_error(exc) else f"{type(exc).__name__}: {exc}"
+                    engine.event("error", f"not applied ({label}): {error}")
+                    if step:
+                        opens = (old, wanted, error)
+                else:
+                    opens = (new, wanted, None)
+                    label_event = label
+            elif step and caption:
+                opens = (old, {}, None)
+            at = engine.clock()  # the step's segment opens here, its faults' clocks start here
+            started, fault_error = engine.faults.start(faults, at)
+            if started:
+                config, wanted, seg_error = opens or (engine.config, {}, None)
+                wanted = {**wanted, "fault": fault_changes(started)}
+                caption = caption or "; ".join(f.describe() for f in started)
+                opens = (config, wanted, seg_error)
+            if opens is not None and engine.running:
+                engine.segments.open(at, *opens[:2], caption, opens[2], engine.faults.on())
+            if changes and error is None:
+                engine.event("config", label_event)
+            error = error or fault_error
+        if on_done:
+            on_done(error)
+        return error
+
+    def label_first_segment(
+        self, changes: dict[str, Any], caption: str, faults: Sequence[Fault] = ()
+    ) -> str | None:
+        """Say what segment 0 stands for (an experiment's step 0) and start that step's
+        faults in it: one step, one segment. Returns the first fault's error, if any."""
+        engine = self._engine
+        with self._lock:
+            started, error = engine.faults.start(faults, engine.clock())
+            if started:
+                changes = {**changes, "fault": fault_changes(started)}
+            engine.segments.relabel(0, changes, caption, engine.faults.on())
+        return error
+
+    def _transact(self, new: RunConfig, changes: dict[str, tuple[Any, Any]]) -> None:
+        engine = self._engine
+        old = engine.config
+        # 1. build and check what can fail; the run goes on untouched meanwhile
+        policy = make_policy(new) if new.policy != old.policy else None
+        backend = engine.build_backend(new) if set(BACKEND_FIELDS) & changes.keys() else None
+        slots = None
+        try:
+            if {"resolution", "fit", "sources"} & changes.keys():
+                slots = self._reopen(new)
+            # 2. swap it in, between two batches
+            if backend is not None:
+                engine.worker.swap_backend(backend)
+                backend = None  # the worker owns it now
+        except BaseException:
+            self._release(backend, slots)
+            raise
+        worker = engine.worker
+        if policy is not None:
+            worker.set_policy(policy)
+        elif set(POLICY_PARAMS[new.policy]) & changes.keys():
+            worker.retune(lambda p: p.retune(new))
+        if set(WORKER_FIELDS) & changes.keys():
+            worker.between_batches(lambda: engine.set_worker_knobs(new))
+        if (
+            set(DEVICE_LOAD_FIELDS) & changes.keys()
+            and set(BACKEND_FIELDS).isdisjoint(changes.keys())
+            and new.backend == "emulated"
+        ):
+            worker.between_batches(lambda: self._set_neighbours(new))
+        if {*DEVICE_LOAD_FIELDS, "backend", "device"} & changes.keys():
+            engine.sync_load(new)
+        if slots is not None:
+            engine.install_sources(slots)
+        engine.config = new
+        if set(SESSION_FIELDS) & changes.keys():
+            engine.sync_sessions()
+
+    def _release(self, backend: Backend | None, slots: list[SourceSlot] | None) -> None:
+        """Give back what a failed (or stopped) transaction built and did not swap in."""
+        if slots is not None:
+            close_slots(slots)
+        if backend is not None:
+            future = self._engine.worker.discard(backend)
+            if future.done() and future.exception() is not None:  # the worker is gone
+                backend.close()
+
+    def _set_neighbours(self, config: RunConfig) -> None:
+        """Worker thread: the emulated device's neighbours change between two batches."""
+        backend = self._engine.backend
+        assert isinstance(backend, EmulatedBackend), "neighbours are the emulated device's"
+        backend.neighbours = Neighbours(config.neighbours, config.neighbour_duty, config.seed)
+
+    def _reopen(self, new: RunConfig) -> list[SourceSlot]:
+        """The sources of ``new``; refused if one that works now would fail after the change.
+
+        The new frame caches are decoded while the old ones play, when both fit in
+        CACHE_BYTES; otherwise (long files) in their place: the sessions pause, the old
+        caches are given back, the files decode again (the status says how far), and a
+        failure decodes the old ones back, so memory stays within the budget.
+        """
+        engine = self._engine
+        roster = engine.roster
+        specs = new.sources or default_sources()
+        held = cache_bytes(roster.slots)
+        if held + roster.cache_estimate(specs, new.resolution) <= CACHE_BYTES:
+            return roster.refuse_broken(engine.open_sources(specs, new))
+        old = engine.config
+        engine.event(
+            "info",
+            f"re-decoding at {format_resolution(new.resolution)} in place of the "
+            f"{held / 2**20:.0f} MB frame cache: the sessions pause meanwhile",
+        )
+        engine.release_caches()
+        try:
+            return roster.refuse_broken(engine.open_sources(specs, new))
+        except EngineStopped:
+            raise
+        except BaseException:
+            engine.install_sources(engine.open_sources(old.sources or default_sources(), old))
+            engine.sync_sessions()
+            raise
+
+
+def _is_user_error(exc: BaseException) -> bool:
+    """A setting the user can fix (its message is one line naming it), not a bug."""
+    return isinstance(
+        exc, ConfigError | SourceError | BackendError | ProfileError | CheckpointError
+    )
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, int) for v in value):
+        return f"{value[0]}x{value[1]}"
+    return str(value)
