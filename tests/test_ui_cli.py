@@ -139,3 +139,25 @@ def test_light_and_presentation_flags_open_the_app_in_them(tmp_path: Path):
     # full screen: the offscreen platform's 800×800 screen, not the 1600×1000 window
     assert image.shape[:2] == (800, 800)
     assert float(image.mean()) > 200.0  # the light theme (the dark one averages about 35)
+
+
+def test_size_opens_and_grabs_at_that_size_in_both_modes(tmp_path: Path):
+    import cv2
+
+    for mode in ([], ["--presentation"]):
+        out = tmp_path / f"size{len(mode)}.png"
+        proc = run_gui(
+            ["synthetic", "--size", "1280x800", *mode, "--screenshot", str(out), "--after", "0"],
+            tmp_path,
+        )
+        assert proc.returncode == 0, proc.stderr
+        # the window at 1280×800, whatever the (800×800) offscreen screen, in either mode
+        assert cv2.imread(str(out)).shape[:2] == (800, 1280), mode
+
+
+def test_a_bad_size_is_one_line(tmp_path: Path):
+    for size, reason in (("big", "expected WIDTHxHEIGHT"), ("100x100", "must be 800x600 to")):
+        proc = run_gui(["synthetic", "--size", size, "--screenshot", "x.png"], tmp_path)
+        assert proc.returncode == 2
+        errors = [line for line in proc.stderr.splitlines() if "error" in line]
+        assert len(errors) == 1 and reason in errors[0] and "--size" in errors[0], errors

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
 
 from batchscope.cli.args import number
@@ -38,6 +39,14 @@ def add_gui_command(sub: Any) -> None:
         help="with --screenshot: seconds to run first (default %(default)g)",
     )
     gui.add_argument(
+        "--size",
+        type=window_size,
+        metavar="WxH",
+        help="open the window at this size, e.g. 1280x800 (for slides and layout checks; "
+        "with --presentation the presentation look at this size instead of full screen; "
+        "with --screenshot the grab is this size)",
+    )
+    gui.add_argument(
         "--experiment",
         "--scenario",
         dest="experiment",
@@ -58,6 +67,24 @@ def add_gui_command(sub: Any) -> None:
         "remembers the last theme)",
     )
     gui.set_defaults(handler=cmd_gui)
+
+
+#: The window sizes ``--size`` takes: from a small laptop to an 8K screen.
+SIZE_RANGE = ((800, 600), (7680, 4320))
+
+
+def window_size(text: str) -> tuple[int, int]:
+    """'1280x800' -> (1280, 800), within SIZE_RANGE."""
+    m = re.fullmatch(r"\s*(\d+)\s*[xX×]\s*(\d+)\s*", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"expected WIDTHxHEIGHT, e.g. 1280x800 (got {text!r})")
+    (w_min, h_min), (w_max, h_max) = SIZE_RANGE
+    w, h = int(m.group(1)), int(m.group(2))
+    if not (w_min <= w <= w_max and h_min <= h <= h_max):
+        raise argparse.ArgumentTypeError(
+            f"must be {w_min}x{h_min} to {w_max}x{h_max} (got {text!r})"
+        )
+    return w, h
 
 
 def experiment_names() -> str:

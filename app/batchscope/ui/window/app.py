@@ -95,7 +95,7 @@ def run_gui(args: argparse.Namespace) -> int:
     starting.setWindowTitle(WINDOW_TITLE)
     starting.say("Loading the dashboard…")
     starting.painted.connect(lambda: startup_log.note("window_painted"))
-    show_painted(starting, settings, look)
+    show_painted(starting, settings, look, getattr(args, "size", None))
     if not starting.isVisible():  # closed before there was anything else to show
         return 0
 
@@ -110,7 +110,9 @@ def run_gui(args: argparse.Namespace) -> int:
     apply_look(app, look)
     window = MainWindow(Engine(config), look, settings)
     window.starting.set_title(starting.title.text())
-    place(window, settings)
+    size = getattr(args, "size", None)
+    window.screen_size = size  # presentation mode fills this, not the screen
+    place(window, settings, size)
     if look.presentation:
         window.set_presentation(True)
     else:
@@ -136,19 +138,29 @@ def starting_title(
     return "Starting BatchScope…"
 
 
-def place(window: QWidget, settings: QSettings | None) -> None:
-    """The saved geometry (the main window's, remembered on close), or the default size."""
-    if settings is not None and settings.value("geometry") is not None:
+def place(
+    window: QWidget, settings: QSettings | None, size: tuple[int, int] | None = None
+) -> None:
+    """``size`` (``--size``), else the saved geometry (the main window's, remembered on
+    close), else the default size."""
+    if size is not None:
+        window.resize(*size)
+    elif settings is not None and settings.value("geometry") is not None:
         window.restoreGeometry(settings.value("geometry"))
     else:
         window.resize(*SCREENSHOT_SIZE)
 
 
-def show_painted(window: StartingView, settings: QSettings | None, look: Look) -> None:
+def show_painted(
+    window: StartingView,
+    settings: QSettings | None,
+    look: Look,
+    size: tuple[int, int] | None = None,
+) -> None:
     """Show ``window`` where the main window will be, and return once it has painted (at
     most ``PAINT_WAIT_S`` later: a window shown minimised never paints)."""
-    place(window, settings)
-    if look.presentation:
+    place(window, settings, size)
+    if look.presentation and size is None:
         window.showFullScreen()
     else:
         window.show()

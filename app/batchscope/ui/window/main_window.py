@@ -235,6 +235,7 @@ class MainWindow(QMainWindow):
         self._panel_sizes = self.split.sizes()
         # the window before presentation mode: saved as settings keep it, and its rectangle
         self._normal_geometry: QByteArray | None = None
+        self.screen_size: tuple[int, int] | None = None  # presentation fills it (--size)
         self._normal_rect = QRect()
         self.setCentralWidget(self.split)
 
@@ -630,9 +631,13 @@ class MainWindow(QMainWindow):
             # a 1600x1000 screen by 38 px)
             self.panel.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Ignored)
             self.split.setSizes([0, sum(self._panel_sizes)])
-            screen = self.screen() or QApplication.primaryScreen()
-            self.setGeometry(screen.availableGeometry())
-            self.showFullScreen()
+            if self.screen_size is not None:  # --size: that "screen", in a window
+                self.setGeometry(QRect(0, 0, *self.screen_size))
+                self.show()
+            else:
+                screen = self.screen() or QApplication.primaryScreen()
+                self.setGeometry(screen.availableGeometry())
+                self.showFullScreen()
         elif not on and self._normal_geometry is not None:
             self.panel.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
             self.showNormal()
