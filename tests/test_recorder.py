@@ -76,7 +76,7 @@ def test_recording_holds_items_batches_timeline_events_and_report(tmp_path):
     assert sum(int(b["size"]) for b in batches) == len(items)
     assert len(rows(folder / "timeline.csv")) >= 6
     events = [json.loads(line) for line in (folder / "events.jsonl").read_text().splitlines()]
-    assert any("policy: all → oldest" in e["message"] for e in events)
+    assert any("policy all → oldest" in e["message"] for e in events)
     report = json.loads((folder / "report.json").read_text())
     assert report["config"]["policy"] == "oldest"
     assert json.loads((folder / "config.json").read_text())["policy"] == "all"

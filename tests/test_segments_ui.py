@@ -76,14 +76,14 @@ def test_a_running_segment_without_figures_says_settling_and_a_failed_step_says_
     fresh = segment(measured_s=0.0)
     fresh["overall"] |= {"throughput_wps": 0.0, "mean_fps": 0.0}
     running = segment_row(fresh, running=True)
-    assert running["span"] == "10.0–…" and running["mean_fps"] == running["p99"] == "settling…"
+    assert running["span"] == "10.0–now" and running["mean_fps"] == running["p99"] == "settling…"
     # closed: 0 s measured is too short to measure; 2 s with nothing delivered is "–"
     assert segment_row(fresh)["mean_fps"] == "too short" and segment_row(fresh)["pred_fps"] == "–"
     idle = segment(measured_s=2.0)
     idle["overall"] |= {"throughput_wps": 0.0, "mean_fps": 0.0}
     assert segment_row(idle)["mean_fps"] == "–"
     failed = segment_row(segment(error="profile laptop-8gb has no curve for bf16"))
-    assert failed["changed"] == "sessions 6 FAILED"
+    assert failed["changed"] == "sessions 6 (not applied)"
 
 
 def test_two_segments_compare_with_ratios():
@@ -142,7 +142,7 @@ def test_the_table_fills_and_a_row_shows_its_histogram_two_rows_side_by_side(das
     qtbot.waitUntil(lambda: len(table.segments) >= 2 and table.open_index == 1, timeout=10_000)
     qtbot.waitUntil(lambda: table.segments[1]["measured_s"] > 1.0, timeout=10_000)
     assert table.table.rowCount() == 2
-    assert [table.table.item(r, 2).text() for r in range(2)] == ["start", "sessions 2"]
+    assert [table.table.item(r, 2).text() for r in range(2)] == ["start", "sessions 3 → 2"]
     assert table.segments[1]["predicted"]["mean_fps"] == pytest.approx(30.0, abs=1.0)
     ratio = next(i for i, c in enumerate(COLUMNS) if c.key == "ratio_fps")
     assert 0.8 < float(table.table.item(1, ratio).text()) < 1.2

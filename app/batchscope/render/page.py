@@ -37,9 +37,8 @@ from batchscope.engine.report.rows import (
     LIVE_KEYS,
     TEXT_KEYS,
     VERSUS_KEYS,
-    describe_changes,
     has_predictions,
-    segment_cells,
+    table_cells,
     with_accuracy,
 )
 from batchscope.engine.report.segment import too_short
@@ -174,29 +173,29 @@ def _overall_table(report: Mapping[str, Any]) -> str:
     return f'<table class="segments"><tr>{head}</tr><tr>{cells}</tr></table>'
 
 
-def _bus_figure(seg: Mapping[str, Any], bus: BusRecords) -> str:
-    """The segment's last seconds (up to BUS_S) on the device, batch by batch."""
+def _bus_figure(seg: Mapping[str, Any], row: Mapping[str, str], bus: BusRecords) -> str:
+    """The segment's last seconds (up to BUS_S) on the device, batch by batch; its title
+    says what the segment changed (the row's "changed" cell)."""
     from batchscope.engine.report.bus_layout import bus_layout
     from batchscope.engine.snapshot import BUS_S
     from batchscope.render.bus_chart import bus_chart
 
     span = min(BUS_S, seg["end_s"] - seg["start_s"])
     lay = bus_layout(bus, seg["end_s"], span=span)
-    title = f"Segment {seg['index']}: the bus, its last {span:.1f} s"
+    title = f"Segment {seg['index']} ({row['changed']}): the bus, its last {span:.1f} s"
     return _figure(bus_chart(lay, title), f"segment {seg['index']}: the bus view")
 
 
 def _segment_sections(
-    segments: Sequence[Mapping[str, Any]], buses: Mapping[int, BusRecords]
+    segments: Sequence[Mapping[str, Any]],
+    rows: Sequence[Mapping[str, str]],
+    buses: Mapping[int, BusRecords],
 ) -> list[str]:
     from batchscope.render.charts import latency_percentiles_chart, session_fps_chart
 
     out = []
-    for seg in segments:
-        title = (
-            f"Segment {seg['index']}: {seg['start_s']:.1f}–{seg['end_s']:.1f} s · "
-            f"{describe_changes(seg)}"
-        )
+    for seg, row in zip(segments, rows, strict=True):
+        title = f"Segment {seg['index']}: {row['span']} s · {row['changed']}"
         parts = [f'<section class="segment"><h3>{esc(title)}</h3>']
         if seg.get("caption"):
             parts.append(f'<p class="caption">{esc(seg["caption"])}</p>')
@@ -208,7 +207,7 @@ def _segment_sections(
                 f"settling second (figures need {MIN_MEASURED_S:g} s).</p>"
             )
             if seg["index"] in buses:
-                parts.append(_bus_figure(seg, buses[seg["index"]]))
+                parts.append(_bus_figure(seg, row, buses[seg["index"]]))
             parts.append("</section>")
             out.append("".join(parts))
             continue
@@ -225,7 +224,7 @@ def _segment_sections(
         )
         parts.append("</div>")
         if seg["index"] in buses:
-            parts.append(_bus_figure(seg, buses[seg["index"]]))
+            parts.append(_bus_figure(seg, row, buses[seg["index"]]))
         parts.append("</section>")
         out.append("".join(parts))
     return out
@@ -242,7 +241,7 @@ def build_html(report: Mapping[str, Any], buses: Mapping[int, BusRecords] | None
     exp = report.get("experiment") or {}
     name = exp.get("name") or ("simulation" if report.get("kind") == "simulate" else "live run")
     segments = report.get("segments") or []
-    rows = [segment_cells(seg) for seg in segments]
+    rows = table_cells(segments)
     out = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -272,7 +271,7 @@ def build_html(report: Mapping[str, Any], buses: Mapping[int, BusRecords] | None
         labels = [f"{r['index']}: {r['changed']}" for r in rows]
         out.append(_figure(segments_fps_chart(segments, labels), "fps by segment"))
         out.append(_figure(segments_latency_chart(segments, labels), "latency by segment"))
-        out += _segment_sections(segments, buses or {})
+        out += _segment_sections(segments, rows, buses or {})
 
     events = list(report.get("events") or [])[-MAX_EVENTS:]
     if events:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from batchscope.engine.report.body import overwritten_pct
+from batchscope.engine.report.phrases import segment_phrase
 from batchscope.engine.report.segment import too_short
 
 DASH = "–"  # no value: nothing measured, nothing predicted
@@ -129,28 +130,6 @@ def live_vs_predicted(segment: Mapping[str, Any]) -> dict[str, float | None] | N
     return {k: round(a / b, 3) if b else None for k, (a, b) in pairs.items()}
 
 
-def describe_changes(segment: Mapping[str, Any]) -> str:
-    """What opened the segment, in a few words: "sessions 6, policy all"."""
-    parts = [f"{k} {_value(v)}" for k, v in (segment.get("changes") or {}).items()]
-    if segment.get("error"):
-        return ", ".join(parts) + " FAILED" if parts else "FAILED"
-    if parts:
-        return ", ".join(parts)
-    if segment.get("caption") == "statistics reset":
-        return "statistics reset"
-    return "start" if segment.get("index") == 0 else "(no change)"
-
-
-def _value(value: Any) -> str:
-    if isinstance(value, Mapping):  # a fault: stall {session, for_s}
-        return " ".join(f"{k} {_value(v)}" for k, v in value.items())
-    if isinstance(value, list | tuple):
-        if len(value) == 2 and all(isinstance(v, int) for v in value):
-            return f"{value[0]}x{value[1]}"  # a resolution
-        return ",".join(map(str, value))
-    return f"{value:g}" if isinstance(value, float) else str(value)
-
-
 def policy_text(config: Mapping[str, Any]) -> str:
     """The policy with the knob that shapes it: "all ≤8", "fixed 4", "oldest"."""
     policy, cap = config.get("policy", DASH), config.get("max_batch")
@@ -174,9 +153,13 @@ def _num(value: float | None, digits: int = 1) -> str:
     return DASH if value is None else f"{value:.{digits}f}"
 
 
-def segment_cells(segment: Mapping[str, Any]) -> dict[str, str]:
+def segment_cells(
+    segment: Mapping[str, Any], previous: Mapping[str, Any] | None = None
+) -> dict[str, str]:
     """The row's cells by column key, plus its ``caption`` and ``error`` ("" for none).
 
+    ``previous``: the segment before it, for what the change replaced ("policy oldest →
+    all") and the faults that ended (:func:`~batchscope.engine.report.phrases.segment_phrase`).
     A segment with nothing measured after its settling second has "–" for
     every figure, and so has a segment without a prediction for the
     simulator's; one too short to measure reads "too short".
@@ -185,7 +168,7 @@ def segment_cells(segment: Mapping[str, Any]) -> dict[str, str]:
     cells = {
         "index": str(segment["index"]),
         "span": f"{segment['start_s']:.1f}–{segment['end_s']:.1f}",
-        "changed": describe_changes(segment),
+        "changed": segment_phrase(segment, previous),
         "sessions": str(cfg.get("sessions", DASH)),
         "policy": policy_text(cfg),
         **dict.fromkeys(
@@ -233,6 +216,11 @@ def segment_cells(segment: Mapping[str, Any]) -> dict[str, str]:
     return cells
 
 
+def table_cells(segments: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """Every row of a report's segment table (in order: each reads the one before it)."""
+    return [segment_cells(s, p) for p, s in zip([None, *segments], segments, strict=False)]
+
+
 def has_predictions(segments: Sequence[Mapping[str, Any]]) -> bool:
     return any(seg.get("predicted") for seg in segments)
 
@@ -257,8 +245,7 @@ def segments_csv(segments: Sequence[Mapping[str, Any]]) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow([titles[k] for k in CSV_KEYS])
-    for seg in segments:
-        cells = segment_cells(seg)
+    for cells in table_cells(segments):
         writer.writerow(["" if cells[k] == DASH else cells[k] for k in CSV_KEYS])
     return out.getvalue()
 

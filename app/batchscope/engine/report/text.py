@@ -17,7 +17,7 @@ from batchscope.engine.report.rows import (
     TOO_SHORT,
     VERSUS_KEYS,
     has_predictions,
-    segment_cells,
+    table_cells,
     with_accuracy,
 )
 from batchscope.engine.report.segment import too_short
@@ -130,7 +130,7 @@ def _accuracy_cells(accuracy: Mapping[str, Any] | None) -> str:
 LAYOUT: dict[str, tuple[str, int]] = {
     "index": ("#", 2),
     "span": ("start–end s", 11),
-    "changed": ("changed", -26),
+    "changed": ("changed", -30),
     "sessions": ("sess", 4),
     "policy": ("policy", -10),
     "mean_fps": ("fps", 5),
@@ -175,7 +175,7 @@ def format_segments(report: Mapping[str, Any]) -> str:
     Below the table: each segment's caption, and the error of a step that failed.
     """
     segments = report.get("segments", [])
-    rows = [segment_cells(seg) for seg in segments]
+    rows = table_cells(segments)
     parts = [_text_table(rows, with_accuracy(LIVE_KEYS, segments))]
     if has_predictions(segments):
         parts += ["", "live vs the simulator's prediction (÷: live ÷ predicted)"]

@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
 )
 
 from batchscope.config import RunConfig
-from batchscope.engine.report.rows import ACCURACY_KEYS, TEXT_KEYS, describe_changes, has_accuracy
+from batchscope.engine.report.rows import ACCURACY_KEYS, TEXT_KEYS, has_accuracy
 from batchscope.engine.snapshot import Snapshot
 from batchscope.ui.plain_text import plain_label, plain_tip
 from batchscope.ui.plots import LatencyHistogram, StageBars
@@ -59,12 +59,11 @@ class SegmentPlots(QWidget):
         lay.addWidget(self.latency, 3)
         lay.addWidget(self.stages, 2)
 
-    def show_segment(self, segment: Mapping[str, Any], snap: Snapshot | None) -> None:
-        label = f"segment {segment['index']}"
-        span = segment_row(segment)["span"]
-        self.heading.setText(f"{label} · {span} s · {describe_changes(segment)}")
+    def show_segment(self, row: Mapping[str, str], snap: Snapshot | None) -> None:
+        """Draw one segment: ``row`` is its cells in the table, ``snap`` what was kept."""
+        self.heading.setText(f"segment {row['index']} · {row['span']} s · {row['changed']}")
         if snap is None:
-            snap = _empty(segment)
+            snap = _empty()
         self.latency.update_from(snap, "")  # the heading says which segment
         self.stages.update_from(snap, "")
 
@@ -77,7 +76,8 @@ class SegmentTable(QWidget):
         self.segments: list[dict[str, Any]] = []
         self.open_index: int | None = None
         self.kept: dict[int, Snapshot] = {}  # per segment: its newest segment-scope snapshot
-        self._cells: list[dict[str, str]] = []
+        self.rows: list[dict[str, str]] = []  # each segment's cells, as shown
+        self._cells: list[dict[str, str]] = []  # what each table row holds now
         self._look = look
 
         self.table = QTableWidget(0, len(COLUMNS))
@@ -151,7 +151,11 @@ class SegmentTable(QWidget):
         self.segments = update.segments
         self.open_index = update.open_index
         follow = not self.table.selectedItems()
-        cells = [segment_row(s, s["index"] == update.open_index) for s in update.segments]
+        cells = [
+            segment_row(s, s["index"] == update.open_index, p)
+            for p, s in zip([None, *update.segments], update.segments, strict=False)
+        ]
+        self.rows = cells
         scored = has_accuracy(update.segments)
         for col, column in enumerate(COLUMNS):
             if column.key in ACCURACY_KEYS:
@@ -178,15 +182,13 @@ class SegmentTable(QWidget):
                 item = QTableWidgetItem()
                 self.table.setItem(row, col, item)
             item.setText(texts[column.key])
-            item.setToolTip(plain_tip(tip))
+            # the changed cell may be cut in a narrow dock: its tip says it whole
+            whole = texts["changed"] if column.key == "changed" else ""
+            item.setToolTip(plain_tip("\n".join(filter(None, (whole, tip)))))
             if column.key not in TEXT_KEYS:
                 item.setTextAlignment(RIGHT)
             if error is not None and column.key == "changed":
                 item.setForeground(error)
-
-    def selected(self) -> list[dict[str, Any]]:
-        rows = sorted({i.row() for i in self.table.selectedItems()})
-        return [self.segments[r] for r in rows if r < len(self.segments)]
 
     def select(self, *indices: int) -> None:
         """Select the rows of these segments (what a click does)."""
@@ -198,9 +200,11 @@ class SegmentTable(QWidget):
         self.table.setSelectionMode(mode)
 
     def _show_selection(self) -> None:
-        chosen = self.selected()[-2:]
-        for plots, seg in zip(self.plots, chosen, strict=False):
-            plots.show_segment(seg, self.kept.get(seg["index"]))
+        rows = sorted({i.row() for i in self.table.selectedItems()})
+        rows = [r for r in rows if r < len(self.rows)][-2:]
+        chosen = [self.segments[r] for r in rows]
+        for plots, r in zip(self.plots, rows, strict=False):
+            plots.show_segment(self.rows[r], self.kept.get(self.segments[r]["index"]))
         for i, plots in enumerate(self.plots):
             plots.setVisible(i < len(chosen))
         self.comparison.setVisible(len(chosen) == 2)
@@ -255,7 +259,7 @@ class SegmentTable(QWidget):
         return max(220, int(window_height * (0.45 if look.presentation else 1 / 3)))
 
 
-def _empty(segment: Mapping[str, Any]) -> Snapshot:
+def _empty() -> Snapshot:
     """A snapshot with no windows, for a segment the table kept nothing of."""
     return Snapshot(
         t=0.0,
