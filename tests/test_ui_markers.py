@@ -6,7 +6,8 @@ import numpy as np
 import pyqtgraph as pg
 
 from batchscope.engine.metrics import Event
-from batchscope.ui.plots.time_plots import LEFT, RIGHT, FpsPlot, TimeWindow
+from batchscope.ui.plots.notes import LEFT, RIGHT
+from batchscope.ui.plots.time_plots import FpsPlot, TimeWindow
 from batchscope.ui.theme import Look, look_from_name
 
 SPAN = TimeWindow(np.empty(0), x_range=(0.0, 60.0))
