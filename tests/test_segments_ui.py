@@ -53,23 +53,28 @@ def test_a_row_has_every_figure_and_the_prediction():
         "p50": "37.0", "p99": "80.0", "overwritten": "5.0", "throughput": "150.0",
         "mean_batch": "1.50", "busy": "90", "stable": "yes", "pred_fps": "25.5",
         "ratio_fps": "0.98", "pred_p50": "37.0", "ratio_p50": "1.00", "pred_p99": "70.0",
-        "ratio_p99": "1.14", "hit_rate": "–", "error_px": "–", "fresh_px": "–",
+        "ratio_p99": "1.14", "hit_rate": "–", "false_rate": "–", "error_px": "–",
+        "fresh_px": "–",
     }  # fmt: skip
 
 
 def test_a_segment_with_ground_truth_has_accuracy_cells():
     seg = segment()
     seg["overall"]["accuracy"] = {
-        "scored": 270, "hit_rate": 0.8741, "median_error_px": 1.234, "median_freshness_px": 6.0,
+        "scored": 270, "visible": 250, "hit_rate": 0.8741, "median_error_px": 1.234,
+        "no_ball": 20, "false_detection_rate": 0.15, "median_freshness_px": 6.0,
     }  # fmt: skip
     row = segment_row(seg)
-    assert (row["hit_rate"], row["error_px"], row["fresh_px"]) == ("87", "1.2", "6.0")
+    cells = (row["hit_rate"], row["false_rate"], row["error_px"], row["fresh_px"])
+    assert cells == ("87", "15", "1.2", "6.0")
     emulated = segment()
     emulated["overall"]["accuracy"] = {
-        "scored": 0, "hit_rate": None, "median_error_px": None, "median_freshness_px": 3.5,
+        "scored": 0, "visible": 0, "hit_rate": None, "median_error_px": None, "no_ball": 0,
+        "false_detection_rate": None, "median_freshness_px": 3.5,
     }  # fmt: skip
     row = segment_row(emulated)
-    assert (row["hit_rate"], row["error_px"], row["fresh_px"]) == ("–", "–", "3.5")
+    cells = (row["hit_rate"], row["false_rate"], row["error_px"], row["fresh_px"])
+    assert cells == ("–", "–", "–", "3.5")
 
 
 def test_a_running_segment_without_figures_says_settling_and_a_failed_step_says_so():

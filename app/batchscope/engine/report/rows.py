@@ -51,7 +51,8 @@ COLUMNS: dict[str, Column] = {
         Column("mean_batch", "batch", "mean batch"),
         Column("busy", "busy %", "busy %"),
         Column("stable", "stable", "stable"),
-        Column("hit_rate", "hit %", "hit rate %"),
+        Column("hit_rate", "hit %", "hit rate % (ball in view)"),
+        Column("false_rate", "false %", "false detections % (no ball in view)"),
         Column("error_px", "err px", "median error px"),
         Column("fresh_px", "fresh px", "median freshness px"),
         Column("pred_fps", "sim fps", "predicted mean fps"),
@@ -82,7 +83,7 @@ LIVE_KEYS = (
 )
 #: Accuracy and freshness (sources with ground truth): after the live ones, where a
 #: segment has them (:func:`with_accuracy`).
-ACCURACY_KEYS = ("hit_rate", "error_px", "fresh_px")
+ACCURACY_KEYS = ("hit_rate", "false_rate", "error_px", "fresh_px")
 #: The simulator's figures and live ÷ predicted, after the live ones in the app's table.
 PREDICTED_KEYS = ("pred_fps", "ratio_fps", "pred_p50", "ratio_p50", "pred_p99", "ratio_p99")
 #: The table against the simulator (the CLI's and the HTML report's second table).
@@ -196,9 +197,10 @@ def segment_cells(
     }
     accuracy = o.get("accuracy")
     if accuracy:
-        hit_rate = accuracy["hit_rate"]
+        hit_rate, false_rate = accuracy["hit_rate"], accuracy.get("false_detection_rate")
         cells |= {
             "hit_rate": _num(None if hit_rate is None else 100 * hit_rate, 0),
+            "false_rate": _num(None if false_rate is None else 100 * false_rate, 0),
             "error_px": _num(accuracy["median_error_px"]),
             "fresh_px": _num(accuracy["median_freshness_px"]),
         }

@@ -89,14 +89,14 @@ def format_table(reports: Sequence[Mapping[str, Any]]) -> str:
 
 def format_sessions(report: Mapping[str, Any]) -> str:
     """Per-session table of one report (an expired column when windows expired; hit %,
-    error and freshness when a source has ground truth)."""
+    false %, error and freshness when a source has ground truth)."""
     expiring = any(s.get("expired") for s in report["sessions"])
     scoring = any("accuracy" in s for s in report["sessions"])
     lines = [
         f"{'id':>3}  {'source':<24}{'fps':>7}{'delivered':>10}{'overwr':>8}"
         + (f"{'expired':>8}" if expiring else "")
         + f"{'p50 ms':>8}{'p99 ms':>8}{'wait':>7}{'prep':>7}{'comp':>7}{'post':>7}"
-        + (f"{'hit %':>7}{'err px':>8}{'fresh px':>9}" if scoring else "")
+        + (f"{'hit %':>7}{'false %':>8}{'err px':>8}{'fresh px':>9}" if scoring else "")
     ]
     for s in report["sessions"]:
         lat, st = s["latency_ms"], s["stages_ms"]
@@ -118,9 +118,10 @@ def _accuracy_cells(accuracy: Mapping[str, Any] | None) -> str:
         return f"{'–':>{width}}" if value is None else f"{value:>{width}.{digits}f}"
 
     a = accuracy or {}
-    hit = a.get("hit_rate")
+    hit, false = a.get("hit_rate"), a.get("false_detection_rate")
     return (
         cell(None if hit is None else 100 * hit, 7, 0)
+        + cell(None if false is None else 100 * false, 8, 0)
         + cell(a.get("median_error_px"), 8, 1)
         + cell(a.get("median_freshness_px"), 9, 1)
     )
@@ -144,6 +145,7 @@ LAYOUT: dict[str, tuple[str, int]] = {
     "busy": ("busy%", 5),
     "stable": ("stable", 6),
     "hit_rate": ("hit%", 5),
+    "false_rate": ("false%", 6),
     "error_px": ("err", 5),
     "fresh_px": ("fresh", 5),
     "pred_fps": ("sim fps", 7),

@@ -52,8 +52,10 @@ TIPS = {
     "busy": "share of the time the device spent computing",
     "stable": "perf_analyzer's test: over its last three 1 s windows, max ÷ min ≤ 1.1 "
     "in throughput and in mean latency",
-    "hit_rate": "results within 5 px of the ball (or rightly empty), % of those scored "
-    "against their own frame's ground truth",
+    "hit_rate": "results within 5 px of the ball, % of the scored windows whose own frame "
+    "shows the ball",
+    "false_rate": "results with a detection, % of the scored windows whose own frame has no "
+    "ball in view",
     "error_px": "median distance from a detection to the ball in its own frame (source px)",
     "fresh_px": "median distance from the answer to where the ball is when it arrives "
     "(source px): latency in pixels of ball travel",
