@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from batchscope import __version__
 from batchscope.config import format_resolution
+from batchscope.engine.report.phrases import accuracy_notes
 from batchscope.engine.report.rows import (
     COLUMNS,
     FIGURES,
@@ -293,6 +294,7 @@ def build_html(report: Mapping[str, Any], buses: Mapping[int, BusRecords] | None
             "leave out its first second, which settles.</p>"
         )
         out.append(_table(rows, with_accuracy(LIVE_KEYS, segments), "segments"))
+        out += [f'<p class="note">{esc(note)}</p>' for note in accuracy_notes(report)]
         if has_predictions(segments):
             out.append("<h3>Live vs the simulator's prediction</h3>")
             out.append(_table(rows, VERSUS_KEYS, "segments"))

@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from batchscope.config import KNOBS
+from batchscope.config import KNOBS, POSTPROCESSING
+from batchscope.engine.accuracy import HIT_RADIUS_PX
 from batchscope.engine.faults import ENDED
 from batchscope.experiment import Fault
 
@@ -36,6 +37,30 @@ NONE_WORDS = {
     "drop_after_ms": "never",
     "sources": "the sample videos",
 }
+
+
+#: How each way of measuring blobs (config.POSTPROCESSING) made the detections, in words.
+POSTPROCESS_PHRASES = {
+    "weighted": "weighted (BatchScope's: blur angle and length from the probability-weighted "
+    "blob, positions on pixel centres; --postprocess reference gives the authors' rules)",
+    "reference": "reference (the authors' rules exactly: angle from the binary mask's "
+    "moments, 0° where μ20 = μ02; length from the PCA of its pixels; positions x · scale)",
+}
+
+
+def accuracy_notes(report: Mapping[str, Any]) -> list[str]:
+    """The notes under a table that shows accuracy: what hit % and false % count, and how
+    the detections were measured; none when nothing was scored."""
+    accuracy = (report.get("overall") or {}).get("accuracy")
+    if not accuracy or not accuracy["scored"]:
+        return []
+    method = report["config"].get("postprocess", POSTPROCESSING[0])
+    return [
+        f"hit %: of the {accuracy['visible']} scored windows with the ball in view, those "
+        f"with a detection within {HIT_RADIUS_PX:g} source px of it; false %: of the "
+        f"{accuracy['no_ball']} without the ball, those with a detection",
+        f"post-processing: {POSTPROCESS_PHRASES[method]}",
+    ]
 
 
 def session_name(sid: int) -> str:

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from batchscope.engine.report.body import expired_pct, mean_batch_ms, overwritten_pct
+from batchscope.engine.report.phrases import accuracy_notes
 from batchscope.engine.report.rows import (
     LIVE_KEYS,
     TOO_SHORT,
@@ -89,7 +90,8 @@ def format_table(reports: Sequence[Mapping[str, Any]]) -> str:
 
 def format_sessions(report: Mapping[str, Any]) -> str:
     """Per-session table of one report (an expired column when windows expired; hit %,
-    false %, error and freshness when a source has ground truth)."""
+    false %, error and freshness when a source has ground truth, with notes below on what
+    they count and how the detections were measured)."""
     expiring = any(s.get("expired") for s in report["sessions"])
     scoring = any("accuracy" in s for s in report["sessions"])
     lines = [
@@ -110,6 +112,7 @@ def format_sessions(report: Mapping[str, Any]) -> str:
             + (f"  ERROR: {s['error']}" if s.get("error") else "")
             + (f"  ({s['pacing']})" if s.get("pacing") else "")
         )
+    lines += [f"  {note}" for note in accuracy_notes(report)]
     return "\n".join(lines)
 
 
@@ -190,6 +193,7 @@ def format_segments(report: Mapping[str, Any]) -> str:
         for seg in segments
         if too_short(seg)
     ]
+    notes += [f"  {note}" for note in accuracy_notes(report)]
     if notes:
         parts += ["", *notes]
     return "\n".join(parts)
