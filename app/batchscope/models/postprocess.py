@@ -191,7 +191,8 @@ def _reference(
     else:
         angle = 0.5 * math.atan2(2 * moments["mu11"], moments["mu20"] - moments["mu02"])
     coords = np.column_stack((rows, cols))  # (row, col), as np.where gives them
-    mean, eigenvectors = cv2.PCACompute(coords.astype(np.float32), mean=None)
+    # an empty mean: PCACompute computes it (what the reference's mean=None asks for)
+    mean, eigenvectors = cv2.PCACompute(coords.astype(np.float32), np.empty(0, np.float32))
     axis = eigenvectors[0]  # (row, col) of the largest eigenvalue's vector
     along = (coords - mean) @ axis
     half_extent = float(along.max() - along.min()) / 2.0
