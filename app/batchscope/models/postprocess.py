@@ -37,7 +37,9 @@ source angle and length are taken, so both are right in the source frame even wh
 sy.
 
 ``"reference"`` reproduces the reference exactly, to compare results with the authors'
-numbers: binary-mask moments with its 0° rule, the PCA half extent, ``x * sx``. Its angle
+numbers: binary-mask moments with its 0° rule, the PCA half extent, ``x * sx`` (checked
+bit for bit against a transcription of the reference's code on 289 blobs of the first
+demo weights' heatmaps, 128x72 and 256x144). Its angle
 is the heatmap's, as the reference reports it (the source's too unless the source was
 stretched, sx != sy); its source length scales the PCA axis by (sx, sy).
 
@@ -189,7 +191,7 @@ def _reference(
     if moments["mu20"] - moments["mu02"] == 0:
         angle = 0.0
     else:
-        angle = 0.5 * math.atan2(2 * moments["mu11"], moments["mu20"] - moments["mu02"])
+        angle = 0.5 * float(np.arctan2(2 * moments["mu11"], moments["mu20"] - moments["mu02"]))
     coords = np.column_stack((rows, cols))  # (row, col), as np.where gives them
     # an empty mean: PCACompute computes it (what the reference's mean=None asks for)
     mean, eigenvectors = cv2.PCACompute(coords.astype(np.float32), np.empty(0, np.float32))
@@ -203,7 +205,7 @@ def _reference(
         score=float(score),
         blur_length=half_extent * math.hypot(float(axis[1]) * sx, float(axis[0]) * sy),
         blur_length_heatmap=half_extent,
-        blur_angle=math.degrees(angle),
+        blur_angle=float(np.degrees(angle)),  # numpy's, as the reference: the same bits
     )
 
 
