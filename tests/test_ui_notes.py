@@ -76,6 +76,12 @@ def test_a_note_keeps_clear_of_what_the_plot_reserves_and_folds_when_no_row_is_f
             assert a1 + GAP_PX <= b0 or b1 + GAP_PX <= a0
 
 
+def test_a_long_note_is_cut_to_make_room_for_the_next_rather_than_fold_it():
+    start, change = place_notes([Note(10.0, 400.0), Note(200.0, 100.0)], 640.0, rows=1)
+    assert (start.row, change.row) == (0, 0)  # both shown, in the one row
+    assert start.room == 200.0 - GAP_PX - 10.0 and change.room == 100.0
+
+
 def test_two_events_half_a_second_apart_draw_labels_that_do_not_intersect(qtbot):
     plot = fps_plot(qtbot)
     plot.add_events(

@@ -13,7 +13,7 @@ into the label before it, which then reads "… +1" and lists both in its toolti
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pyqtgraph as pg
@@ -67,13 +67,14 @@ def place_notes(
     ``clear``: (row, x0, x1) spans that no label may cover (another label of the plot).
     Each note takes the first row where its text fits, right of its line when it fits
     there, else left of it; one that fits on neither side is cut to the wider side (but
-    to no less than MIN_ROOM_PX). A note with no free row is folded into the nearest
-    note placed before it.
+    to no less than MIN_ROOM_PX). With no free row, a note is made room for by cutting
+    the note before it in a row to end at its line (when that one keeps MIN_ROOM_PX), or
+    else folded into the nearest note placed before it.
     """
-    taken: list[list[tuple[float, float]]] = [[] for _ in range(max(1, rows))]
+    taken: list[list[tuple[float, float, int | None]]] = [[] for _ in range(max(1, rows))]
     for row, x0, x1 in clear:
         if 0 <= row < len(taken):
-            taken[row].append((x0, x1))
+            taken[row].append((x0, x1, None))
     out: list[Placed] = []
     last: int | None = None  # the last note placed in a row
     for i, note in enumerate(notes):
@@ -86,28 +87,68 @@ def place_notes(
         if not sides:  # it fits on neither side: cut it on the wider one
             left = left_room > right_room
             sides = [(left, max(MIN_ROOM_PX, left_room if left else right_room))]
-        spot = next(
-            (
-                Placed(row, left, room)
-                for row in range(len(taken))
-                for left, room in sides
-                if _free(taken[row], Placed(row, left, room).extent(note.x))
-            ),
-            None,
-        )
+        tries = [Placed(row, left, room) for row in range(len(taken)) for left, room in sides]
+        spot = next((t for t in tries if _free(taken[t.row], t.extent(note.x))), None)
+        if spot is None:
+            spot = next((t for t in tries if _cut_for(t, note.x, notes, out, taken)), None)
         if spot is None and last is not None:
             out.append(Placed(host=last))
             continue
-        spot = spot or Placed(0, *sides[0])  # nothing placed yet: the top row anyway
-        taken[spot.row].append(spot.extent(note.x))
+        spot = spot or tries[0]  # nothing placed yet: the top row anyway
+        taken[spot.row].append((*spot.extent(note.x), i))
         out.append(spot)
         last = i
     return out
 
 
-def _free(spans: list[tuple[float, float]], extent: tuple[float, float]) -> bool:
+def _free(spans: list[tuple[float, float, int | None]], extent: tuple[float, float]) -> bool:
     a, b = extent
-    return all(b + GAP_PX <= x0 or a >= x1 + GAP_PX for x0, x1 in spans)
+    return all(b + GAP_PX <= x0 or a >= x1 + GAP_PX for x0, x1, _ in spans)
+
+
+def _cut_for(
+    spot: Placed,
+    x: float,
+    notes: Sequence[Note],
+    out: list[Placed],
+    taken: list[list[tuple[float, float, int | None]]],
+) -> bool:
+    """Make room for ``spot`` (a note at ``x``) by cutting the notes in its row that it
+    meets: each must read right of a line before ``spot`` starts and keep MIN_ROOM_PX
+    when cut to end there. True (and cut) if that frees the row."""
+    start, end = spot.extent(x)
+    spans = taken[spot.row]
+    blocking = [
+        k for k, (x0, x1, _) in enumerate(spans) if not (end + GAP_PX <= x0 or start >= x1 + GAP_PX)
+    ]
+    cuts = []
+    for k in blocking:
+        owner = spans[k][2]
+        if owner is None or out[owner].left:
+            return False
+        room = start - GAP_PX - notes[owner].x
+        if room < MIN_ROOM_PX:
+            return False
+        cuts.append((k, owner, room))
+    for k, owner, room in cuts:
+        out[owner] = Placed(spot.row, False, room)
+        spans[k] = (notes[owner].x, notes[owner].x + room, owner)
+    return True
+
+
+def _clear_spans(
+    rects: Sequence[QRectF], view: pg.ViewBox, row_h: float, rows: int
+) -> list[tuple[int, float, float]]:
+    """The rows and x spans (px from the plot's left) that the scene ``rects`` cover."""
+    box = view.sceneBoundingRect()
+    spans = []
+    for rect in rects:
+        top, bottom = rect.top() - box.top(), rect.bottom() - box.top()
+        for row in range(rows):
+            y0 = TOP_PX + row * row_h
+            if top < y0 + row_h and bottom > y0:
+                spans.append((row, rect.left() - box.left(), rect.right() - box.left()))
+    return spans
 
 
 @dataclass
@@ -127,21 +168,11 @@ class EventMarkers:
     (of the label it folded into, when it folded).
     """
 
-    def __init__(
-        self,
-        plot: pg.PlotItem,
-        look: Look,
-        labelled: bool = True,
-        keep_clear: Callable[[], Sequence[QRectF]] = lambda: (),
-    ) -> None:
+    def __init__(self, plot: pg.PlotItem, look: Look, labelled: bool = True) -> None:
         self._plot = plot
         self._look = look
         self._labelled = labelled
-        self._keep_clear = keep_clear  # scene rects no label may cover
         self._markers: list[_Marker] = []
-        self._x_range: tuple[float, float] | None = None
-        # a label's height is a fraction of the plot's: lay them out again when it resizes
-        plot.getViewBox().sigResized.connect(self._refit)
 
     @property
     def markers(self) -> list[_Marker]:
@@ -168,13 +199,9 @@ class EventMarkers:
         while self._markers and self._markers[0].event.t < t_min:
             self._plot.removeItem(self._markers.pop(0).line)
 
-    def _refit(self, *_: object) -> None:
-        if self._x_range is not None:
-            self.fit(self._x_range)
-
-    def fit(self, x_range: tuple[float, float]) -> None:
-        """Lay the labels out for the visible span (s) and the plot's size (px)."""
-        self._x_range = x_range
+    def fit(self, x_range: tuple[float, float], keep_clear: Sequence[QRectF] = ()) -> None:
+        """Lay the labels out for the visible span (s) and the plot's size (px), covering
+        none of ``keep_clear`` (scene rects: the plot's own labels)."""
         view = self._plot.getViewBox()
         width, height = view.width(), view.height()
         x0, x1 = x_range
@@ -193,7 +220,7 @@ class EventMarkers:
             Note((m.event.t - x0) * px_per_s, metrics.horizontalAdvance(m.event.message) + margin)
             for m in labelled
         ]
-        placed = place_notes(notes, width, rows, self._clear_spans(view, row_h, rows))
+        placed = place_notes(notes, width, rows, _clear_spans(keep_clear, view, row_h, rows))
         folded: dict[int, list[int]] = {}
         for i, spot in enumerate(placed):
             if spot.host is not None:
@@ -215,18 +242,6 @@ class EventMarkers:
                     for m in [marker, *(labelled[g] for g in guests)]
                 )
             self._show(marker, (text + suffix, spot.left, spot.row, True, tip), row_h, height)
-
-    def _clear_spans(self, view: pg.ViewBox, row_h: float, rows: int) -> list:
-        """The rows and x spans (px from the plot's left) that ``keep_clear`` covers."""
-        box = view.sceneBoundingRect()
-        spans = []
-        for rect in self._keep_clear():
-            top, bottom = rect.top() - box.top(), rect.bottom() - box.top()
-            for row in range(rows):
-                y0 = TOP_PX + row * row_h
-                if top < y0 + row_h and bottom > y0:
-                    spans.append((row, rect.left() - box.left(), rect.right() - box.left()))
-        return spans
 
     def _show(self, marker: _Marker, shown: tuple, row_h: float = 0.0, height: float = 1.0) -> None:
         if marker.shown == shown:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF
+from PySide6.QtCore import QRectF, QTimer
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QSizePolicy, QVBoxLayout, QWidget
 
@@ -160,7 +160,18 @@ class TimePlot(PlotCard):
         header_extra: QWidget | None = None,
     ) -> None:
         super().__init__(title, look, "time (s)", y_label, header_extra)
-        self.markers = EventMarkers(self.plot, look, labelled, self.keep_clear)
+        self.markers = EventMarkers(self.plot, look, labelled)
+        self._x_range: tuple[float, float] | None = None
+        # a note's height is a fraction of the plot's: lay them out again when it resizes,
+        # from the event loop (a resize may come while the scene paints). The plot calls
+        # the markers and hands them what to keep clear; the markers holding this plot's
+        # bound method crashed painting ("Cannot destroy paint device that is being
+        # painted", then QPainter::restore)
+        self._refit_soon = QTimer(self)
+        self._refit_soon.setSingleShot(True)
+        self._refit_soon.setInterval(0)
+        self._refit_soon.timeout.connect(self._refit)
+        self.plot.getViewBox().sigResized.connect(self._refit_soon.start)
         self.plot.enableAutoRange(x=False)
         self.plot.setXRange(0, SPAN_S, padding=0)
 
@@ -179,7 +190,12 @@ class TimePlot(PlotCard):
     def scroll(self, window: TimeWindow) -> None:
         self.plot.setXRange(*window.x_range, padding=0)
         self.markers.prune(window.x_range[0])
-        self.markers.fit(window.x_range)
+        self._x_range = window.x_range
+        self._refit()
+
+    def _refit(self) -> None:
+        if self._x_range is not None:
+            self.markers.fit(self._x_range, self.keep_clear())
 
 
 TARGET_AT = 0.98  # where the "target" label sits along its line (0: left, 1: right)
