@@ -53,6 +53,18 @@ def test_the_open_segments_span_is_whole_in_every_look(qtbot):
         assert table.table.columnWidth(col) >= need + 6  # the cell's margins
 
 
+def test_the_changed_column_is_wide_enough_for_its_phrases_and_the_table_scrolls(qtbot):
+    for look in (Look(), Look(presentation=True)):
+        table = burst_table(qtbot, look, width=900)
+        col = KEYS.index("changed")
+        metrics = QFontMetrics(table.table.font())
+        need = metrics.horizontalAdvance("ended: burst ×4 on S0 for 5 s")
+        assert table.table.columnWidth(col) >= need + 6  # whole, not "ended: burst…"
+        total = sum(table.table.columnWidth(c) for c in range(len(KEYS)))
+        assert total > table.table.viewport().width()  # wider than the dock: it scrolls
+        assert table.table.horizontalScrollBar().maximum() > 0
+
+
 def test_the_ratio_headers_say_what_they_divide(qtbot):
     table = burst_table(qtbot, Look())
     header = table.table.horizontalHeaderItem(KEYS.index("ratio_p99"))

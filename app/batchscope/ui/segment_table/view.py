@@ -40,6 +40,8 @@ from batchscope.ui.segment_table.feed import SegmentUpdate
 from batchscope.ui.theme import Look
 
 RIGHT = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
+CHANGED = [c.key for c in COLUMNS].index("changed")
+CHANGED_CHARS = 34  # the changed column's widest, in "x" widths of the table's font
 
 
 class SegmentPlots(QWidget):
@@ -90,9 +92,12 @@ class SegmentTable(QWidget):
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(
-            [c.key for c in COLUMNS].index("changed"), QHeaderView.ResizeMode.Stretch
-        )
+        # the changed cell says in words what opened the segment: as wide as its phrases
+        # (up to CHANGED_CHARS; the tip says a longer one whole), the user may widen it,
+        # and the table scrolls sideways rather than squeeze it to "sessions 5, …"
+        header.setSectionResizeMode(CHANGED, QHeaderView.ResizeMode.Interactive)
+        header.setStretchLastSection(True)
+        self._changed_width = 0
         self.table.itemSelectionChanged.connect(self._show_selection)
 
         self.hint = QLabel("Select a row for its plots, two rows to compare them.")
@@ -169,9 +174,21 @@ class SegmentTable(QWidget):
                 continue
             self._fill(row, seg, texts)
             self._cells[row] = texts
+        self._size_changed(cells)
         if follow and cells:
             self.table.scrollToBottom()
         self._show_selection()
+
+    def _size_changed(self, cells: list[dict[str, str]]) -> None:
+        """The changed column as wide as its longest phrase, at most CHANGED_CHARS."""
+        metrics = QFontMetrics(self.table.font())
+        need = max((metrics.horizontalAdvance(r["changed"]) for r in cells), default=0)
+        width = min(need + 16, metrics.horizontalAdvance("x" * CHANGED_CHARS))
+        head = metrics.horizontalAdvance(COLUMNS[CHANGED].header) + 16
+        width = max(width, head)
+        if width != self._changed_width:  # else a user's own width stays
+            self._changed_width = width
+            self.table.setColumnWidth(CHANGED, width)
 
     def _fill(self, row: int, segment: Mapping[str, Any], texts: dict[str, str]) -> None:
         tip = "\n".join(filter(None, (segment.get("caption"), segment.get("error"))))
@@ -231,6 +248,8 @@ class SegmentTable(QWidget):
         self._look = look
         self._cells = [{}] * len(self._cells)
         self._size_to(look)
+        self._changed_width = 0  # the font changed: measure again
+        self._size_changed(self.rows)
         self._show_selection()
 
     def _size_to(self, look: Look) -> None:
