@@ -7,13 +7,14 @@ from collections import deque
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QBrush, QResizeEvent
+from PySide6.QtCore import QPointF, Qt
+from PySide6.QtGui import QBrush
 from PySide6.QtWidgets import QComboBox
 
 from batchscope.engine.snapshot import Snapshot
 from batchscope.engine.stats import STAGES, latency_summary
 from batchscope.render.palette import session_colour
+from batchscope.ui.plain_text import CardTitle
 from batchscope.ui.plots.time_plots import PlotCard, pen, style_labels
 from batchscope.ui.theme import STAGE_COLOURS, Look
 
@@ -40,37 +41,14 @@ def _after(scope: str) -> str:
 class ScopedCard(PlotCard):
     """A card whose title is figures, then what they cover: the figures always show.
 
-    On a narrow card (a third of a projector's width, presentation fonts) the
-    scope is elided ("· current segm…") or left out, never the numbers; the
-    tooltip and ``_title_text`` keep the whole title.
+    On a narrow card (a third of a projector's width, presentation fonts) the scope
+    goes first, then the figures take a second line; the tooltip and
+    ``_title_text`` keep the whole title.
     """
 
-    _scoped: tuple[str, str] = ("", "")
-
     def set_scoped_title(self, figures: str, scope: str) -> None:
-        self._scoped = (figures, scope)
-        self.set_title(figures + _after(scope))
-        self._fit_title()
-
-    def _fit_title(self) -> None:
-        figures, scope = self._scoped
-        if not figures:
-            return
-        metrics = self.title.fontMetrics()
-        room = self.title.contentsRect().width() - metrics.horizontalAdvance(f"{figures} · ")
-        tail = metrics.elidedText(scope, Qt.TextElideMode.ElideRight, room) if scope else ""
-        if len(tail.rstrip("…")) < 4:  # "· c…" says nothing: the tooltip has it
-            tail = ""
-        text = f"{figures} · {tail}" if tail else figures
-        if self.title.text() != text:
-            self.title.setText(text)
-
-    def resizeEvent(self, event: QResizeEvent) -> None:
-        super().resizeEvent(event)
-        self._fit_title()
-
-    def restyle(self) -> None:
-        self._fit_title()  # the title's font may have changed with the look
+        kept = len(figures.partition(CardTitle.SEP)[2].split(CardTitle.PART))
+        self.set_title(figures + _after(scope), keep=kept)
 
 
 def session_ticks(ids: list[int]) -> list[list[tuple[float, str]]]:
@@ -110,20 +88,51 @@ class LatencyHistogram(ScopedCard):
         self.plot.setXRange(0, EMPTY_RANGE_MS, padding=0)
 
     def _stack_labels(self) -> None:
-        """Percentile labels one text height apart, so close lines (p95, p99) never overlap."""
-        height = self.plot.getViewBox().height()
+        """Place the percentile labels so that none covers another or leaves the plot.
+
+        Each goes right of its line if there is room, else left of it, on the highest
+        row (one text height each, from the top) where it meets no label placed before;
+        close lines (p95, p99) take two sides or two rows, a low plot sides first.
+        """
+        view = self.plot.getViewBox()
+        height, width = view.height(), view.width()
         labels = [
-            child
+            (line, child)
             for line in self.markers.values()
             for child in line.childItems()
             if isinstance(child, pg.InfLineLabel)
         ]
-        if height <= 0 or not labels:
+        if height <= 0 or width <= 0 or not labels:
             return
-        step = max(0.1, 1.15 * labels[0].boundingRect().height() / height)
-        for i, label in enumerate(labels):
-            position = max(0.0, 0.93 - step * i)
-            if label.orthoPos != position:
+        row_h = 1.1 * labels[0][1].sceneBoundingRect().height()  # px, as drawn
+        rows = max(1, int(height // row_h))
+        left = view.sceneBoundingRect().left()
+        placed: list[tuple[float, float, int]] = []  # (x0, x1, row) in px
+        for line, label in sorted(labels, key=lambda ll: -ll[0].value()):
+            x = view.mapViewToScene(QPointF(line.value(), 0)).x() - left
+            w = label.sceneBoundingRect().width()
+            spot = (0, True)
+            for row in range(rows):
+                free = [
+                    right
+                    for right in (True, False)
+                    if (x if right else x - w) >= 0
+                    and (x + w if right else x) <= width
+                    and not any(
+                        r == row and a < (x + w if right else x) and (x if right else x - w) < b
+                        for a, b, r in placed
+                    )
+                ]
+                if free:
+                    spot = (row, free[0])
+                    break
+            row, right = spot
+            placed.append(((x, x + w) if right else (x - w, x)) + (row,))
+            anchor = (0, 0) if right else (1, 0)
+            position = 1.0 - row * row_h / height - 0.02
+            if (label.orthoPos, tuple(label.anchor)) != (position, anchor):
+                label.anchors = [anchor, anchor]
+                label.setAnchor(anchor)
                 label.setPosition(position)
 
     def restyle(self) -> None:
@@ -314,6 +323,7 @@ class StageBars(PlotCard):
         self._means: dict[str, int] | None = None
         self._scope = ""
         super().__init__("Latency by stage", look, "session", "mean latency (ms)")
+        self.title.setTextFormat(Qt.TextFormat.RichText)  # its chips: no user text in it
         self.title.setWordWrap(True)
         for item in self.bars.values():
             self.plot.addItem(item)
@@ -332,9 +342,9 @@ class StageBars(PlotCard):
             for st in STAGES
         )
         state = "" if self._means is not None else f" {SETTLING}"
-        self.set_title(
-            f'<span style="font-weight:normal">{chips}{state}{_after(self._scope)}</span>'
-        )
+        # what the means cover is in the tooltip: on a third of a 1280 px window the
+        # legend then stays on one or two lines over a readable plot
+        self.set_title(f'<span style="font-weight:normal">{chips}{state}</span>')
         self.title.setToolTip(f"Mean latency of each stage per session{_after(self._scope)}")
 
     def update_from(self, snap: Snapshot, scope: str | None = None) -> None:

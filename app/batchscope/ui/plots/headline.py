@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 from PySide6.QtCore import Signal
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QComboBox,
     QFrame,
@@ -20,7 +21,7 @@ from PySide6.QtWidgets import (
 
 from batchscope.engine.snapshot import SCOPE_LABELS, SCOPES, SessionView, Snapshot
 from batchscope.engine.stats import fps_figures, latency_summary, served
-from batchscope.ui.plain_text import plain_label, plain_tip
+from batchscope.ui.plain_text import ElidedLabel
 from batchscope.ui.theme import Look
 
 KPIS = (
@@ -35,6 +36,7 @@ KPIS = (
 
 
 SETTLING = "settling…"
+PENDING = "…"  # a figure while its segment settles
 
 #: How the headline names a session state other than running (``SessionView.state``).
 STATE_WORDS = {"error": "in error", "stalled": "stalled"}
@@ -44,11 +46,13 @@ def headline_numbers(snap: Snapshot) -> dict[str, str]:
     """The headline figures, formatted (same definitions as the report).
 
     While the current segment settles (its first second after a change) every
-    figure reads "settling…": the old setting's numbers would be stale, and the
-    new one's do not exist yet.
+    figure reads "…" and the scope under the selector says "settling…": the old
+    setting's numbers would be stale, and the new one's do not exist yet. (The
+    word itself in the figures' 26 pt type would not fit seven times in a 1280 px
+    window.)
     """
     if snap.settling:
-        return dict.fromkeys((key for key, _ in KPIS), SETTLING)
+        return dict.fromkeys((key for key, _ in KPIS), PENDING)
     fleet = fps_figures((s.state, s.fps) for s in snap.sessions)
     any_served = any(served(s.state) for s in snap.sessions)
     parts = list(snap.recent_latency_ms.values())
@@ -113,8 +117,12 @@ class HeadlineStrip(QFrame):
         self.scope.currentIndexChanged.connect(
             lambda _: self.scope_changed.emit(self.scope.currentData())
         )
+        # never narrower than what it says: the selector and its scope keep their room
+        self.scope.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.scope.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
         self.scope_label = QLabel()
         self.scope_label.setObjectName("kpiName")
+        self.scope_label.setWordWrap(True)
         box = QVBoxLayout()
         box.setSpacing(2)
         box.addWidget(self.scope)
@@ -130,6 +138,8 @@ class HeadlineStrip(QFrame):
 
     def update_from(self, snap: Snapshot) -> None:
         label = scope_text(snap) + (" · newest windows only" if snap.truncated else "")
+        if snap.settling:
+            label += f" · {SETTLING}"
         if self.scope_label.text() != label:
             self.scope_label.setText(label)
         for key, text in headline_numbers(snap).items():
@@ -157,7 +167,7 @@ def _figure(row: QHBoxLayout, value: str, name: str) -> tuple[QLabel, QLabel]:
     big, small = QLabel(value), QLabel(name)
     big.setObjectName("kpiValue")
     small.setObjectName("kpiName")
-    small.setMinimumWidth(1)  # not its text's width: see above
+    small.setWordWrap(True)  # "throughput (windows/s)" on two lines when narrow
     box.addWidget(big)
     box.addWidget(small)
     row.addLayout(box)
@@ -172,13 +182,13 @@ class StatusLine(QStatusBar):
         super().__init__(parent)
         self._look = look
         # file names, experiment names and errors: drawn as they are (ui/plain_text.py)
-        self.message = plain_label()
-        self.device = plain_label()
-        self.weights = plain_label()
-        self.rate = plain_label()
-        self.policy = plain_label()
+        # each part shrinks to a few characters, cut with "…", whole in its tooltip
+        self.message = ElidedLabel(min_chars=12)
+        self.device = ElidedLabel()
+        self.weights = ElidedLabel()
+        self.rate = ElidedLabel()
+        self.policy = ElidedLabel()
         self.message.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.message.setMinimumWidth(40)
         self.addWidget(self.message, 1)
         for w in (self.device, self.weights, self.rate, self.policy):
             self.addPermanentWidget(w)
@@ -197,7 +207,11 @@ class StatusLine(QStatusBar):
         self._level = level
         self.message.setStyleSheet(f"color: {colour};")
         self.message.setText(text)
-        self.message.setToolTip(plain_tip(text))
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        # the message keeps a third of the line; the permanent parts share the rest
+        self.message.setMinimumWidth(self.width() // 3)
 
     def clear_message(self, text: str) -> None:
         """Clear the message ``text`` once what it says is over; also the error that

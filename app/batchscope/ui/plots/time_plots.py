@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QSizePolicy, QVBoxLayout, QWi
 from batchscope.engine.metrics import Event, TimelineSample
 from batchscope.engine.snapshot import Snapshot
 from batchscope.render.palette import session_colour
-from batchscope.ui.plain_text import plain_label, plain_tip
+from batchscope.ui.plain_text import CardTitle, plain_tip
 from batchscope.ui.theme import MEMORY_SERIES, Look
 
 SPAN_S = 60.0
@@ -89,6 +89,10 @@ def style_legend(legend: pg.LegendItem, colour: str) -> None:
         label.setText(label.text)
 
 
+#: The smallest a plot card is laid out (px): below it, axes and bars stop reading.
+MIN_CARD_PX = (220, 150)
+
+
 class PlotCard(QFrame):
     """A titled frame holding one pyqtgraph plot, styled by the current look."""
 
@@ -103,16 +107,16 @@ class PlotCard(QFrame):
     ) -> None:
         super().__init__(parent)
         self.setObjectName("card")
+        self.setMinimumSize(*MIN_CARD_PX)
         self.look = look
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 6, 8, 4)
         layout.setSpacing(2)
         head = QHBoxLayout()
-        self.title = plain_label(title)
+        self.title = CardTitle(title)
         self.title.setObjectName("cardTitle")
-        # a long live title must never widen the window: it is cut, with the full text as tip
+        # a long live title must never widen the window: it is fitted (ui/plain_text.py)
         self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.title.setMinimumWidth(40)
         head.addWidget(self.title, 1)
         if header_extra is not None:
             head.addWidget(header_extra)
@@ -130,11 +134,11 @@ class PlotCard(QFrame):
         self._title_text = title
         self.set_look(look)
 
-    def set_title(self, text: str) -> None:
-        if text != self._title_text:
-            self._title_text = text
-            self.title.setText(text)
-            self.title.setToolTip(plain_tip(text))
+    def set_title(self, text: str, keep: int = 1) -> None:
+        """``text``: "Name — figure · figure · …"; the name and the first ``keep``
+        figures always show (:class:`~batchscope.ui.plain_text.CardTitle`)."""
+        self._title_text = text
+        self.title.set_title(text, keep)
 
     def set_axis_label(self, axis: str, text: str) -> None:
         """Change the label of the "bottom" or "left" axis (styled; no-op if unchanged)."""

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QPushButton,
     QSplitter,
+    QStyle,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -40,6 +41,7 @@ from batchscope.ui.segment_table.feed import SegmentUpdate
 from batchscope.ui.theme import Look
 
 RIGHT = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
+CHANGED_CHARS = 22  # the "changed" column's widest, in M widths (longer: cut, tooltip)
 
 
 class SegmentPlots(QWidget):
@@ -90,9 +92,10 @@ class SegmentTable(QWidget):
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(
-            [c.key for c in COLUMNS].index("changed"), QHeaderView.ResizeMode.Stretch
-        )
+        # "changed" as wide as its longest phrase up to CHANGED_CHARS (cut with "…", whole
+        # in the tooltip), not what the other columns leave: the table scrolls sideways
+        self._changed_col = [c.key for c in COLUMNS].index("changed")
+        header.setSectionResizeMode(self._changed_col, QHeaderView.ResizeMode.Interactive)
         self.table.itemSelectionChanged.connect(self._show_selection)
 
         self.hint = QLabel("Select a row for its plots, two rows to compare them.")
@@ -165,9 +168,19 @@ class SegmentTable(QWidget):
                 continue
             self._fill(row, seg, texts)
             self._cells[row] = texts
+        self._size_changed_column(cells)
         if follow and cells:
             self.table.scrollToBottom()
         self._show_selection()
+
+    def _size_changed_column(self, cells: list[dict[str, str]]) -> None:
+        metrics = self.table.fontMetrics()
+        texts = [c["changed"] for c in cells] + [COLUMNS[self._changed_col].header]
+        pad = 2 * self.table.style().pixelMetric(QStyle.PixelMetric.PM_HeaderMargin) + 12
+        widest = max(metrics.horizontalAdvance(t) for t in texts) + pad
+        width = min(widest, metrics.horizontalAdvance("M" * CHANGED_CHARS))
+        if self.table.columnWidth(self._changed_col) != width:
+            self.table.setColumnWidth(self._changed_col, width)
 
     def _fill(self, row: int, segment: Mapping[str, Any], texts: dict[str, str]) -> None:
         tip = "\n".join(filter(None, (segment.get("caption"), segment.get("error"))))
@@ -178,7 +191,8 @@ class SegmentTable(QWidget):
                 item = QTableWidgetItem()
                 self.table.setItem(row, col, item)
             item.setText(texts[column.key])
-            item.setToolTip(plain_tip(tip))
+            whole = texts[column.key] if column.key in TEXT_KEYS else ""  # may be cut
+            item.setToolTip(plain_tip("\n".join(filter(None, (whole, tip)))))
             if column.key not in TEXT_KEYS:
                 item.setTextAlignment(RIGHT)
             if error is not None and column.key == "changed":
@@ -242,17 +256,27 @@ class SegmentTable(QWidget):
             view.verticalHeader().setDefaultSectionSize(row)
             view.verticalHeader().setMinimumSectionSize(row)
         row = self.table.verticalHeader().defaultSectionSize()
-        self.table.setMinimumHeight(4 * row + self.table.horizontalScrollBar().sizeHint().height())
+        rows = 3 if look.presentation else 4  # the header and two or three rows
+        scroll = self.table.horizontalScrollBar().sizeHint().height()
+        self.table.setMinimumHeight(rows * row + scroll)
         line = QFontMetrics(font).height()
         for plots in self.plots:  # a histogram and stage bars one can read, not slivers
             plots.latency.setMinimumHeight(7 * line)
             plots.stages.setMinimumHeight(6 * line)
 
-    @staticmethod
-    def dock_height(look: Look, window_height: int) -> int:
-        """How tall the dock is shown: a third of the window; in presentation mode, with its
-        larger rows and a comparison under them, nearly half."""
-        return max(220, int(window_height * (0.45 if look.presentation else 1 / 3)))
+    def dock_height(self, look: Look, window_height: int) -> int:
+        """How tall the dock is shown: its rows (at least four), the hint and the buttons,
+        within a third of the window; with a segment's plots under them, a third, and in
+        presentation mode (larger rows, a comparison under them) nearly half."""
+        share = int(window_height * (0.45 if look.presentation else 1 / 3))
+        if any(p.isVisible() for p in self.plots):
+            return share
+        row = self.table.verticalHeader().defaultSectionSize()
+        rows = max(3, self.table.rowCount()) * row
+        chrome = self.sizeHint().height() - self.table.sizeHint().height()
+        head = self.table.horizontalHeader().sizeHint().height()
+        scroll = self.table.horizontalScrollBar().sizeHint().height()
+        return min(share, chrome + head + rows + scroll + 2 * self.table.frameWidth() + 24)
 
 
 def _empty(segment: Mapping[str, Any]) -> Snapshot:
