@@ -162,8 +162,6 @@ class CardTitle(QLabel):
             return
         metrics = self.fontMetrics()
         name, figures = self.essential()
-        if figures and len(self._parts()[1]) > self._keep:
-            figures += self.PART + "…"  # the kept figures, and a sign that more is cut
         need = max(metrics.horizontalAdvance(name), metrics.horizontalAdvance(figures))
         if need > self.minimumWidth():  # grows only: a title that jumps would be worse
             self.setMinimumWidth(need + 2)
@@ -177,9 +175,15 @@ class CardTitle(QLabel):
         joins = ((self.SEP, False), ("\n", True)) if figures else ((self.PART, False),)
         text = self._full
         for join, second_line in joins:
-            for n in range(len(parts), keep - 1, -1):
-                shown = self.PART.join(parts[:n] + ([] if n == len(parts) else ["…"]))
-                text = name + join + shown if n or figures else name + (" …" if parts else "")
+            # every part, then fewer with "…" (the tooltip has them), then the kept ones
+            # alone: each on one line before any takes a second
+            cuts = [(n, n < len(parts)) for n in range(len(parts), keep - 1, -1)]
+            for n, more in [*cuts, (keep, False)]:
+                shown = self.PART.join(parts[:n] + (["…"] if more else []))
+                if figures:
+                    text = name + join + shown
+                else:
+                    text = name + (self.PART + shown if n else (" …" if more else ""))
                 if advance(shown if second_line else text) <= room:
                     return text
         return text

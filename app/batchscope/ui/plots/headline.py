@@ -37,6 +37,7 @@ KPIS = (
 
 SETTLING = "settling…"
 PENDING = "…"  # a figure while its segment settles
+MIN_SCALE = 0.7  # the figures' type shrinks to fit a narrow strip, down to this share
 
 #: How the headline names a session state other than running (``SessionView.state``).
 STATE_WORDS = {"error": "in error", "stalled": "stalled"}
@@ -134,7 +135,45 @@ class HeadlineStrip(QFrame):
         self.sessions_value, self.sessions_name = _figure(row, "", "")
         for label in (self.sessions_value, self.sessions_name):
             label.hide()
-        self.values: dict[str, QLabel] = {key: _figure(row, "–", name)[0] for key, name in KPIS}
+        pairs = {key: _figure(row, "–", name) for key, name in KPIS}
+        self.values: dict[str, QLabel] = {key: pair[0] for key, pair in pairs.items()}
+        #: every (figure, name) in the strip, the sessions' own first
+        self._pairs = [(self.sessions_value, self.sessions_name), *pairs.values()]
+        self._scale = 1.0  # the figures' type, × the look's (below 1: a narrow strip)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._fit_figures()
+
+    def restyle(self) -> None:
+        """The look changed: the figures at its type again, then fitted."""
+        self._scale = 1.0
+        for value, _ in self._pairs:
+            value.setStyleSheet("")
+        self._fit_figures()
+
+    def _fit_figures(self) -> None:
+        """Every figure whole: on a strip too narrow for them at the look's size (a 1280 px
+        window with the panel open) their type shrinks, to no less than MIN_SCALE of it."""
+        shown = [(v, n) for v, n in self._pairs if v.isVisibleTo(self)]
+        if not shown or self.width() <= 0:
+            return
+        layout = self.layout()
+        margins = layout.contentsMargins()
+        room = self.width() - margins.left() - margins.right() - self.scope.sizeHint().width()
+        room -= 3 * layout.spacing() * (len(shown) + 1)
+        figure = shown[0][0].fontMetrics()  # at the current scale
+        need = 0.0
+        for value, name in shown:
+            word = max(map(name.fontMetrics().horizontalAdvance, name.text().split() or [""]))
+            need += max(figure.horizontalAdvance(value.text()) / self._scale, word)
+        scale = max(MIN_SCALE, min(1.0, round(room / need, 2))) if need > 0 else 1.0
+        if scale != self._scale:
+            base = shown[0][0].font().pointSizeF() / self._scale
+            self._scale = scale
+            sheet = "" if scale == 1.0 else f"font-size: {base * scale:.1f}pt;"
+            for value, _ in self._pairs:
+                value.setStyleSheet(sheet)
 
     def update_from(self, snap: Snapshot) -> None:
         label = scope_text(snap) + (" · newest windows only" if snap.truncated else "")
@@ -150,6 +189,7 @@ class HeadlineStrip(QFrame):
             if label.text() != text:
                 label.setText(text)
                 label.setVisible(bool(text))
+        self._fit_figures()
         if self.sessions_value.property("level") != level:
             self.sessions_value.setProperty("level", level)  # the style sheet's [level=…] rule
             self.sessions_value.style().unpolish(self.sessions_value)

@@ -643,6 +643,7 @@ class MainWindow(QMainWindow):
         self.segments_dock.setFont(QApplication.font())
         self.segment_table.set_look(look)
         self.status_line.set_look(look)
+        self.headline.restyle()
         self.theme_actions[look.theme.name].setChecked(True)
         self._fit_panel()
 
