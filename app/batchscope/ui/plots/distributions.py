@@ -91,43 +91,46 @@ class LatencyHistogram(ScopedCard):
         """Place the percentile labels so that none covers another or leaves the plot.
 
         Each goes right of its line if there is room, else left of it, on the highest
-        row (one text height each, from the top) where it meets no label placed before;
-        close lines (p95, p99) take two sides or two rows, a low plot sides first.
+        row (one text height each, from the top) where it meets no label placed before:
+        p99, then p50, then p95; one that finds no room is hidden (a low plot with the
+        three lines close together), its figure in the tooltip.
         """
         view = self.plot.getViewBox()
         height, width = view.height(), view.width()
         labels = [
-            (line, child)
-            for line in self.markers.values()
+            (name, line, child)
+            for name, line in self.markers.items()
             for child in line.childItems()
             if isinstance(child, pg.InfLineLabel)
         ]
         if height <= 0 or width <= 0 or not labels:
             return
-        row_h = 1.1 * labels[0][1].sceneBoundingRect().height()  # px, as drawn
+        row_h = 1.1 * labels[0][2].sceneBoundingRect().height()  # px, as drawn
         rows = max(1, int(height // row_h))
         left = view.sceneBoundingRect().left()
         placed: list[tuple[float, float, int]] = []  # (x0, x1, row) in px
-        for line, label in sorted(labels, key=lambda ll: -ll[0].value()):
+        order = {"p99": 0, "p50": 1}  # the title's two first; p95 gives way
+        for _name, line, label in sorted(labels, key=lambda nll: order.get(nll[0], 2)):
             x = view.mapViewToScene(QPointF(line.value(), 0)).x() - left
             w = label.sceneBoundingRect().width()
-            spot = (0, True)
+            spot = None
             for row in range(rows):
-                free = [
-                    right
-                    for right in (True, False)
-                    if (x if right else x - w) >= 0
-                    and (x + w if right else x) <= width
-                    and not any(
-                        r == row and a < (x + w if right else x) and (x if right else x - w) < b
-                        for a, b, r in placed
-                    )
-                ]
-                if free:
-                    spot = (row, free[0])
+                for right in (True, False):
+                    x0, x1 = (x, x + w) if right else (x - w, x)
+                    if (
+                        x0 >= 0
+                        and x1 <= width
+                        and not any(r == row and a < x1 and x0 < b for a, b, r in placed)
+                    ):
+                        spot = (row, right, x0, x1)
+                        break
+                if spot is not None:
                     break
-            row, right = spot
-            placed.append(((x, x + w) if right else (x - w, x)) + (row,))
+            label.setVisible(spot is not None)  # no room left: its figure is in the tooltip
+            if spot is None:
+                continue
+            row, right, x0, x1 = spot
+            placed.append((x0, x1, row))
             anchor = (0, 0) if right else (1, 0)
             position = 1.0 - row * row_h / height - 0.02
             if (label.orthoPos, tuple(label.anchor)) != (position, anchor):
@@ -197,8 +200,10 @@ class LatencyHistogram(ScopedCard):
         self._stack_labels()
         self.set_scoped_title(f"Latency — p50 {p['p50']:.0f} · p99 {p['p99']:.0f} ms", scope)
         newest = " (the newest only)" if snap.truncated else ""
+        marks = " · ".join(f"{name} {p[name]:.0f}" for name in self.markers)
         self.title.setToolTip(
-            f"End-to-end latency of {ms.size} windows{newest} of {who}{_after(scope)}"
+            f"{self._title_text}\n{marks} ms: end-to-end latency of {ms.size} windows"
+            f"{newest} of {who}"
         )
 
 
