@@ -35,7 +35,15 @@ OVERALL_KEYS = {
 }
 #: In each session and in ``overall`` where a source has ground truth (the synthetic
 #: scene, a clip with labels); never in the simulator's reports.
-ACCURACY_KEYS = {"scored", "hit_rate", "median_error_px", "median_freshness_px"}
+ACCURACY_KEYS = {
+    "scored",
+    "visible",
+    "hit_rate",
+    "median_error_px",
+    "no_ball",
+    "false_detection_rate",
+    "median_freshness_px",
+}
 #: A small, fast emulated run (the laptop GPU at 256×144 FP16: 4.7 ms a window).
 SMALL_EMULATED = dict(
     sources=("synthetic",),

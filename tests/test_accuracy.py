@@ -29,59 +29,82 @@ def det(x: float, y: float) -> Detection:
 
 
 def test_a_detection_within_the_radius_is_a_hit_and_its_freshness_is_to_the_ball_now() -> None:
-    scored, hit, error, fresh = score(det(103.0, 54.0), BALL, LATER, positions=True)
-    assert (scored, hit) == (True, True)
-    assert error == pytest.approx(5.0)  # (3, 4): on the radius counts
-    assert fresh == pytest.approx(math.hypot(9.0, 1.0))
+    result = score(det(103.0, 54.0), BALL, LATER, positions=True)
+    assert result[:4] == (True, True, True, True)  # scored, visible, detected, hit
+    assert result.error_px == pytest.approx(5.0)  # (3, 4): on the radius counts
+    assert result.fresh_px == pytest.approx(math.hypot(9.0, 1.0))
 
 
 def test_a_detection_beyond_the_radius_or_none_is_a_miss() -> None:
-    scored, hit, error, _ = score(det(100.0, 50.0 + HIT_RADIUS_PX + 0.1), BALL, BALL, True)
-    assert (scored, hit) == (True, False)
-    assert error == pytest.approx(5.1)
-    scored, hit, error, fresh = score(None, BALL, BALL, True)
-    assert (scored, hit) == (True, False)
-    assert math.isnan(error) and math.isnan(fresh)
+    far = score(det(100.0, 50.0 + HIT_RADIUS_PX + 0.1), BALL, BALL, True)
+    assert far[:4] == (True, True, True, False)
+    assert far.error_px == pytest.approx(5.1)
+    none = score(None, BALL, BALL, True)
+    assert none[:4] == (True, True, False, False)
+    assert math.isnan(none.error_px) and math.isnan(none.fresh_px)
 
 
-def test_no_ball_in_view_scores_a_correct_no_and_a_false_detection() -> None:
-    assert score(None, NO_BALL, BALL, True)[:2] == (True, True)
-    scored, hit, error, fresh = score(det(10.0, 10.0), NO_BALL, BALL, True)
-    assert (scored, hit) == (True, False)
-    assert math.isnan(error) and math.isnan(fresh)  # nothing to be fresh about
+def test_a_no_ball_window_is_no_hit_and_a_detection_there_is_a_false_one() -> None:
+    # a rightly empty answer is not a hit: the hit rate is over the windows with the ball
+    assert score(None, NO_BALL, BALL, True)[:4] == (True, False, False, False)
+    false = score(det(10.0, 10.0), NO_BALL, BALL, True)
+    assert false[:4] == (True, False, True, False)
+    assert math.isnan(false.error_px) and math.isnan(false.fresh_px)  # nothing to be fresh about
 
 
 def test_without_positions_freshness_is_the_balls_travel_during_the_latency() -> None:
-    scored, hit, error, fresh = score(None, BALL, LATER, positions=False)
-    assert (scored, hit) == (False, False)
-    assert math.isnan(error)
-    assert fresh == pytest.approx(13.0)
-    assert math.isnan(score(None, BALL, NO_BALL, positions=False)[3])  # ball gone by then
+    result = score(None, BALL, LATER, positions=False)
+    assert result[:4] == (False, True, False, False)
+    assert math.isnan(result.error_px)
+    assert result.fresh_px == pytest.approx(13.0)
+    assert math.isnan(score(None, BALL, NO_BALL, positions=False).fresh_px)  # ball gone by then
 
 
 def test_a_source_without_truth_is_not_scored() -> None:
     assert score(det(1.0, 1.0), None, None, True) == UNSCORED
 
 
-def test_accuracy_summary_counts_only_scored_results() -> None:
-    items = item_records(6)
-    # hits with errors 1 and 3, a miss without detection, a miss at 9 px, two unscored
-    items["scored"][:4] = True
-    items["hit"][:2] = True
+def test_accuracy_summary_takes_the_ball_windows_and_the_no_ball_windows_apart() -> None:
+    items = item_records(9)
+    # ball in view: hits at 1 and 3 px, a miss without detection, a miss at 9 px;
+    # no ball: two rightly empty, one false detection; two unscored (one "visible")
+    items["scored"][:7] = True
+    items["visible"][[0, 1, 2, 3, 8]] = True
+    items["detected"][[0, 1, 3, 6, 8]] = True
+    items["hit"][[0, 1, 8]] = True
     items["error_px"][[0, 1, 3]] = [1.0, 3.0, 9.0]
-    items["fresh_px"][[0, 1, 4]] = [2.0, 4.0, 30.0]
+    items["fresh_px"][[0, 1, 7]] = [2.0, 4.0, 30.0]
     assert accuracy_summary(items) == {
-        "scored": 4,
+        "scored": 7,
+        "visible": 4,
         "hit_rate": 0.5,
         "median_error_px": 3.0,
+        "no_ball": 3,
+        "false_detection_rate": 0.3333,
         "median_freshness_px": 4.0,
     }
     assert accuracy_summary(item_records(3)) == {
         "scored": 0,
+        "visible": 0,
         "hit_rate": None,
         "median_error_px": None,
+        "no_ball": 0,
+        "false_detection_rate": None,
         "median_freshness_px": None,
     }
+
+
+def test_a_model_that_never_answers_scores_no_hit_on_a_clip_with_pauses() -> None:
+    """Issue 29: 16 of the 160 validation windows have no ball, and a model that found
+    nothing "validated" at 1.0 on a check whose one window had none."""
+    scores = [score(None, NO_BALL, None, True)] + [score(None, BALL, None, True)] * 3
+    items = item_records(len(scores))
+    for field in scores[0]._fields:
+        items[field] = [getattr(s, field) for s in scores]
+    summary = accuracy_summary(items)
+    assert (summary["hit_rate"], summary["false_detection_rate"]) == (0.0, 0.0)
+    only_no_ball = accuracy_summary(items[:1])
+    assert (only_no_ball["hit_rate"], only_no_ball["false_detection_rate"]) == (None, 0.0)
 
 
 # -- label files ----------------------------------------------------------------------------

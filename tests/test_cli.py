@@ -56,6 +56,22 @@ def test_run_emulated_json_to_stdout(capsys):
     assert "mean fps" in err  # the table goes to stderr when stdout carries JSON
 
 
+def test_run_postprocess_reference_reaches_the_backend_and_the_report(capsys):
+    """--postprocess flows through the config to the real model's backend; the report's
+    config and its notes say which rules measured the detections."""
+    argv = ["run", "synthetic", "--device", "cpu", "--resolution", "128x72", "--sessions", "1"]
+    code, out, err = run_cli([*argv, *FAST, "--postprocess", "reference", "--json", "-"], capsys)
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["config"]["postprocess"] == "reference"
+    assert "post-processing: reference (the authors' rules exactly" in err
+    accuracy = report["overall"]["accuracy"]
+    assert {"visible", "no_ball", "false_detection_rate"} <= set(accuracy)
+    code, out, err = run_cli([*argv, *FAST, "--json", "-"], capsys)
+    assert json.loads(out)["config"]["postprocess"] == "weighted"
+    assert "post-processing: weighted (BatchScope's" in err
+
+
 def test_run_writes_json_file_and_prints_table(tmp_path, capsys):
     target = tmp_path / "r.json"
     code, out, _ = run_cli(
@@ -128,6 +144,12 @@ def _bad_files(tmp_path: Path) -> dict[str, Path]:
             "CUDA graphs: need a CUDA device (device is cpu)",
         ),
         ("cuda graphs emulated", ["run", "synthetic", "--cuda-graphs"], "need the torch backend"),
+        (
+            "reference post-processing emulated",
+            ["run", "synthetic", "--postprocess", "reference"],
+            "postprocess = 'reference': needs the torch backend (--device)",
+        ),
+        ("unknown post-processing", ["run", "--postprocess", "pca"], "invalid choice: 'pca'"),
         (
             "profile lacks resolution",
             ["run", "synthetic", "--resolution", "1024x576"],

@@ -184,7 +184,7 @@ def test_live_changes_apply_and_are_recorded_as_events(engines):
     snap = e.snapshot()
     assert snap.config.policy == "all" and len(snap.sessions) == 5
     messages = [ev.message for ev in e.events() if ev.kind == "config"]
-    assert any("policy: oldest → all" in m and "sessions: 2 → 5" in m for m in messages)
+    assert any("policy oldest → all" in m and "sessions 2 → 5" in m for m in messages)
     e.apply(e.config.with_changes(sessions=1))
     assert wait_for(lambda: len(e.snapshot().sessions) == 1)
 

@@ -34,12 +34,12 @@ def test_a_stalled_session_sends_nothing_then_resumes(engine):
     assert delivered(engine, 0) <= n0 + 1  # at most the window in flight
     assert wait_for(lambda: delivered(engine, 0) > n0 + 10)  # resumed by itself
     captions = [s["caption"] for s in fault_segments(engine)]
-    assert captions == ["session 0 stalls for 1 s", "after: session 0 stalls for 1 s"]
+    assert captions == ["S0 stalls for 1 s", "after: S0 stalls for 1 s"]
     assert fault_segments(engine)[0]["changes"] == {
         "fault": {"kind": "stall", "for_s": 1.0, "session": 0}
     }
     kinds = [ev.message for ev in engine.events() if ev.kind == "fault"]
-    assert kinds == ["session 0 stalls for 1 s", "ended: session 0 stalls for 1 s"]
+    assert kinds == ["S0 stalls for 1 s", "ended: S0 stalls for 1 s"]
 
 
 def ended(e: Engine) -> bool:
@@ -161,7 +161,7 @@ def test_an_experiment_step_starts_its_fault(tmp_path):
     assert [s["caption"] for s in segments] == [
         "",
         "one camera stalls",
-        "after: session 0 stalls for 1 s",
+        "after: S0 stalls for 1 s",
     ]
     assert segments[1]["changes"] == {"fault": {"kind": "stall", "for_s": 1.0, "session": 0}}
     assert 0.9 < segments[2]["start_s"] - segments[1]["start_s"] < 1.2

@@ -39,7 +39,7 @@ def test_overlapping_stalls_hold_until_the_later_end(engine):
     # ba13837: the first stall's end set the pace back to 1: session 0 sent again
     assert engine.inject(Fault("stall", 0.5, session=0)) is None
     assert engine.inject(Fault("stall", 2.5, session=0)) is None
-    assert wait_for(lambda: "ended: session 0 stalls for 0.5 s" in fault_events(engine))
+    assert wait_for(lambda: "ended: S0 stalls for 0.5 s" in fault_events(engine))
     n0, n1 = delivered(engine, 0), delivered(engine, 1)
     assert wait_for(lambda: delivered(engine, 1) > n1 + 20)  # ~0.7 s at 30 fps
     assert delivered(engine, 0) <= n0 + 1  # at most the window in flight
@@ -47,7 +47,7 @@ def test_overlapping_stalls_hold_until_the_later_end(engine):
     assert engine.report()["segments"][-1]["faults"] == [
         {"kind": "stall", "for_s": 2.5, "session": 0}
     ]
-    assert wait_for(lambda: "ended: session 0 stalls for 2.5 s" in fault_events(engine))
+    assert wait_for(lambda: "ended: S0 stalls for 2.5 s" in fault_events(engine))
     assert wait_for(lambda: delivered(engine, 0) > n0 + 10)
     assert engine.snapshot().sessions[0].state == "running"
 
@@ -57,14 +57,14 @@ def test_overlapping_slow_devices_multiply_and_each_end_undoes_its_own(engine):
     assert engine.inject(Fault("slow_device", 30.0, factor=2.0)) is None
     assert engine.inject(Fault("slow_device", 0.3, factor=3.0)) is None
     assert worker.slowdown == 6.0
-    assert wait_for(lambda: "ended: the device runs 3× slower for 0.3 s" in fault_events(engine))
+    assert wait_for(lambda: "ended: device ×3 slower for 0.3 s" in fault_events(engine))
     assert wait_for(lambda: worker.slowdown == 2.0)  # ba13837: 1.0, the first fault gone too
 
 
 def test_a_source_error_inside_another_recovers_at_the_later_end(engine):
     assert engine.inject(Fault("source_error", 0.3, session=2)) is None
     assert engine.inject(Fault("source_error", 30.0, session=2)) is None
-    assert wait_for(lambda: "ended: session 2's source fails for 0.3 s" in fault_events(engine))
+    assert wait_for(lambda: "ended: S2's source fails for 0.3 s" in fault_events(engine))
     n1 = delivered(engine, 1)
     assert wait_for(lambda: delivered(engine, 1) > n1 + 15)
     assert engine.snapshot().sessions[2].state == "error"  # ba13837: recovered already
@@ -101,7 +101,7 @@ def test_a_step_that_changes_a_setting_and_starts_a_fault_opens_one_segment():
     assert labels(live) == [
         ({}, "3 sessions"),
         ({"policy": "oldest", "fault": stall}, "oldest, and a stall"),
-        ({}, "after: session 0 stalls for 1.5 s"),
+        ({}, "after: S0 stalls for 1.5 s"),
     ]
     assert labels(live) == labels(simulate_experiment(exp))
     assert live["segments"][1]["config"]["policy"] == "oldest"
@@ -117,7 +117,7 @@ def test_paused_stays_paused_through_a_live_change_and_a_recovery(engine):
     assert engine.inject(Fault("source_error", 0.3, session=2)) is None
     engine.set_paused(True)
     assert engine.apply(engine.config.with_changes(sessions=4)) is None
-    assert wait_for(lambda: "ended: session 2's source fails for 0.3 s" in fault_events(engine))
+    assert wait_for(lambda: "ended: S2's source fails for 0.3 s" in fault_events(engine))
     before = overwritten(engine), [s.delivered for s in engine.snapshot().sessions]
     t = engine.now()
     assert wait_for(lambda: engine.now() > t + 0.5)  # 15 frames of each session at 30 fps

@@ -100,7 +100,7 @@ def test_successful_resolution_change_takes_effect_with_new_frames(engines):
             for s in e.snapshot().sessions
         )
     )
-    assert "resolution: 256x144 → 512x288" in e.events()[-1].message
+    assert "resolution 256×144 → 512×288" in e.events()[-1].message
 
 
 # -- 2. every thread stops within 2 s from any state ----------------------------------------

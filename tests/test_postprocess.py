@@ -1,4 +1,5 @@
-"""Post-processing recovers position, score order and blur of synthetic ball heatmaps."""
+"""Post-processing recovers position, score order and blur of synthetic ball heatmaps, the
+weighted way (the default) and the reference's exactly."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ import numpy as np
 import pytest
 import torch
 
+from batchscope.config import BACKEND_FIELDS, ConfigError, RunConfig
+from batchscope.engine.backends import make_backend
+from batchscope.engine.backends.torch_backend import TorchBackend
 from batchscope.models.postprocess import THRESHOLD, Detection, best_detections, blobs
 
 HEIGHT, WIDTH = 72, 128
@@ -203,3 +207,93 @@ def test_length_in_heatmap_and_source_pixels() -> None:
     assert blob.blur_angle == pytest.approx(0.0)
     # position: pixel centres, (60 + 0.5) * 3.75 - 0.5 (the reference would say 60 * 3.75)
     assert (blob.x, blob.y) == pytest.approx((226.375, 113.875))
+
+
+# -- the reference's exact rules (--postprocess reference) -----------------------------------
+
+
+def _moments_angle_and_pca_half_extent(mask: np.ndarray) -> tuple[float, float]:
+    """The binary mask's orientation (degrees) and the half extent of its pixels along their
+    principal axis, computed here with numpy alone (no cv2)."""
+    rows, cols = np.nonzero(mask)
+    dx, dy = cols - cols.mean(), rows - rows.mean()
+    mu20, mu02, mu11 = (dx * dx).sum(), (dy * dy).sum(), (dx * dy).sum()
+    angle = 0.5 * math.atan2(2 * mu11, mu20 - mu02)
+    _, vectors = np.linalg.eigh(np.cov(np.stack([dy, dx])))
+    along = np.stack([dy, dx], axis=1) @ vectors[:, -1]
+    return math.degrees(angle), float(along.max() - along.min()) / 2
+
+
+def test_reference_measures_the_binary_mask_and_keeps_its_positions_convention() -> None:
+    heatmap = _elongated(60.0, 30.0, half_length=9.0, angle_deg=30.0)
+    heatmap[30, 62] = 0.999  # a peak off centre: pulls the weighted moments, not the mask's
+    angle, half_extent = _moments_angle_and_pca_half_extent(heatmap > THRESHOLD)
+    (blob,) = blobs(heatmap, scale=(2.5, 2.5), method="reference")
+    assert blob.blur_angle == pytest.approx(angle, abs=1e-6)
+    assert blob.blur_length_heatmap == pytest.approx(half_extent, abs=1e-4)
+    assert blob.blur_length == pytest.approx(half_extent * 2.5, abs=1e-4)
+    (weighted,) = blobs(heatmap, scale=(2.5, 2.5))
+    assert weighted.blur_angle != pytest.approx(blob.blur_angle, abs=1e-3)
+    # the same weighted centroid, mapped x * s there and (x + 0.5) * s - 0.5 here
+    assert blob.x == pytest.approx(weighted.x - (2.5 - 1) / 2)
+    assert blob.y == pytest.approx(weighted.y - (2.5 - 1) / 2)
+    assert blob.score == pytest.approx(weighted.score, rel=1e-6)
+
+
+def test_reference_returns_0_degrees_wherever_mu20_equals_mu02() -> None:
+    diagonal = np.zeros((HEIGHT, WIDTH))
+    for i in range(-5, 6):
+        diagonal[30 + i, 60 + i] = 0.9
+    assert blobs(diagonal, method="reference")[0].blur_angle == 0.0
+    assert blobs(diagonal)[0].blur_angle == pytest.approx(45.0)
+    # a 3x3 square brighter along its diagonal: the mask is symmetric (mu20 = mu02), the
+    # weights say 45 degrees
+    square = np.zeros((HEIGHT, WIDTH))
+    square[20:23, 40:43] = 0.75
+    for i in range(3):
+        square[20 + i, 40 + i] = 0.99
+    assert blobs(square, method="reference")[0].blur_angle == 0.0
+    assert blobs(square)[0].blur_angle == pytest.approx(45.0)
+
+
+def test_reference_and_weighted_agree_where_every_weight_is_the_same() -> None:
+    heatmap = np.zeros((HEIGHT, WIDTH))
+    streak = _elongated(60.0, 30.0, half_length=9.0, angle_deg=-25.0) > THRESHOLD
+    heatmap[streak] = 0.9
+    (reference,) = blobs(heatmap, method="reference")
+    (weighted,) = blobs(heatmap)
+    assert reference.blur_angle == pytest.approx(weighted.blur_angle, abs=1e-9)
+    assert reference.blur_length_heatmap == pytest.approx(weighted.blur_length_heatmap, abs=1e-4)
+    assert (reference.x, reference.y) == pytest.approx((weighted.x, weighted.y), abs=1e-9)
+
+
+def test_best_detections_measures_the_reference_way_when_asked() -> None:
+    heatmap = _elongated(70.0, 35.0, half_length=9.0, angle_deg=30.0)
+    logits = _logits(heatmap)
+    (best,) = best_detections(logits, scale=(5.0, 5.0), method="reference")
+    _assert_same(best, blobs(_as_seen(logits)[0], scale=(5.0, 5.0), method="reference")[0])
+    with pytest.raises(ValueError, match="postprocess must be one of weighted, reference"):
+        best_detections(logits, method="binary")
+
+
+def test_the_choice_is_a_validated_config_field_that_reaches_the_backend() -> None:
+    with pytest.raises(ConfigError, match="postprocess = 'pca': choose from weighted, reference"):
+        RunConfig(postprocess="pca")
+    assert RunConfig().to_json()["postprocess"] == "weighted"  # the report's config says it
+    assert "postprocess" in BACKEND_FIELDS  # a change rebuilds the backend
+    config = RunConfig(
+        backend="torch",
+        device="cpu",
+        profile=None,
+        precision="fp32",
+        resolution=(128, 72),
+        postprocess="reference",
+        runtime="torch",
+    )
+    backend = make_backend(config)
+    try:
+        assert backend.postprocess == "reference"
+    finally:
+        backend.close()
+    with pytest.raises(ValueError, match="postprocess must be one of weighted, reference"):
+        TorchBackend("cpu", "fp32", (128, 72), postprocess="pca")

@@ -335,7 +335,7 @@ def test_sources_pause_reset_and_events(presenter, fake):
     presenter.set_paused(True)
     presenter.reset_stats()
     assert fake.calls[-2:] == ["paused=True", "reset announce=True"]
-    event = Event(1.0, "config", "policy: all → oldest")
+    event = Event(1.0, "config", "policy all → oldest")
     for listener in fake.listeners:
         listener(event)
     assert presenter.drain_events() == [event] and presenter.drain_events() == []

@@ -64,8 +64,10 @@ def test_recording_holds_items_batches_timeline_events_and_report(tmp_path):
         # the synthetic scene has ground truth; the emulated device no positions: freshness
         # only (the ball's travel during the latency, when it is in view at both instants),
         # as the worker scored it
-        assert (r["scored"], r["hit"], r["error_px"]) == ("0", "0", "")
-        fresh = scored[(int(r["session"]), r["arrival"])]["fresh_px"]
+        assert (r["scored"], r["detected"], r["hit"], r["error_px"]) == ("0", "0", "0", "")
+        record = scored[(int(r["session"]), r["arrival"])]
+        assert r["visible"] == str(int(record["visible"]))  # the ball in the window's frame
+        fresh = record["fresh_px"]
         if np.isnan(fresh):
             assert r["fresh_px"] == ""
         else:
@@ -76,7 +78,7 @@ def test_recording_holds_items_batches_timeline_events_and_report(tmp_path):
     assert sum(int(b["size"]) for b in batches) == len(items)
     assert len(rows(folder / "timeline.csv")) >= 6
     events = [json.loads(line) for line in (folder / "events.jsonl").read_text().splitlines()]
-    assert any("policy: all → oldest" in e["message"] for e in events)
+    assert any("policy all → oldest" in e["message"] for e in events)
     report = json.loads((folder / "report.json").read_text())
     assert report["config"]["policy"] == "oldest"
     assert json.loads((folder / "config.json").read_text())["policy"] == "all"
@@ -138,7 +140,7 @@ def test_kill_9_leaves_valid_files_up_to_the_last_second(tmp_path):
     (folder / "items.csv").write_text(whole + "\n")
     items = rows(folder / "items.csv")
     assert len(items) > 100
-    assert all(len(r) == 11 and None not in r.values() for r in items)
+    assert all(len(r) == 13 and None not in r.values() for r in items)
     timeline = rows(folder / "timeline.csv")
     last_item = max(float(r["result"]) for r in items)
     last_sample = float(timeline[-1]["t"])

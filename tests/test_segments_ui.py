@@ -53,37 +53,42 @@ def test_a_row_has_every_figure_and_the_prediction():
         "p50": "37.0", "p99": "80.0", "overwritten": "5.0", "throughput": "150.0",
         "mean_batch": "1.50", "busy": "90", "stable": "yes", "pred_fps": "25.5",
         "ratio_fps": "0.98", "pred_p50": "37.0", "ratio_p50": "1.00", "pred_p99": "70.0",
-        "ratio_p99": "1.14", "hit_rate": "–", "error_px": "–", "fresh_px": "–",
+        "ratio_p99": "1.14", "hit_rate": "–", "false_rate": "–", "error_px": "–",
+        "fresh_px": "–",
     }  # fmt: skip
 
 
 def test_a_segment_with_ground_truth_has_accuracy_cells():
     seg = segment()
     seg["overall"]["accuracy"] = {
-        "scored": 270, "hit_rate": 0.8741, "median_error_px": 1.234, "median_freshness_px": 6.0,
+        "scored": 270, "visible": 250, "hit_rate": 0.8741, "median_error_px": 1.234,
+        "no_ball": 20, "false_detection_rate": 0.15, "median_freshness_px": 6.0,
     }  # fmt: skip
     row = segment_row(seg)
-    assert (row["hit_rate"], row["error_px"], row["fresh_px"]) == ("87", "1.2", "6.0")
+    cells = (row["hit_rate"], row["false_rate"], row["error_px"], row["fresh_px"])
+    assert cells == ("87", "15", "1.2", "6.0")
     emulated = segment()
     emulated["overall"]["accuracy"] = {
-        "scored": 0, "hit_rate": None, "median_error_px": None, "median_freshness_px": 3.5,
+        "scored": 0, "visible": 0, "hit_rate": None, "median_error_px": None, "no_ball": 0,
+        "false_detection_rate": None, "median_freshness_px": 3.5,
     }  # fmt: skip
     row = segment_row(emulated)
-    assert (row["hit_rate"], row["error_px"], row["fresh_px"]) == ("–", "–", "3.5")
+    cells = (row["hit_rate"], row["false_rate"], row["error_px"], row["fresh_px"])
+    assert cells == ("–", "–", "–", "3.5")
 
 
 def test_a_running_segment_without_figures_says_settling_and_a_failed_step_says_so():
     fresh = segment(measured_s=0.0)
     fresh["overall"] |= {"throughput_wps": 0.0, "mean_fps": 0.0}
     running = segment_row(fresh, running=True)
-    assert running["span"] == "10.0–…" and running["mean_fps"] == running["p99"] == "settling…"
+    assert running["span"] == "10.0–now" and running["mean_fps"] == running["p99"] == "settling…"
     # closed: 0 s measured is too short to measure; 2 s with nothing delivered is "–"
     assert segment_row(fresh)["mean_fps"] == "too short" and segment_row(fresh)["pred_fps"] == "–"
     idle = segment(measured_s=2.0)
     idle["overall"] |= {"throughput_wps": 0.0, "mean_fps": 0.0}
     assert segment_row(idle)["mean_fps"] == "–"
     failed = segment_row(segment(error="profile laptop-8gb has no curve for bf16"))
-    assert failed["changed"] == "sessions 6 FAILED"
+    assert failed["changed"] == "sessions 6 (not applied)"
 
 
 def test_two_segments_compare_with_ratios():
@@ -142,7 +147,7 @@ def test_the_table_fills_and_a_row_shows_its_histogram_two_rows_side_by_side(das
     qtbot.waitUntil(lambda: len(table.segments) >= 2 and table.open_index == 1, timeout=10_000)
     qtbot.waitUntil(lambda: table.segments[1]["measured_s"] > 1.0, timeout=10_000)
     assert table.table.rowCount() == 2
-    assert [table.table.item(r, 2).text() for r in range(2)] == ["start", "sessions 2"]
+    assert [table.table.item(r, 2).text() for r in range(2)] == ["start", "sessions 3 → 2"]
     assert table.segments[1]["predicted"]["mean_fps"] == pytest.approx(30.0, abs=1.0)
     ratio = next(i for i, c in enumerate(COLUMNS) if c.key == "ratio_fps")
     assert 0.8 < float(table.table.item(1, ratio).text()) < 1.2

@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 from batchscope.config import RunConfig
+from batchscope.engine.report.phrases import fault_phrase
 from batchscope.engine.session import first_frame_delay
 from batchscope.experiment import Experiment, Fault, load_experiment, parse_experiment
 from batchscope.profiles.profile import load_profile
@@ -108,8 +109,8 @@ def expected(policy: str, fault: Fault, caption: str = "") -> list[tuple[dict[st
     """The live segment list of a KINDS experiment, by Engine.inject's rules."""
     return [
         (opening(policy), CAPTION),
-        ({"fault": fault.as_json()}, caption or fault.describe()),
-        ({}, f"after: {fault.describe()}"),
+        ({"fault": fault.as_json()}, caption or fault_phrase(fault)),
+        ({}, f"after: {fault_phrase(fault)}"),
     ]
 
 
@@ -237,7 +238,7 @@ def test_a_step_with_changes_and_a_fault_opens_one_segment_listing_both() -> Non
     assert labels(report) == [
         (opening("all"), CAPTION),
         ({"policy": "oldest", "fault": STALL.as_json()}, "oldest, and a stall"),
-        ({}, f"after: {STALL.describe()}"),
+        ({}, f"after: {fault_phrase(STALL)}"),
     ]
     assert [s["start_s"] for s in report["segments"]] == [0, 3, 7]
     assert report["segments"][1]["config"]["policy"] == "oldest"
@@ -254,7 +255,7 @@ def test_a_fault_at_0_s_starts_with_the_experiment() -> None:
     # one step, one segment: step 0's fault is part of the first (ba13837: a 0–0 segment)
     assert labels(report) == [
         ({**opening("all"), "fault": STALL.as_json()}, CAPTION),
-        ({}, f"after: {STALL.describe()}"),
+        ({}, f"after: {fault_phrase(STALL)}"),
     ]
     assert [(s["start_s"], s["end_s"]) for s in report["segments"]] == [(0, 4), (4, 10)]
     assert by_id(report["segments"][0], "delivered")[0] == 0
@@ -270,14 +271,14 @@ def test_a_fault_that_ends_at_a_steps_instant_ends_first() -> None:
         "all", KINDS["stall"][1], steps='[[step]]\nat = 7\npolicy = "oldest"\ncaption = "oldest"'
     )
     assert labels(simulate_experiment(exp))[2:] == [
-        ({}, f"after: {STALL.describe()}"),
+        ({}, f"after: {fault_phrase(STALL)}"),
         ({"policy": "oldest"}, "oldest"),
     ]
 
 
 def test_a_fault_that_outlasts_the_run_has_no_after_segment() -> None:
     report = simulate_experiment(experiment("all", "stall = {session = 0, for_s = 30}"))
-    assert [c for _, c in labels(report)] == [CAPTION, "session 0 stalls for 30 s"]
+    assert [c for _, c in labels(report)] == [CAPTION, "S0 stalls for 30 s"]
 
 
 def test_a_fault_on_a_session_a_failed_step_did_not_add_is_refused() -> None:
@@ -301,10 +302,10 @@ def test_a_burst_inside_a_stall_keeps_the_session_stalled() -> None:
     )
     report = simulate_experiment(exp)
     assert [c for _, c in labels(report)][1:] == [
-        STALL.describe(),
-        "session 0 bursts at 2× its fps for 1 s",
-        "after: session 0 bursts at 2× its fps for 1 s",
-        f"after: {STALL.describe()}",
+        fault_phrase(STALL),
+        "burst ×2 on S0 for 1 s",
+        "after: burst ×2 on S0 for 1 s",
+        f"after: {fault_phrase(STALL)}",
     ]
     burst = report["segments"][2]
     assert burst["measured_s"] == 0.0 and burst["too_short"] and burst["overall"] is None
@@ -357,7 +358,7 @@ def test_camera_stalls_built_in_shows_its_stall() -> None:
             {"fault": stall.as_json()},
             "Session 0's camera stalls for 5 s: the others do not notice.",
         ),
-        ({}, "after: session 0 stalls for 5 s"),
+        ({}, "after: S0 stalls for 5 s"),
     ]
     segments = report["segments"]
     assert [(s["start_s"], s["end_s"]) for s in segments] == [(0, 6), (6, 11), (11, 20)]
@@ -370,7 +371,7 @@ def test_camera_stalls_built_in_shows_its_stall() -> None:
 def test_client_burst_built_in_shows_both_bursts() -> None:
     report = simulate_experiment(load_experiment("client-burst"))
     burst = Fault("burst", 5.0, session=0, factor=4.0)
-    after = ({}, "after: session 0 bursts at 4× its fps for 5 s")
+    after = ({}, "after: burst ×4 on S0 for 5 s")
     assert labels(report) == [
         (
             {"sessions": 5, "policy": "oldest"},

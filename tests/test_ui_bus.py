@@ -187,5 +187,5 @@ def test_a_fault_from_the_menu_is_an_event_on_the_time_plots(dashboard, qtbot):
             m.event.message for m in dashboard.fps_plot.markers.markers if m.event.kind == "fault"
         ]
 
-    qtbot.waitUntil(lambda: "session 1 stalls for 1 s" in marked(), timeout=5000)
-    qtbot.waitUntil(lambda: "ended: session 1 stalls for 1 s" in marked(), timeout=5000)
+    qtbot.waitUntil(lambda: "S1 stalls for 1 s" in marked(), timeout=5000)
+    qtbot.waitUntil(lambda: "ended: S1 stalls for 1 s" in marked(), timeout=5000)

@@ -222,8 +222,8 @@ def test_a_faults_message_goes_when_it_ends(dashboard, qtbot):
     # the sources' notes ("tiny.mp4: 2.0 s clip: it loops") are said on the first ticks
     qtbot.waitUntil(lambda: dashboard.tick_stats.ticks >= 2, timeout=15_000)
     inject(dashboard.presenter, Fault("stall", 1.0, session=0))
-    assert status.text() == "Fault: session 0 stalls for 1 s"
-    qtbot.waitUntil(lambda: "ended: session 0 stalls for 1 s" in marked(), timeout=15_000)
+    assert status.text() == "Fault: S0 stalls for 1 s"
+    qtbot.waitUntil(lambda: "ended: S0 stalls for 1 s" in marked(), timeout=15_000)
     assert status.text() == ""
 
     # a source error: its error replaces "Fault: …" in the status line; both go at the end
@@ -233,7 +233,7 @@ def test_a_faults_message_goes_when_it_ends(dashboard, qtbot):
     )
     assert dashboard.headline.sessions_name.text() == "fps over 2 of 3"
     assert status.text() == "error: session 1: source error (injected fault)"
-    qtbot.waitUntil(lambda: "ended: session 1's source fails for 2 s" in marked(), timeout=15_000)
+    qtbot.waitUntil(lambda: "ended: S1's source fails for 2 s" in marked(), timeout=15_000)
     assert status.text() == ""
     qtbot.waitUntil(lambda: not dashboard.headline.sessions_value.isVisible(), timeout=15_000)
 

@@ -37,7 +37,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from batchscope.engine.accuracy import score
+from batchscope.engine.accuracy import Score, score
+from batchscope.engine.stats import accuracy_summary, item_records
 from batchscope.models.blurball import BlurBall
 from batchscope.models.normalise import normalisation
 from batchscope.models.postprocess import best_detections
@@ -172,13 +173,14 @@ def to_input(frames: np.ndarray, scale: torch.Tensor, shift: torch.Tensor) -> to
 
 
 def validate(model: nn.Module, scale, shift, frames_per_seed: int = 40) -> dict[str, dict]:
-    """Hit rate and median error of the newest frame's detection, held-out seeds, per size."""
+    """The newest frame's detection on held-out seeds, per size, scored as the app scores a
+    live result (stats.accuracy_summary): hit rate and median error over the windows with
+    the ball in view, false-detection rate over those without."""
     model.eval()
     results = {}
     with torch.no_grad():
         for size in RESOLUTIONS:
-            hits = scored = 0
-            errors = []
+            scores = []
             for seed in VALIDATION_SEEDS:
                 scene = SyntheticScene(*RENDER_SIZE, fps=30.0, seed=seed, style=DEFAULT_STYLE)
                 for newest in range(2, 2 + frames_per_seed * 7, 7):
@@ -186,17 +188,13 @@ def validate(model: nn.Module, scale, shift, frames_per_seed: int = 40) -> dict[
                     logits = model(to_input(frames[None], scale, shift))
                     sx, sy = RENDER_SIZE[0] / size[0], RENDER_SIZE[1] / size[1]
                     detection = best_detections(logits[:, -1], scale=(sx, sy))[0]
-                    # scored as the app scores a live result
-                    _, hit, error, _ = score(detection, truths[-1], None, positions=True)
-                    scored += 1
-                    hits += hit
-                    if not math.isnan(error):
-                        errors.append(error)
-            results[f"{size[0]}x{size[1]}"] = {
-                "scored": scored,
-                "hit_rate": round(hits / scored, 3),
-                "median_error_px": round(float(np.median(errors)), 2) if errors else None,
-            }
+                    scores.append(score(detection, truths[-1], None, positions=True))
+            items = item_records(len(scores))
+            for field in Score._fields:
+                items[field] = [getattr(s, field) for s in scores]
+            summary = accuracy_summary(items)
+            del summary["median_freshness_px"]  # no delivery: no freshness
+            results[f"{size[0]}x{size[1]}"] = summary
     model.train()
     return results
 

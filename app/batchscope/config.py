@@ -23,6 +23,12 @@ FITS = ("letterbox", "stretch")
 (the default, so a portrait clip keeps its shape), or stretched to the model's size."""
 #: What runs the real model (torch backend): torch itself, or its ONNX export in ONNX Runtime.
 RUNTIMES = ("torch", "onnxruntime")
+POSTPROCESSING = ("weighted", "reference")
+"""How a heatmap blob becomes a detection (models/postprocess.py): BatchScope's way (the
+default: blur angle and length from the probability-weighted blob, positions on pixel
+centres; measured closer to the drawn angle), or the authors' reference code exactly (angle
+from the binary mask's moments, 0 where mu20 = mu02; length from the PCA of its pixels;
+positions ``x * scale``), to compare with the authors' numbers."""
 
 #: Which policy flags each policy reads; the others are ignored (the UI greys them out).
 POLICY_PARAMS: dict[str, tuple[str, ...]] = {
@@ -361,6 +367,7 @@ class RunConfig:
     precision: str = _field("fp16", BACKEND, CONTROL, SETTING)
     resolution: tuple[int, int] = _field(DEFAULT_RESOLUTION, BACKEND, SESSIONS, CONTROL, SETTING)
     fit: str = _field(FITS[0], SESSIONS)  # letterbox or stretch (sources of another aspect)
+    postprocess: str = _field(POSTPROCESSING[0], BACKEND)  # weighted or reference
     channels_last: bool = _field(False, BACKEND, CONTROL)
     cudnn_benchmark: bool = _field(True, BACKEND, CONTROL)
     checkpoint: str | None = _field(None, BACKEND)
@@ -412,6 +419,8 @@ class RunConfig:
             raise ConfigError("fit", self.fit, f"choose from {_or(FITS)}")
         if self.runtime not in RUNTIMES:
             raise ConfigError("runtime", self.runtime, f"choose from {_or(RUNTIMES)}")
+        if self.postprocess not in POSTPROCESSING:
+            raise ConfigError("postprocess", self.postprocess, f"choose from {_or(POSTPROCESSING)}")
         if self.runtime != "torch":
             for name in ("compile", "cuda_graphs", "channels_last"):
                 if getattr(self, name):

@@ -61,18 +61,6 @@ class Fault:
     session: int | None = None
     factor: float | None = None
 
-    def describe(self) -> str:
-        who = f"session {self.session}"
-        if self.kind == "stall":
-            what = f"{who} stalls"
-        elif self.kind == "burst":
-            what = f"{who} bursts at {self.factor:g}× its fps"
-        elif self.kind == "slow_device":
-            what = f"the device runs {self.factor:g}× slower"
-        else:
-            what = f"{who}'s source fails"
-        return f"{what} for {self.for_s:g} s"
-
     def as_json(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if v is not None}
 

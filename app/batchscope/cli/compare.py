@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from batchscope.cli.args import CliError
-from batchscope.engine.report.rows import FIGURES, describe_changes
+from batchscope.engine.report.phrases import change_phrase, segment_phrase
+from batchscope.engine.report.rows import FIGURES
 from batchscope.engine.report.segment import too_short
 from batchscope.engine.segments import MIN_MEASURED_S
 
@@ -113,23 +114,23 @@ def describe(report: Mapping[str, Any], path: str, segment: Mapping[str, Any] | 
         what += f" of {report['experiment'].get('name', '?')}"
     where = (
         f"segment {segment['index']} ({segment['start_s']:.1f}–{segment['end_s']:.1f} s, "
-        f"{describe_changes(segment)})"
+        f"{segment_phrase(segment, _before(report, segment))})"
         if segment is not None
         else "whole run"
     )
     return f"{path}: {what}, {where}; {cfg.get('sessions')} sessions, {cfg.get('policy')}"
 
 
-def _fmt(value: Any) -> str:
-    if isinstance(value, list) and len(value) == 2 and all(isinstance(v, int) for v in value):
-        return f"{value[0]}x{value[1]}"
-    return json.dumps(value) if not isinstance(value, str) else value
+def _before(report: Mapping[str, Any], segment: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The segment before ``segment`` in ``report`` (what its change replaced), if any."""
+    index = segment["index"]
+    return next((s for s in report.get("segments") or [] if s["index"] == index - 1), None)
 
 
 def config_difference(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
     keys = [k for k in a if k not in QUIET_KEYS] + [k for k in b if k not in a]
     return [
-        f"  {k}: {_fmt(a.get(k))} → {_fmt(b.get(k))}"
+        f"  {change_phrase(k, a.get(k), b.get(k))}"
         for k in keys
         if k not in QUIET_KEYS and a.get(k) != b.get(k)
     ]

@@ -34,6 +34,7 @@ from batchscope.config import (
     FITS,
     KNOBS,
     POLICIES,
+    POSTPROCESSING,
     PRECISIONS,
     RUNTIMES,
     UNTRAINED,
@@ -150,6 +151,16 @@ def add_run_command(sub: Any) -> None:
         action="store_true",
         help="run the model with its untrained initial weights: timing only, no detections",
     )
+    run.add_argument(
+        "--postprocess",
+        choices=POSTPROCESSING,
+        default=POSTPROCESSING[0],
+        help="how a heatmap blob becomes a detection: weighted (default: blur angle and "
+        "length from the probability-weighted blob, positions on pixel centres; measured "
+        "closer to the drawn angle) or reference (the authors' code exactly: binary-mask "
+        "moments, 0 degrees where mu20 = mu02, PCA length, x * scale), to compare with "
+        "the authors' numbers (docs/USER_GUIDE.md)",
+    )
     run.add_argument("--channels-last", action="store_true")
     run.add_argument("--no-cudnn-benchmark", action="store_true")
     run.add_argument(
@@ -215,6 +226,12 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         raise ConfigError("warmup", args.warmup, "must be 0 or more seconds")
     if args.checkpoint and backend != "torch":
         raise ConfigError("checkpoint", args.checkpoint, "needs the torch backend (--device)")
+    if args.postprocess != POSTPROCESSING[0] and backend != "torch":
+        raise ConfigError(
+            "postprocess",
+            args.postprocess,
+            "needs the torch backend (--device): the emulated device gives no detections",
+        )
     no_weights = getattr(args, "no_weights", False)
     if args.checkpoint and no_weights:
         raise ConfigError("no_weights", True, "give --checkpoint or --no-weights, not both")
@@ -229,6 +246,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         precision=precision,
         resolution=args.resolution,
         fit=getattr(args, "fit", FITS[0]),
+        postprocess=args.postprocess,
         channels_last=args.channels_last,
         cudnn_benchmark=not args.no_cudnn_benchmark,
         checkpoint=UNTRAINED if no_weights else args.checkpoint,

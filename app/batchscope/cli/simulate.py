@@ -58,7 +58,9 @@ def add_simulate_command(sub: Any) -> None:
         help="simulate policies × session counts on a device profile (fast, no device)",
         description="Discrete-event simulation of the batching worker over a device "
         "profile's batch curve, with the live worker's own policy objects. "
-        "Prints one table row per (sessions, policy).",
+        "Prints one table row per (sessions, policy). Timing only: no heatmaps, so no "
+        "detections, accuracy or post-processing (run's --postprocess does not apply; the "
+        "report's config says the default).",
         epilog="With --experiment NAME|PATH the experiment file sets the whole config and "
         "its steps; only --json, --csv and --report may be added (a config flag is "
         "refused with one line, never ignored).",

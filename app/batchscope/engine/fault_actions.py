@@ -15,6 +15,7 @@ from typing import Any
 from batchscope.config import RunConfig
 from batchscope.engine.faults import ENDED, ActiveFaults
 from batchscope.engine.feeder import Feeder
+from batchscope.engine.report.phrases import fault_phrase
 from batchscope.engine.roster import Roster
 from batchscope.engine.segments import SegmentLog
 from batchscope.engine.worker import Worker
@@ -142,7 +143,7 @@ class RunFaults:
             if error is None:
                 started.append(fault)
                 continue
-            self._event("error", f"not started ({fault.describe()}): {error}")
+            self._event("error", f"not started ({fault_phrase(fault)}): {error}")
             first_error = first_error or error
         return started, first_error
 
@@ -165,7 +166,7 @@ class RunFaults:
             start()
         except Exception as exc:
             return f"{fault.kind}: {type(exc).__name__}: {exc}"
-        text = fault.describe()
+        text = fault_phrase(fault)
         self._event("fault", text)
 
         def ended() -> None:

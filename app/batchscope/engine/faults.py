@@ -16,7 +16,7 @@ from typing import Any
 
 from batchscope.experiment import Fault
 
-#: How the ``fault`` event that says a fault ended begins ("ended: session 0 stalls…").
+#: How the ``fault`` event that says a fault ended begins ("ended: S0 stalls for 5 s").
 ENDED = "ended: "
 
 

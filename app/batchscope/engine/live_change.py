@@ -35,6 +35,7 @@ from batchscope.engine.faults import fault_changes
 from batchscope.engine.metrics import Event
 from batchscope.engine.neighbours import Neighbours
 from batchscope.engine.policies import make_policy
+from batchscope.engine.report.phrases import changes_phrase, faults_phrase
 from batchscope.engine.roster import (
     Roster,
     SourceSlot,
@@ -116,7 +117,7 @@ class LiveChange:
             error = None
             opens: tuple[RunConfig, dict[str, Any], str | None] | None = None
             if changes:
-                label = ", ".join(f"{k}: {_fmt(a)} → {_fmt(b)}" for k, (a, b) in changes.items())
+                label = changes_phrase(changes)
                 wanted = {k: b for k, (_, b) in changes.items()}
                 try:
                     self._transact(new, changes)
@@ -137,7 +138,7 @@ class LiveChange:
             if started:
                 config, wanted, seg_error = opens or (engine.config, {}, None)
                 wanted = {**wanted, "fault": fault_changes(started)}
-                caption = caption or "; ".join(f.describe() for f in started)
+                caption = caption or faults_phrase(started)
                 opens = (config, wanted, seg_error)
             if opens is not None and engine.running:
                 engine.segments.open(at, *opens[:2], caption, opens[2], engine.faults.on())
@@ -250,9 +251,3 @@ def _is_user_error(exc: BaseException) -> bool:
     return isinstance(
         exc, ConfigError | SourceError | BackendError | ProfileError | CheckpointError
     )
-
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, int) for v in value):
-        return f"{value[0]}x{value[1]}"
-    return str(value)

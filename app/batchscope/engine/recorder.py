@@ -141,6 +141,8 @@ class Recorder:
                 int(r["batch"]),
                 *(_t(r[k] - t0) for k in _ITEM_TIMES),
                 int(r["scored"]),
+                int(r["visible"]),
+                int(r["detected"]),
                 int(r["hit"]),
                 _px(r["error_px"]),
                 _px(r["fresh_px"]),
@@ -207,7 +209,7 @@ class Recorder:
 
 
 _ITEM_TIMES = ("arrival", "start", "prep_end", "compute_end", "result")
-_SCORES = ("scored", "hit", "error_px", "fresh_px")
+_SCORES = ("scored", "visible", "detected", "hit", "error_px", "fresh_px")
 
 
 def _px(value: float) -> str:

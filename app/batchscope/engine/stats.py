@@ -67,27 +67,36 @@ def latencies_ms(items: np.ndarray) -> np.ndarray:
 
 
 def accuracy_summary(items: np.ndarray) -> dict[str, float | int | None]:
-    """The accuracy block of item records: hit rate and median error over the scored
-    results, median freshness over those with one (see ``engine/accuracy.py``).
+    """The accuracy block of item records (see ``engine/accuracy.py``): the ball-in-view
+    windows and the no-ball windows apart.
 
-    ``scored``: results scored for accuracy; ``hit_rate`` (0-1) and ``median_error_px``
-    are None when none were (the emulated device, untrained weights), and
-    ``median_error_px`` also when no visible ball was detected; ``median_freshness_px``
-    is None when no result had a freshness.
+    ``scored``: results scored for accuracy; ``visible``: those with the ball in view,
+    over which ``hit_rate`` (0-1) and ``median_error_px`` are taken; ``no_ball``: those
+    without, over which ``false_detection_rate`` (0-1: the share with a detection) is.
+    A rate is None when it has no window (the emulated device and untrained weights
+    score none); ``median_error_px`` is None when no visible ball was detected,
+    ``median_freshness_px`` when no result had a freshness.
     """
     # field by field: indexing the structured records would copy them whole (the UI
     # takes this per session 15 times a second)
     scored = items["scored"]
-    n = int(np.count_nonzero(scored))
-    hits = int(np.count_nonzero(items["hit"] & scored))
+    visible = scored & items["visible"]
+    no_ball = scored & ~items["visible"]
+    n_visible = int(np.count_nonzero(visible))
+    n_no_ball = int(np.count_nonzero(no_ball))
+    hits = int(np.count_nonzero(items["hit"] & visible))
+    false = int(np.count_nonzero(items["detected"] & no_ball))
     errors = items["error_px"][scored]
     errors = errors[~np.isnan(errors)]
     fresh = items["fresh_px"]
     fresh = fresh[~np.isnan(fresh)]
     return {
-        "scored": n,
-        "hit_rate": round(hits / n, 4) if n else None,
+        "scored": n_visible + n_no_ball,
+        "visible": n_visible,
+        "hit_rate": round(hits / n_visible, 4) if n_visible else None,
         "median_error_px": round(float(np.median(errors)), 2) if len(errors) else None,
+        "no_ball": n_no_ball,
+        "false_detection_rate": round(false / n_no_ball, 4) if n_no_ball else None,
         "median_freshness_px": round(float(np.median(fresh)), 2) if len(fresh) else None,
     }
 
@@ -138,10 +147,13 @@ ITEM_DTYPE = np.dtype(
         ("prep_end", np.float64),
         ("compute_end", np.float64),
         ("result", np.float64),
-        # scored against ground truth (see engine/accuracy.py): whether the result was
-        # scored for accuracy, whether it was a hit, its position error and its
-        # freshness (source px; NaN where they do not apply)
+        # scored against ground truth, the fields of engine/accuracy.Score: whether the
+        # result was scored for accuracy, whether the ball was in view, whether it held a
+        # detection, whether that was a hit, its position error and its freshness
+        # (source px; NaN where they do not apply)
         ("scored", np.bool_),
+        ("visible", np.bool_),
+        ("detected", np.bool_),
         ("hit", np.bool_),
         ("error_px", np.float32),
         ("fresh_px", np.float32),

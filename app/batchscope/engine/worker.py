@@ -78,8 +78,8 @@ class Worker:
         self.oom_cap: int | None = None  # set after an out-of-memory, cleared by a new backend
         self.slowdown = 1.0  # every batch's compute takes this × longer (a slow-device fault)
         self.drop_after_s: float | None = None  # discard windows older than this (expired)
-        # (window, detection, positions) -> (scored, hit, error_px, fresh_px) of each
-        # delivered result, against its source's ground truth (engine/accuracy.py)
+        # (window, detection, positions) -> the accuracy.Score of each delivered
+        # result, against its source's ground truth (engine/accuracy.py)
         self.scorer: Callable[[Window, Any, bool], tuple] | None = None
         self._thread = threading.Thread(target=self._run, name="batchscope-worker", daemon=True)
         self._thread.start()

@@ -15,7 +15,7 @@ from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QFont, QImage, QPainter, QPen
 
 from batchscope.engine.report.bus_layout import BusLayout, reasons_text
-from batchscope.render.charts import GRID, INK, SCALE, _png, ensure_gui, nice_step
+from batchscope.render.charts import GRID, INK, SCALE, _png, draw_title, ensure_gui, nice_step
 from batchscope.render.palette import session_colour
 
 LANE_PX = 22  # a session lane's height (nominal pixels)
@@ -40,7 +40,7 @@ def bus_chart(lay: BusLayout, title: str, width: int = 1000) -> bytes:
     bold.setBold(True)
     p.setPen(INK)
     p.setFont(bold)
-    p.drawText(QRectF(12, 6, width - 24, 26), Qt.AlignmentFlag.AlignLeft, title)
+    draw_title(p, title, width)
     p.setFont(font)
     counts = lay.reason_counts()
     p.drawText(

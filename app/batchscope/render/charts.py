@@ -21,10 +21,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QRectF, Qt
-from PySide6.QtGui import QBrush, QColor, QFont, QGuiApplication, QImage, QPainter, QPen
+from PySide6.QtGui import (
+    QBrush,
+    QColor,
+    QFont,
+    QFontMetricsF,
+    QGuiApplication,
+    QImage,
+    QPainter,
+    QPen,
+)
 from PySide6.QtWidgets import QApplication
 
 SCALE = 2  # pixels per nominal pixel
+MARGINS = (64, 16, 64, 56)  # a bar chart's left, right, top and bottom margins (nominal px)
+LABEL_PX = 15  # a category label's font size (nominal px), made smaller to fit its slot
+MIN_LABEL_PX = 11  # no smaller: a word wider than its slot at this size breaks anywhere
+MAX_LABEL_LINES = 4  # a label that wraps to more lines at LABEL_PX is set smaller
+LABEL_PAD = 2  # nominal px either side of a category label in its slot
 INK = QColor("#111111")
 GRID = QColor("#c8c8c8")
 LIVE = QColor("#0b4f9c")
@@ -55,6 +69,66 @@ class Series:
     hatched: bool = False  # a prediction
 
 
+@dataclass(frozen=True)
+class LabelRoom:
+    """How a bar chart's category labels are set: whole, wrapped within their room."""
+
+    font_px: int
+    room: float  # nominal px across that one label may take (``every`` groups' width)
+    height: float  # nominal px under the axis that the tallest label takes
+    every: int = 1  # every how many groups a label is drawn (1: all; more: many sessions)
+    anywhere: bool = False  # a word is wider than the whole chart: break it anywhere
+
+    def font(self) -> QFont:
+        font = QFont()
+        font.setPixelSize(self.font_px)
+        return font
+
+    def flags(self) -> int:
+        wrap = Qt.TextFlag.TextWrapAnywhere if self.anywhere else Qt.TextFlag.TextWordWrap
+        return int(Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop | wrap)
+
+    def rect(self, label: str) -> QRectF:
+        """The rect ``label`` takes when drawn in its room (width and height, nominal px)."""
+        metrics = QFontMetricsF(self.font())
+        box = QRectF(0, 0, self.room - 2 * LABEL_PAD, 100_000)
+        return metrics.boundingRect(box, self.flags(), label)
+
+    def shown(self, groups: Sequence[str]) -> list[str]:
+        return list(groups[:: self.every])
+
+
+def category_room(groups: Sequence[str], width: int = 1000) -> LabelRoom:
+    """How to set every category label of a bar chart ``width`` nominal px wide whole.
+
+    The largest font (LABEL_PX down to MIN_LABEL_PX) at which every word fits the
+    group's width and no label needs more than MAX_LABEL_LINES lines; failing the
+    lines, the largest at which the words fit, on more lines. Where even the words do
+    not fit (64 sessions' "s63" in 560 px), a label every 2, 3, … groups, centred on
+    its group with the room of them all.
+    """
+    ensure_gui()
+    left, right, _, _ = MARGINS
+    slot = (width - left - right) / max(1, len(groups))
+    for every in range(1, len(groups) + 1):
+        shown = list(groups[::every])
+        words = [w for g in shown for w in g.split()]
+        fitting = None  # the largest size at which every word fits
+        for px in range(LABEL_PX, MIN_LABEL_PX - 1, -1):
+            room = LabelRoom(px, slot * every, 0.0, every)
+            metrics = QFontMetricsF(room.font())
+            if any(metrics.horizontalAdvance(w) > room.room - 2 * LABEL_PAD for w in words):
+                continue
+            tallest = max((room.rect(g).height() for g in shown), default=0.0)
+            fitting = fitting or LabelRoom(px, room.room, tallest, every)
+            if tallest <= MAX_LABEL_LINES * metrics.lineSpacing():
+                return LabelRoom(px, room.room, tallest, every)
+        if fitting is not None:
+            return fitting
+    room = LabelRoom(MIN_LABEL_PX, width - left - right, 0.0, max(1, len(groups)), True)
+    return LabelRoom(MIN_LABEL_PX, room.room, room.rect(groups[0]).height(), room.every, True)
+
+
 def nice_step(top: float, ticks: int = 5) -> float:
     """A 1-2-5 step that cuts [0, top] into about ``ticks`` parts."""
     raw = max(top, 1e-9) / ticks
@@ -70,8 +144,16 @@ def bar_chart(
     width: int = 1000,
     height: int = 380,
 ) -> bytes:
-    """Grouped bars: one group per label, one bar per series; PNG bytes."""
+    """Grouped bars: one group per label, one bar per series; PNG bytes.
+
+    ``height`` is the chart's with one line of labels; it grows by what the labels need
+    (:func:`category_room`), so that every label reads whole.
+    """
     ensure_gui()
+    left, right, top, bottom = MARGINS
+    labels = category_room(groups, width)
+    grow = max(0, math.ceil(labels.height) + 14 - bottom)
+    bottom, height = bottom + grow, height + grow
     image = QImage(width * SCALE, height * SCALE, QImage.Format.Format_RGB32)
     image.fill(QColor("white"))
     p = QPainter(image)
@@ -87,10 +169,9 @@ def bar_chart(
 
     p.setPen(INK)
     p.setFont(bold)
-    p.drawText(QRectF(12, 6, width - 24, 26), Qt.AlignmentFlag.AlignLeft, title)
+    draw_title(p, title, width)
     _legend(p, series, font, width)
 
-    left, right, top, bottom = 64, 16, 64, 56
     plot = QRectF(left, top, width - left - right, height - top - bottom)
     values = [v for s in series for v in s.values if v is not None]
     peak = max(values, default=0.0) or 1.0
@@ -134,22 +215,49 @@ def bar_chart(
                 p.setPen(QPen(s.color, 1.5))
                 p.drawRect(rect)
             p.setPen(INK)
+            text = f"{value:.0f}" if value >= 10 else f"{value:.1f}"
+            fitted = _fitted(small, text, bar + 2)  # wider, it would cover the next bar's
+            if fitted is not None:
+                p.setFont(fitted)
+                p.drawText(
+                    QRectF(rect.left() - 12, rect.top() - 17, rect.width() + 24, 16),
+                    Qt.AlignmentFlag.AlignCenter | Qt.AlignmentFlag.AlignBottom,
+                    text,
+                )
+                p.setFont(small)
+        if g % labels.every == 0:
+            p.setFont(labels.font())
+            x = plot.left() + (g + 0.5) * slot - labels.room / 2 + LABEL_PAD
+            x = min(max(x, 0.0), width - labels.room + LABEL_PAD)  # inside the picture
             p.drawText(
-                QRectF(rect.left() - 12, rect.top() - 17, rect.width() + 24, 16),
-                Qt.AlignmentFlag.AlignCenter,
-                f"{value:.0f}" if value >= 10 else f"{value:.1f}",
+                QRectF(x, plot.bottom() + 6, labels.room - 2 * LABEL_PAD, bottom - 8),
+                labels.flags(),
+                label,
             )
-        p.setFont(font)
-        p.drawText(
-            QRectF(plot.left() + g * slot, plot.bottom() + 6, slot, bottom - 8),
-            Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop | Qt.TextFlag.TextWordWrap,
-            label,
-        )
-        p.setFont(small)
+            p.setFont(small)
     p.setPen(QPen(INK, 1.5))
     p.drawLine(plot.left(), plot.bottom(), plot.right(), plot.bottom())
     p.end()
     return _png(image)
+
+
+def _fitted(font: QFont, text: str, room: float, smallest: int = 9) -> QFont | None:
+    """``font``, or a smaller one (down to ``smallest`` px), in which ``text`` fits ``room``
+    nominal px; None where it does not fit even then."""
+    for px in range(font.pixelSize(), smallest - 1, -1):
+        sized = QFont(font)
+        sized.setPixelSize(px)
+        if QFontMetricsF(sized).horizontalAdvance(text) <= room:
+            return sized
+    return None
+
+
+def draw_title(p: QPainter, title: str, width: int) -> None:
+    """A chart's title on its first line, cut with "…" where it is wider than the chart
+    (the figure's alt text and the report's heading say it whole)."""
+    room = width - 24
+    text = p.fontMetrics().elidedText(title, Qt.TextElideMode.ElideRight, room)
+    p.drawText(QRectF(12, 6, room, 26), Qt.AlignmentFlag.AlignLeft, text)
 
 
 def _legend(p: QPainter, series: Sequence[Series], font: QFont, width: int) -> None:

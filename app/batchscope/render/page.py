@@ -12,9 +12,11 @@ so the CLI can import this module for :func:`experiment_block` at no cost.
 Self-contained and safe: nothing is loaded from anywhere (no external CSS,
 script, font or image), there is no script at all, and every piece of text
 that came from a user or a file (captions, names, paths, error messages, the
-TOML) goes through :func:`html.escape`. Made to be read printed on A4
-landscape and on a projector: large type, black on white, tables that fit
-the page width.
+TOML) goes through :func:`html.escape`. Made to be read in a 1400 px window,
+printed on A4 landscape and on a projector: large type, black on white; the page
+never scrolls sideways (a table wider than the page scrolls in its own box;
+printed, its type is small enough to fit), plots scale to the column and keep
+their category labels whole (:func:`batchscope.render.charts.category_room`).
 """
 
 from __future__ import annotations
@@ -31,15 +33,15 @@ from typing import TYPE_CHECKING, Any
 
 from batchscope import __version__
 from batchscope.config import format_resolution
+from batchscope.engine.report.phrases import accuracy_notes
 from batchscope.engine.report.rows import (
     COLUMNS,
     FIGURES,
     LIVE_KEYS,
     TEXT_KEYS,
     VERSUS_KEYS,
-    describe_changes,
     has_predictions,
-    segment_cells,
+    table_cells,
     with_accuracy,
 )
 from batchscope.engine.report.segment import too_short
@@ -55,49 +57,71 @@ class ReportError(OSError):
     """The report could not be written; ``str()`` names the file and says why."""
 
 
-CSS = """
-@page { size: A4 landscape; margin: 12mm; }
-* { box-sizing: border-box; }
-body { font-family: "DejaVu Sans", "Segoe UI", Helvetica, Arial, sans-serif; color: #000;
-  background: #fff; margin: 24px auto; max-width: 1180px; padding: 0 16px;
-  font-size: 18px; line-height: 1.45; }
-h1 { font-size: 34px; margin: 0 0 6px; }
-h2 { font-size: 25px; margin: 34px 0 10px; border-bottom: 3px solid #000; padding-bottom: 4px; }
-h3 { font-size: 21px; margin: 22px 0 6px; }
-p.caption { font-size: 21px; margin: 4px 0 14px; }
-p.note { color: #333; font-size: 16px; }
-.error { color: #a00000; font-weight: bold; }
-table { border-collapse: collapse; width: 100%; margin: 8px 0 12px; }
-th, td { border: 1px solid #555; padding: 4px 7px; text-align: right; vertical-align: top; }
-th { background: #e6e6e6; font-weight: bold; }
-td.text, th.text { text-align: left; }
-td:not(.text) { white-space: nowrap; }
-table.segments { font-size: 15px; }
-table.facts { width: auto; font-size: 17px; }
-table.facts th { text-align: left; }
-tr.failed td { background: #fde8e8; }
-figure { margin: 10px 0 18px; break-inside: avoid; page-break-inside: avoid; }
-figure img { width: 100%; height: auto; border: 1px solid #999; }
-.pair { display: flex; gap: 16px; }
-.pair figure { flex: 1; margin: 4px 0; }
-section.segment { break-inside: avoid; page-break-inside: avoid; }
-pre { background: #f3f3f3; border: 1px solid #999; padding: 10px; font-size: 14px;
-  white-space: pre-wrap; word-break: break-word;
-  font-family: "DejaVu Sans Mono", Consolas, monospace; }
-@media print {
-  body { margin: 0; max-width: none; font-size: 12pt; }
-  h1 { font-size: 22pt; } h2 { font-size: 16pt; } h3 { font-size: 13pt; }
-  p.caption { font-size: 13pt; }
-  table.segments { font-size: 9pt; } th, td { padding: 2px 4px; }
-  pre { font-size: 8.5pt; }
-  h2 { break-after: avoid; page-break-after: avoid; }
-}
+#: The page's widest content (px): its column, less its side padding, fits a 1400 px window
+#: with room for a scroll bar; what is wider (a table of many columns) scrolls in its box.
+PAGE_PX, SIDE_PX = 1360, 16
+CONTENT_PX = PAGE_PX - 2 * SIDE_PX
+
+CSS = f"""
+@page {{ size: A4 landscape; margin: 12mm; }}
+* {{ box-sizing: border-box; }}
+body {{ font-family: "DejaVu Sans", "Segoe UI", Helvetica, Arial, sans-serif; color: #000;
+  background: #fff; margin: 24px auto; max-width: {PAGE_PX}px; padding: 0 {SIDE_PX}px;
+  font-size: 18px; line-height: 1.45; }}
+h1 {{ font-size: 34px; margin: 0 0 6px; overflow-wrap: anywhere; }}
+h2 {{ font-size: 25px; margin: 34px 0 10px; border-bottom: 3px solid #000; padding-bottom: 4px;
+  overflow-wrap: anywhere; }}
+h3 {{ font-size: 21px; margin: 22px 0 6px; overflow-wrap: anywhere; }}
+p {{ overflow-wrap: anywhere; }}
+p.caption {{ font-size: 21px; margin: 4px 0 14px; }}
+p.note {{ color: #333; font-size: 16px; }}
+.error {{ color: #a00000; font-weight: bold; }}
+.scroll {{ max-width: 100%; overflow-x: auto; margin: 8px 0 12px; }}
+table {{ border-collapse: collapse; width: 100%; }}
+th, td {{ border: 1px solid #555; padding: 4px 7px; text-align: right; vertical-align: top; }}
+th {{ background: #e6e6e6; font-weight: bold; }}
+td.text, th.text {{ text-align: left; overflow-wrap: break-word; }}
+table.segments td.text {{ min-width: 6em; }}
+table.facts td.text {{ overflow-wrap: anywhere; }}
+td:not(.text) {{ white-space: nowrap; }}
+table.segments {{ font-size: 15px; }}
+table.segments th {{ font-size: 13px; }}
+table.segments th, table.segments td {{ padding: 3px 4px; }}
+table.facts {{ width: auto; max-width: 100%; font-size: 17px; }}
+table.facts th {{ text-align: left; white-space: nowrap; }}
+tr.failed td {{ background: #fde8e8; }}
+figure {{ margin: 10px 0 18px; break-inside: avoid; page-break-inside: avoid; }}
+figure img {{ display: block; width: 100%; max-width: 100%; height: auto; border: 1px solid #999; }}
+.pair {{ display: flex; flex-wrap: wrap; gap: 16px; }}
+.pair figure {{ flex: 1 1 420px; min-width: 0; margin: 4px 0; }}
+section.segment {{ break-inside: avoid; page-break-inside: avoid; }}
+pre {{ background: #f3f3f3; border: 1px solid #999; padding: 10px; font-size: 14px;
+  white-space: pre-wrap; overflow-wrap: anywhere;
+  font-family: "DejaVu Sans Mono", Consolas, monospace; }}
+@media print {{
+  body {{ margin: 0; max-width: none; padding: 0; font-size: 11pt; }}
+  h1 {{ font-size: 20pt; }} h2 {{ font-size: 15pt; margin-top: 16pt; }} h3 {{ font-size: 12.5pt; }}
+  p.caption {{ font-size: 12pt; }} p.note {{ font-size: 9.5pt; }}
+  .scroll {{ overflow: visible; }}
+  table.segments, table.segments th {{ font-size: 8pt; }} table.facts {{ font-size: 9.5pt; }}
+  th, td {{ padding: 2px 3px; }} th {{ background: none; border-bottom-width: 2px; }}
+  thead {{ display: table-header-group; }}
+  tr, figure, .pair {{ break-inside: avoid; page-break-inside: avoid; }}
+  h2, h3 {{ break-after: avoid; page-break-after: avoid; }}
+  pre {{ font-size: 8pt; background: none; }}
+  figure img {{ border-color: #bbb; }}
+}}
 """
 
 
 def esc(value: Any) -> str:
     """User-controlled text as HTML text (quotes too: it may land in an attribute)."""
     return html.escape(str(value), quote=True)
+
+
+def scroll(table: str) -> str:
+    """A table in its own box: one wider than the page scrolls there, not the page."""
+    return f'<div class="scroll">{table}</div>'
 
 
 def _img(png: bytes, alt: str) -> str:
@@ -163,7 +187,7 @@ def _table(rows: Sequence[Mapping[str, str]], keys: Sequence[str], css: str) -> 
     for r in rows:
         cells = "".join(f"<td{cls(k)}>{esc(r[k])}</td>" for k in keys)
         body.append(f'<tr class="failed">{cells}</tr>' if r["error"] else f"<tr>{cells}</tr>")
-    return (
+    return scroll(
         f'<table class="{css}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
     )
 
@@ -171,32 +195,35 @@ def _table(rows: Sequence[Mapping[str, str]], keys: Sequence[str], css: str) -> 
 def _overall_table(report: Mapping[str, Any]) -> str:
     head = "".join(f"<th>{esc(label)}</th>" for label, _, _ in FIGURES)
     cells = "".join(f"<td>{fig(report):.{d}f}</td>" for _, fig, d in FIGURES)
-    return f'<table class="segments"><tr>{head}</tr><tr>{cells}</tr></table>'
+    return scroll(
+        f'<table class="segments"><thead><tr>{head}</tr></thead><tbody><tr>{cells}</tr></tbody>'
+        "</table>"
+    )
 
 
-def _bus_figure(seg: Mapping[str, Any], bus: BusRecords) -> str:
-    """The segment's last seconds (up to BUS_S) on the device, batch by batch."""
+def _bus_figure(seg: Mapping[str, Any], row: Mapping[str, str], bus: BusRecords) -> str:
+    """The segment's last seconds (up to BUS_S) on the device, batch by batch; its title
+    says what the segment changed (the row's "changed" cell)."""
     from batchscope.engine.report.bus_layout import bus_layout
     from batchscope.engine.snapshot import BUS_S
     from batchscope.render.bus_chart import bus_chart
 
     span = min(BUS_S, seg["end_s"] - seg["start_s"])
     lay = bus_layout(bus, seg["end_s"], span=span)
-    title = f"Segment {seg['index']}: the bus, its last {span:.1f} s"
+    title = f"Segment {seg['index']} ({row['changed']}): the bus, its last {span:.1f} s"
     return _figure(bus_chart(lay, title), f"segment {seg['index']}: the bus view")
 
 
 def _segment_sections(
-    segments: Sequence[Mapping[str, Any]], buses: Mapping[int, BusRecords]
+    segments: Sequence[Mapping[str, Any]],
+    rows: Sequence[Mapping[str, str]],
+    buses: Mapping[int, BusRecords],
 ) -> list[str]:
     from batchscope.render.charts import latency_percentiles_chart, session_fps_chart
 
     out = []
-    for seg in segments:
-        title = (
-            f"Segment {seg['index']}: {seg['start_s']:.1f}–{seg['end_s']:.1f} s · "
-            f"{describe_changes(seg)}"
-        )
+    for seg, row in zip(segments, rows, strict=True):
+        title = f"Segment {seg['index']}: {row['span']} s · {row['changed']}"
         parts = [f'<section class="segment"><h3>{esc(title)}</h3>']
         if seg.get("caption"):
             parts.append(f'<p class="caption">{esc(seg["caption"])}</p>')
@@ -208,7 +235,7 @@ def _segment_sections(
                 f"settling second (figures need {MIN_MEASURED_S:g} s).</p>"
             )
             if seg["index"] in buses:
-                parts.append(_bus_figure(seg, buses[seg["index"]]))
+                parts.append(_bus_figure(seg, row, buses[seg["index"]]))
             parts.append("</section>")
             out.append("".join(parts))
             continue
@@ -225,7 +252,7 @@ def _segment_sections(
         )
         parts.append("</div>")
         if seg["index"] in buses:
-            parts.append(_bus_figure(seg, buses[seg["index"]]))
+            parts.append(_bus_figure(seg, row, buses[seg["index"]]))
         parts.append("</section>")
         out.append("".join(parts))
     return out
@@ -242,7 +269,7 @@ def build_html(report: Mapping[str, Any], buses: Mapping[int, BusRecords] | None
     exp = report.get("experiment") or {}
     name = exp.get("name") or ("simulation" if report.get("kind") == "simulate" else "live run")
     segments = report.get("segments") or []
-    rows = [segment_cells(seg) for seg in segments]
+    rows = table_cells(segments)
     out = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -253,9 +280,10 @@ def build_html(report: Mapping[str, Any], buses: Mapping[int, BusRecords] | None
     ]
     if exp.get("caption"):
         out.append(f'<p class="caption">{esc(exp["caption"])}</p>')
-    out.append('<table class="facts">')
-    out += [f"<tr><th>{esc(k)}</th><td class='text'>{esc(v)}</td></tr>" for k, v in _facts(report)]
-    out.append("</table>")
+    facts = "".join(
+        f"<tr><th>{esc(k)}</th><td class='text'>{esc(v)}</td></tr>" for k, v in _facts(report)
+    )
+    out.append(scroll(f'<table class="facts"><tbody>{facts}</tbody></table>'))
 
     out.append("<h2>Whole run</h2>")
     out.append(_overall_table(report))
@@ -266,27 +294,29 @@ def build_html(report: Mapping[str, Any], buses: Mapping[int, BusRecords] | None
             "leave out its first second, which settles.</p>"
         )
         out.append(_table(rows, with_accuracy(LIVE_KEYS, segments), "segments"))
+        out += [f'<p class="note">{esc(note)}</p>' for note in accuracy_notes(report)]
         if has_predictions(segments):
             out.append("<h3>Live vs the simulator's prediction</h3>")
             out.append(_table(rows, VERSUS_KEYS, "segments"))
         labels = [f"{r['index']}: {r['changed']}" for r in rows]
         out.append(_figure(segments_fps_chart(segments, labels), "fps by segment"))
         out.append(_figure(segments_latency_chart(segments, labels), "latency by segment"))
-        out += _segment_sections(segments, buses or {})
+        out += _segment_sections(segments, rows, buses or {})
 
     events = list(report.get("events") or [])[-MAX_EVENTS:]
     if events:
         out.append("<h2>Events</h2>")
-        out.append(
-            '<table class="segments"><tr><th>t s</th><th class="text">kind</th>'
-            '<th class="text">message</th></tr>'
-        )
-        out += [
+        body = "".join(
             f"<tr><td>{ev['t']:.1f}</td><td class='text'>{esc(ev['kind'])}</td>"
             f"<td class='text'>{esc(ev['message'])}</td></tr>"
             for ev in events
-        ]
-        out.append("</table>")
+        )
+        out.append(
+            scroll(
+                '<table class="segments"><thead><tr><th>t s</th><th class="text">kind</th>'
+                f'<th class="text">message</th></tr></thead><tbody>{body}</tbody></table>'
+            )
+        )
     out.append("<h2>Config</h2>")
     out.append(f"<pre>{esc(json.dumps(report['config'], indent=2))}</pre>")
     if exp.get("text"):

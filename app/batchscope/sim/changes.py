@@ -17,6 +17,7 @@ from batchscope.config import POLICY_PARAMS, ConfigError, RunConfig
 from batchscope.engine.faults import ActiveFaults, fault_changes
 from batchscope.engine.neighbours import Neighbours
 from batchscope.engine.policies import BatchPolicy, make_policy
+from batchscope.engine.report.phrases import fault_phrase, faults_phrase
 from batchscope.engine.segments import SegmentLog
 from batchscope.experiment import Experiment, Fault, Step
 from batchscope.profiles.profile import BatchCurve, ProfileError
@@ -69,7 +70,7 @@ class SimulatedFaults:
         was_failed = self.active.failed(fault.session)
         self.active.remove(token)
         self._act(fault, now, was_failed)
-        self._segments.open(now, config, {}, f"after: {fault.describe()}", faults=self.on())
+        self._segments.open(now, config, {}, f"after: {fault_phrase(fault)}", faults=self.on())
 
     def on(self) -> list[dict[str, Any]]:
         """The faults in effect, as a segment lists them."""
@@ -196,7 +197,7 @@ class Changes:
             cfg, wanted, error = opens or (self.config, {}, None)
             if started:
                 wanted = {**wanted, "fault": fault_changes(started)}
-            caption = step.caption or "; ".join(f.describe() for f in started)
+            caption = step.caption or faults_phrase(started)
             self.segments.open(at, cfg, wanted, caption, error, faults.on())
 
 

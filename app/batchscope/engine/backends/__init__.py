@@ -64,6 +64,7 @@ def make_backend(
             config.resolution,
             checkpoint=config.checkpoint,
             lean=config.lean,
+            postprocess=config.postprocess,
             cancelled=cancelled,
         )
     return TorchBackend(
@@ -76,5 +77,6 @@ def make_backend(
         lean=config.lean,
         compile_model=config.compile,
         cuda_graphs=config.cuda_graphs,
+        postprocess=config.postprocess,
         cancelled=cancelled,
     )

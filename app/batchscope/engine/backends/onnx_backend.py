@@ -11,10 +11,11 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
+from batchscope.config import POSTPROCESSING
 from batchscope.device.checks import BackendError, check_device
 from batchscope.device.onnx_runtime import (
     import_onnxruntime,
@@ -61,11 +62,13 @@ class OnnxBackend(Backend):
         lean: bool = False,
         threads: int | None = None,
         spinning: bool = False,
+        postprocess: str = POSTPROCESSING[0],
         cancelled: Callable[[], bool] = lambda: False,
     ) -> None:
         import torch
 
         from batchscope.models.onnx_export import EXPORT_PRECISIONS
+        from batchscope.models.postprocess import check_method
 
         import_onnxruntime()  # first: "not installed" is the clearest reason
         self.torch = torch
@@ -77,6 +80,7 @@ class OnnxBackend(Backend):
             )
         self.precision = precision
         self.resolution = resolution
+        self.postprocess = check_method(postprocess)
         providers_for(import_onnxruntime(), self.device)  # before the export's seconds
         if checkpoint and checkpoint.endswith(".onnx"):
             data = _read_onnx(checkpoint)
@@ -141,7 +145,7 @@ class OnnxBackend(Backend):
                 else:
                     heatmaps, prep_end, compute_end = self._run_bound(x)
                     heatmaps = heatmaps[:n]
-                dets = detect(best_detections, heatmaps, windows)
+                dets = detect(partial(best_detections, method=self.postprocess), heatmaps, windows)
                 if not self.draws_detections:
                     dets = [None] * n
         except Exception as exc:

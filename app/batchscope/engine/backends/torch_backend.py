@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
+from batchscope.config import POSTPROCESSING
 from batchscope.device.checks import BackendError, check_device, check_precision
 from batchscope.device.memory import gpu_sharing
 from batchscope.engine.backends.base import Backend, BatchResult, DeviceOutOfMemory
@@ -51,17 +53,20 @@ class TorchBackend(Backend):
         lean: bool = False,
         compile_model: bool = False,
         cuda_graphs: bool = False,
+        postprocess: str = POSTPROCESSING[0],
         cancelled: Callable[[], bool] = lambda: False,
     ) -> None:
         import torch
 
         from batchscope.models.blurball import BlurBall
+        from batchscope.models.postprocess import check_method
         from batchscope.models.weights import load_checkpoint, resolve_weights
 
         self.torch = torch
         self.device = check_device(device)
         self.dtype = check_precision(precision, self.device)
         self.resolution = resolution
+        self.postprocess = check_method(postprocess)
         self.channels_last = channels_last
         if cuda_graphs and self.device.type != "cuda":
             raise BackendError(f"CUDA graphs: need a CUDA device (device is {device})")
@@ -134,7 +139,7 @@ class TorchBackend(Backend):
                 compute_end = time.perf_counter()
                 # post-processing runs with untrained weights too: its cost is part of
                 # the timing; only drawing the (meaningless) detections is skipped
-                dets = detect(best_detections, heatmaps, windows)
+                dets = detect(partial(best_detections, method=self.postprocess), heatmaps, windows)
                 if not self.draws_detections:
                     dets = [None] * n
         except torch.OutOfMemoryError as exc:

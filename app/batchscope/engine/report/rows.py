@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from batchscope.engine.report.body import overwritten_pct
+from batchscope.engine.report.phrases import segment_phrase
 from batchscope.engine.report.segment import too_short
 
 DASH = "–"  # no value: nothing measured, nothing predicted
@@ -50,7 +51,8 @@ COLUMNS: dict[str, Column] = {
         Column("mean_batch", "batch", "mean batch"),
         Column("busy", "busy %", "busy %"),
         Column("stable", "stable", "stable"),
-        Column("hit_rate", "hit %", "hit rate %"),
+        Column("hit_rate", "hit %", "hit rate % (ball in view)"),
+        Column("false_rate", "false %", "false detections % (no ball in view)"),
         Column("error_px", "err px", "median error px"),
         Column("fresh_px", "fresh px", "median freshness px"),
         Column("pred_fps", "sim fps", "predicted mean fps"),
@@ -81,7 +83,7 @@ LIVE_KEYS = (
 )
 #: Accuracy and freshness (sources with ground truth): after the live ones, where a
 #: segment has them (:func:`with_accuracy`).
-ACCURACY_KEYS = ("hit_rate", "error_px", "fresh_px")
+ACCURACY_KEYS = ("hit_rate", "false_rate", "error_px", "fresh_px")
 #: The simulator's figures and live ÷ predicted, after the live ones in the app's table.
 PREDICTED_KEYS = ("pred_fps", "ratio_fps", "pred_p50", "ratio_p50", "pred_p99", "ratio_p99")
 #: The table against the simulator (the CLI's and the HTML report's second table).
@@ -129,28 +131,6 @@ def live_vs_predicted(segment: Mapping[str, Any]) -> dict[str, float | None] | N
     return {k: round(a / b, 3) if b else None for k, (a, b) in pairs.items()}
 
 
-def describe_changes(segment: Mapping[str, Any]) -> str:
-    """What opened the segment, in a few words: "sessions 6, policy all"."""
-    parts = [f"{k} {_value(v)}" for k, v in (segment.get("changes") or {}).items()]
-    if segment.get("error"):
-        return ", ".join(parts) + " FAILED" if parts else "FAILED"
-    if parts:
-        return ", ".join(parts)
-    if segment.get("caption") == "statistics reset":
-        return "statistics reset"
-    return "start" if segment.get("index") == 0 else "(no change)"
-
-
-def _value(value: Any) -> str:
-    if isinstance(value, Mapping):  # a fault: stall {session, for_s}
-        return " ".join(f"{k} {_value(v)}" for k, v in value.items())
-    if isinstance(value, list | tuple):
-        if len(value) == 2 and all(isinstance(v, int) for v in value):
-            return f"{value[0]}x{value[1]}"  # a resolution
-        return ",".join(map(str, value))
-    return f"{value:g}" if isinstance(value, float) else str(value)
-
-
 def policy_text(config: Mapping[str, Any]) -> str:
     """The policy with the knob that shapes it: "all ≤8", "fixed 4", "oldest"."""
     policy, cap = config.get("policy", DASH), config.get("max_batch")
@@ -174,9 +154,13 @@ def _num(value: float | None, digits: int = 1) -> str:
     return DASH if value is None else f"{value:.{digits}f}"
 
 
-def segment_cells(segment: Mapping[str, Any]) -> dict[str, str]:
+def segment_cells(
+    segment: Mapping[str, Any], previous: Mapping[str, Any] | None = None
+) -> dict[str, str]:
     """The row's cells by column key, plus its ``caption`` and ``error`` ("" for none).
 
+    ``previous``: the segment before it, for what the change replaced ("policy oldest →
+    all") and the faults that ended (:func:`~batchscope.engine.report.phrases.segment_phrase`).
     A segment with nothing measured after its settling second has "–" for
     every figure, and so has a segment without a prediction for the
     simulator's; one too short to measure reads "too short".
@@ -185,7 +169,7 @@ def segment_cells(segment: Mapping[str, Any]) -> dict[str, str]:
     cells = {
         "index": str(segment["index"]),
         "span": f"{segment['start_s']:.1f}–{segment['end_s']:.1f}",
-        "changed": describe_changes(segment),
+        "changed": segment_phrase(segment, previous),
         "sessions": str(cfg.get("sessions", DASH)),
         "policy": policy_text(cfg),
         **dict.fromkeys(
@@ -213,9 +197,10 @@ def segment_cells(segment: Mapping[str, Any]) -> dict[str, str]:
     }
     accuracy = o.get("accuracy")
     if accuracy:
-        hit_rate = accuracy["hit_rate"]
+        hit_rate, false_rate = accuracy["hit_rate"], accuracy.get("false_detection_rate")
         cells |= {
             "hit_rate": _num(None if hit_rate is None else 100 * hit_rate, 0),
+            "false_rate": _num(None if false_rate is None else 100 * false_rate, 0),
             "error_px": _num(accuracy["median_error_px"]),
             "fresh_px": _num(accuracy["median_freshness_px"]),
         }
@@ -231,6 +216,11 @@ def segment_cells(segment: Mapping[str, Any]) -> dict[str, str]:
             "ratio_p99": _num(ratio.get("p99"), 2),
         }
     return cells
+
+
+def table_cells(segments: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """Every row of a report's segment table (in order: each reads the one before it)."""
+    return [segment_cells(s, p) for p, s in zip([None, *segments], segments, strict=False)]
 
 
 def has_predictions(segments: Sequence[Mapping[str, Any]]) -> bool:
@@ -257,8 +247,7 @@ def segments_csv(segments: Sequence[Mapping[str, Any]]) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow([titles[k] for k in CSV_KEYS])
-    for seg in segments:
-        cells = segment_cells(seg)
+    for cells in table_cells(segments):
         writer.writerow(["" if cells[k] == DASH else cells[k] for k in CSV_KEYS])
     return out.getvalue()
 

@@ -12,12 +12,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from batchscope.engine.report.body import expired_pct, mean_batch_ms, overwritten_pct
+from batchscope.engine.report.phrases import accuracy_notes
 from batchscope.engine.report.rows import (
     LIVE_KEYS,
     TOO_SHORT,
     VERSUS_KEYS,
     has_predictions,
-    segment_cells,
+    table_cells,
     with_accuracy,
 )
 from batchscope.engine.report.segment import too_short
@@ -89,14 +90,15 @@ def format_table(reports: Sequence[Mapping[str, Any]]) -> str:
 
 def format_sessions(report: Mapping[str, Any]) -> str:
     """Per-session table of one report (an expired column when windows expired; hit %,
-    error and freshness when a source has ground truth)."""
+    false %, error and freshness when a source has ground truth, with notes below on what
+    they count and how the detections were measured)."""
     expiring = any(s.get("expired") for s in report["sessions"])
     scoring = any("accuracy" in s for s in report["sessions"])
     lines = [
         f"{'id':>3}  {'source':<24}{'fps':>7}{'delivered':>10}{'overwr':>8}"
         + (f"{'expired':>8}" if expiring else "")
         + f"{'p50 ms':>8}{'p99 ms':>8}{'wait':>7}{'prep':>7}{'comp':>7}{'post':>7}"
-        + (f"{'hit %':>7}{'err px':>8}{'fresh px':>9}" if scoring else "")
+        + (f"{'hit %':>7}{'false %':>8}{'err px':>8}{'fresh px':>9}" if scoring else "")
     ]
     for s in report["sessions"]:
         lat, st = s["latency_ms"], s["stages_ms"]
@@ -110,6 +112,7 @@ def format_sessions(report: Mapping[str, Any]) -> str:
             + (f"  ERROR: {s['error']}" if s.get("error") else "")
             + (f"  ({s['pacing']})" if s.get("pacing") else "")
         )
+    lines += [f"  {note}" for note in accuracy_notes(report)]
     return "\n".join(lines)
 
 
@@ -118,9 +121,10 @@ def _accuracy_cells(accuracy: Mapping[str, Any] | None) -> str:
         return f"{'–':>{width}}" if value is None else f"{value:>{width}.{digits}f}"
 
     a = accuracy or {}
-    hit = a.get("hit_rate")
+    hit, false = a.get("hit_rate"), a.get("false_detection_rate")
     return (
         cell(None if hit is None else 100 * hit, 7, 0)
+        + cell(None if false is None else 100 * false, 8, 0)
         + cell(a.get("median_error_px"), 8, 1)
         + cell(a.get("median_freshness_px"), 9, 1)
     )
@@ -130,7 +134,7 @@ def _accuracy_cells(accuracy: Mapping[str, Any] | None) -> str:
 LAYOUT: dict[str, tuple[str, int]] = {
     "index": ("#", 2),
     "span": ("start–end s", 11),
-    "changed": ("changed", -26),
+    "changed": ("changed", -30),
     "sessions": ("sess", 4),
     "policy": ("policy", -10),
     "mean_fps": ("fps", 5),
@@ -144,6 +148,7 @@ LAYOUT: dict[str, tuple[str, int]] = {
     "busy": ("busy%", 5),
     "stable": ("stable", 6),
     "hit_rate": ("hit%", 5),
+    "false_rate": ("false%", 6),
     "error_px": ("err", 5),
     "fresh_px": ("fresh", 5),
     "pred_fps": ("sim fps", 7),
@@ -175,7 +180,7 @@ def format_segments(report: Mapping[str, Any]) -> str:
     Below the table: each segment's caption, and the error of a step that failed.
     """
     segments = report.get("segments", [])
-    rows = [segment_cells(seg) for seg in segments]
+    rows = table_cells(segments)
     parts = [_text_table(rows, with_accuracy(LIVE_KEYS, segments))]
     if has_predictions(segments):
         parts += ["", "live vs the simulator's prediction (÷: live ÷ predicted)"]
@@ -188,6 +193,7 @@ def format_segments(report: Mapping[str, Any]) -> str:
         for seg in segments
         if too_short(seg)
     ]
+    notes += [f"  {note}" for note in accuracy_notes(report)]
     if notes:
         parts += ["", *notes]
     return "\n".join(parts)

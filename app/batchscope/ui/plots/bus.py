@@ -15,6 +15,8 @@ one ``PlotCurveItem`` (``connect="pairs"``) per session for the waits.
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF
@@ -22,6 +24,7 @@ from PySide6.QtGui import QCursor
 from PySide6.QtWidgets import QComboBox, QToolTip
 
 from batchscope.engine.report.bus_layout import BusLayout, bus_layout, reasons_text
+from batchscope.engine.report.phrases import segment_phrase
 from batchscope.engine.snapshot import BUS_S, Snapshot
 from batchscope.render.palette import SESSION_COLOURS, session_colour
 from batchscope.ui.plots.time_plots import PlotCard, pen, style_labels
@@ -156,10 +159,12 @@ class BusView(PlotCard):
         self.set_title(
             f"Bus — why batches left: {reasons_text(counts)} · device busy {100 * lay.busy():.0f}%"
         )
+        seg = snap.segment
+        now = f"Segment {seg.index}: {segment_phrase(asdict(seg))}. " if seg is not None else ""
         self.title.setToolTip(
-            f"The device's last {span:g} s: {len(lay.batches)} batches (bars, one cell per "
-            "window in its session's colour), each session's waits (lines on its lane) and "
-            "overwritten windows (×). Hover a bar for why it left."
+            f"{now}The device's last {span:g} s: {len(lay.batches)} batches (bars, one cell "
+            "per window in its session's colour), each session's waits (lines on its lane) "
+            "and overwritten windows (×). Hover a bar for why it left."
         )
 
     def _update_state(self, snap: Snapshot, lay: BusLayout) -> None:

@@ -14,20 +14,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QFont, QFontMetricsF, QPen
+from PySide6.QtCore import QRectF, QTimer
+from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QSizePolicy, QVBoxLayout, QWidget
 
 from batchscope.engine.metrics import Event, TimelineSample
 from batchscope.engine.snapshot import Snapshot
 from batchscope.render.palette import session_colour
-from batchscope.ui.plain_text import CardTitle, plain_tip
+from batchscope.ui.plain_text import CardTitle
+from batchscope.ui.plots.lines import pen, style_labels
+from batchscope.ui.plots.notes import EventMarkers
 from batchscope.ui.theme import MEMORY_SERIES, Look
 
 SPAN_S = 60.0
-MARKED_KINDS = ("config", "oom", "error", "fault")
-LABEL_PAD_PX = 12  # the label's margins and a little air, px
-RIGHT, LEFT = (0.0, 0.0), (1.0, 0.0)  # label anchors: text right / left of its line
 
 
 @dataclass
@@ -65,21 +64,6 @@ def time_window(timeline: Sequence[TimelineSample], now: float, span: float = SP
         memory,
         (max(0.0, now - span), max(span, now)),
     )
-
-
-def pen(colour: str, width: float, dashed: bool = False) -> QPen:
-    style = Qt.PenStyle.DashLine if dashed else Qt.PenStyle.SolidLine
-    return pg.mkPen(colour, width=width, style=style)
-
-
-def style_labels(line: pg.InfiniteLine, colour: str, look: Look) -> None:
-    """Colour and size the labels of a marker line for the current look."""
-    font = QFont("DejaVu Sans")
-    font.setPointSize(look.axis_pt)
-    for child in line.childItems():
-        if isinstance(child, pg.InfLineLabel):
-            child.setColor(colour)
-            child.textItem.setFont(font)
 
 
 def style_legend(legend: pg.LegendItem, colour: str) -> None:
@@ -168,102 +152,8 @@ class PlotCard(QFrame):
         """Re-create pens after a look change (subclasses)."""
 
 
-@dataclass
-class _Marker:
-    event: Event
-    line: pg.InfiniteLine
-    label: pg.InfLineLabel | None
-    shown: tuple[str, bool] = ("", False)  # (text drawn, drawn left of the line)
-
-
-class EventMarkers:
-    """Labelled vertical lines at changes, faults, out-of-memory and errors on a time plot.
-
-    A marker sits at its event's own time ``ev.t`` (a ``config`` event is raised
-    when the change took effect, not when it was asked for). Its label reads to
-    the right of the line while it fits, to the left near the live right edge,
-    and is cut with "…" only where neither side has room (the full text is the
-    tooltip).
-    """
-
-    def __init__(self, plot: pg.PlotItem, look: Look, labelled: bool = True) -> None:
-        self._plot = plot
-        self._look = look
-        self._labelled = labelled
-        self._markers: list[_Marker] = []
-
-    @property
-    def markers(self) -> list[_Marker]:
-        return self._markers
-
-    def add(self, events: Sequence[Event]) -> None:
-        for ev in events:
-            if ev.kind not in MARKED_KINDS:
-                continue
-            line = pg.InfiniteLine(pos=ev.t, angle=90, movable=False)
-            label = None
-            if self._labelled:
-                position = (0.94, 0.80, 0.66)[len(self._markers) % 3]
-                label = pg.InfLineLabel(line, "", position=position, anchors=[RIGHT, RIGHT])
-                label.setToolTip(plain_tip(ev.message))  # may name a file, quote an error
-            marker = _Marker(ev, line, label)
-            self._style(marker)
-            self._plot.addItem(line, ignoreBounds=True)
-            self._markers.append(marker)
-
-    def prune(self, t_min: float) -> None:
-        while self._markers and self._markers[0].event.t < t_min:
-            self._plot.removeItem(self._markers.pop(0).line)
-
-    def fit(self, x_range: tuple[float, float]) -> None:
-        """Place and cut each label for the visible span (s) and the plot's width (px)."""
-        width = self._plot.getViewBox().width()
-        x0, x1 = x_range
-        if width <= 0 or x1 <= x0:
-            return
-        px_per_s = width / (x1 - x0)
-        for marker in self._markers:
-            if marker.label is None:
-                continue
-            metrics = QFontMetricsF(marker.label.textItem.font())
-            x = (marker.event.t - x0) * px_per_s
-            right, left = width - x - LABEL_PAD_PX, x - LABEL_PAD_PX
-            text = marker.event.message
-            need = metrics.horizontalAdvance(text)
-            on_left = need > right and (need <= left or left > right)
-            room = left if on_left else right
-            if need > room:
-                text = metrics.elidedText(text, Qt.TextElideMode.ElideRight, max(0.0, room))
-            if marker.shown != (text, on_left):
-                marker.shown = (text, on_left)
-                anchor = LEFT if on_left else RIGHT
-                marker.label.anchors = [anchor, anchor]
-                marker.label.setAnchor(anchor)
-                # the label's text is a format string: braces in a message stay braces
-                marker.label.setFormat(text.replace("{", "{{").replace("}", "}}"))
-
-    def set_look(self, look: Look) -> None:
-        self._look = look
-        for marker in self._markers:
-            self._style(marker)
-            marker.shown = ("", False)  # the font changed: measure again
-
-    def _style(self, marker: _Marker) -> None:
-        t = self._look.theme
-        colour = {"config": t.event, "oom": t.warn, "error": t.error, "fault": t.warn}.get(
-            marker.event.kind, t.muted
-        )
-        marker.line.setPen(pen(colour, max(1.0, self._look.line_width * 0.6), dashed=True))
-        style_labels(marker.line, colour, self._look)
-        if marker.label is not None:
-            fill = pg.mkColor(t.plot)
-            fill.setAlpha(200)
-            marker.label.fill = pg.mkBrush(fill)
-            marker.label.update()
-
-
 class TimePlot(PlotCard):
-    """A plot over the last ``SPAN_S`` seconds, with event markers."""
+    """A plot over the last ``SPAN_S`` seconds, with event markers (``notes.py``)."""
 
     def __init__(
         self,
@@ -275,11 +165,26 @@ class TimePlot(PlotCard):
     ) -> None:
         super().__init__(title, look, "time (s)", y_label, header_extra)
         self.markers = EventMarkers(self.plot, look, labelled)
+        self._x_range: tuple[float, float] | None = None
+        # a note's height is a fraction of the plot's: lay them out again when it resizes,
+        # from the event loop (a resize may come while the scene paints). The plot calls
+        # the markers and hands them what to keep clear; the markers holding this plot's
+        # bound method crashed painting ("Cannot destroy paint device that is being
+        # painted", then QPainter::restore)
+        self._refit_soon = QTimer(self)
+        self._refit_soon.setSingleShot(True)
+        self._refit_soon.setInterval(0)
+        self._refit_soon.timeout.connect(self._refit)
+        self.plot.getViewBox().sigResized.connect(self._refit_soon.start)
         self.plot.enableAutoRange(x=False)
         self.plot.setXRange(0, SPAN_S, padding=0)
 
     def add_events(self, events: Sequence[Event]) -> None:
         self.markers.add(events)
+
+    def keep_clear(self) -> list[QRectF]:
+        """Scene rects of the plot's own labels, which the notes must not cover."""
+        return []
 
     def set_look(self, look: Look) -> None:
         super().set_look(look)
@@ -289,9 +194,15 @@ class TimePlot(PlotCard):
     def scroll(self, window: TimeWindow) -> None:
         self.plot.setXRange(*window.x_range, padding=0)
         self.markers.prune(window.x_range[0])
-        self.markers.fit(window.x_range)
+        self._x_range = window.x_range
+        self._refit()
+
+    def _refit(self) -> None:
+        if self._x_range is not None:
+            self.markers.fit(self._x_range, self.keep_clear())
 
 
+TARGET_AT = 0.98  # where the "target" label sits along its line (0: left, 1: right)
 BAND_ABOVE = 12  # sessions: above this the fps plot draws a band, not one line each
 
 
@@ -344,7 +255,9 @@ class FpsPlot(TimePlot):
         self.slowest_id: int | None = None
         self.slowest_label = ""  # the legend's text for the slowest session
         super().__init__("Frames per second, per session", look, "fps")
-        pg.InfLineLabel(self.target, "target", position=0.98, anchors=[(1, 1), (1, 1)])
+        self.target_label = pg.InfLineLabel(
+            self.target, "target", position=TARGET_AT, anchors=[(1, 1), (1, 1)]
+        )
         self.plot.addItem(self.target, ignoreBounds=True)
         for item in (self.band_lo, self.band_hi, self.band, self.median, self.slow):
             self.plot.addItem(item)
@@ -362,6 +275,17 @@ class FpsPlot(TimePlot):
         self.plot.enableAutoRange(y=False)
         self.plot.setYRange(0, 35, padding=0)
         self.restyle()
+
+    def keep_clear(self) -> list[QRectF]:
+        """The "target" label's rect, from the view's geometry and range now (its own
+        scene rect follows them only once the event loop has run)."""
+        view = self.plot.getViewBox()
+        box, (y0, y1) = view.sceneBoundingRect(), view.viewRange()[1]
+        text = self.target_label.textItem.boundingRect()  # its text and margins, px
+        right = box.left() + TARGET_AT * box.width()
+        bottom = box.top() + box.height() * (y1 - self.target.value()) / max(1e-9, y1 - y0)
+        rect = QRectF(right - text.width(), bottom - text.height(), text.width(), text.height())
+        return [rect.adjusted(-2, -2, 2, 2)]  # and a little air: the line's pen, rounding
 
     @property
     def banded(self) -> bool:

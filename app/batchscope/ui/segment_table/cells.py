@@ -24,6 +24,7 @@ from batchscope.engine.report.rows import (
 from batchscope.engine.report.rows import COLUMNS as CELLS
 
 SETTLING = "settling…"
+OPEN_END = "now"  # the end of the segment the run is in
 
 
 @dataclass(frozen=True)
@@ -33,10 +34,11 @@ class Column:
     tip: str
 
 
+SIMULATED = "the simulator's prediction for the same segment (its config, its measured seconds)"
 TIPS = {
     "index": "segment number (0 is the start)",
-    "span": "start–end, s since the run started (… while it runs)",
-    "changed": "what the change that opened it set (or that it failed)",
+    "span": f"start–end, s since the run started ({OPEN_END}: the segment running)",
+    "changed": "what the change that opened it did (or that it was not applied)",
     "sessions": "sessions",
     "policy": "batch policy (≤: its max batch)",
     "mean_fps": "results per second per session, mean over sessions",
@@ -50,17 +52,20 @@ TIPS = {
     "busy": "share of the time the device spent computing",
     "stable": "perf_analyzer's test: over its last three 1 s windows, max ÷ min ≤ 1.1 "
     "in throughput and in mean latency",
-    "hit_rate": "results within 5 px of the ball (or rightly empty), % of those scored "
-    "against their own frame's ground truth",
+    "hit_rate": "results within 5 px of the ball, % of the scored windows whose own frame "
+    "shows the ball",
+    "false_rate": "results with a detection, % of the scored windows whose own frame has no "
+    "ball in view",
     "error_px": "median distance from a detection to the ball in its own frame (source px)",
     "fresh_px": "median distance from the answer to where the ball is when it arrives "
     "(source px): latency in pixels of ball travel",
     "pred_fps": "the simulator's mean fps for this config and duration",
-    "ratio_fps": "live mean fps ÷ predicted",
+    "ratio_fps": f"live mean fps divided by {SIMULATED}: under 1, fewer results than predicted",
     "pred_p50": "the simulator's p50 latency (ms)",
-    "ratio_p50": "live p50 ÷ predicted",
+    "ratio_p50": f"live p50 latency divided by {SIMULATED}: over 1, slower than predicted",
     "pred_p99": "the simulator's p99 latency (ms)",
-    "ratio_p99": "live p99 ÷ predicted",
+    "ratio_p99": f"live p99 latency divided by {SIMULATED}: 1 is as predicted, 3 is three "
+    "times the predicted latency",
 }
 #: The app's columns: the live ones, accuracy (hidden without ground truth), then the
 #: simulator's (keys of segment_cells).
@@ -69,17 +74,22 @@ COLUMNS: tuple[Column, ...] = tuple(
 )
 
 
-def segment_row(segment: Mapping[str, Any], running: bool = False) -> dict[str, str]:
-    """The row's cells by column key; ``running``: the segment is still open.
+def segment_row(
+    segment: Mapping[str, Any],
+    running: bool = False,
+    previous: Mapping[str, Any] | None = None,
+) -> dict[str, str]:
+    """The row's cells by column key; ``running``: the segment is still open;
+    ``previous``: the segment before it (what its change replaced).
 
-    An open segment's end reads "…", and its figures "settling…" until it
-    has measured enough (MIN_MEASURED_S after its settling second; a closed
-    one reads "too short" then, or "–" with nothing delivered).
+    An open segment's end reads "now" (not "…", which reads as a cut cell), and its
+    figures "settling…" until it has measured enough (MIN_MEASURED_S after its settling
+    second; a closed one reads "too short" then, or "–" with nothing delivered).
     """
-    cells = segment_cells(segment)
+    cells = segment_cells(segment, previous)
     row = {c.key: cells[c.key] for c in COLUMNS}
     if running:
-        row["span"] = f"{segment['start_s']:.1f}–…"
+        row["span"] = f"{segment['start_s']:.1f}–{OPEN_END}"
         if not has_figures(segment):
             row |= dict.fromkeys(FIGURE_KEYS, SETTLING)
     return row

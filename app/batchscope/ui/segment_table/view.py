@@ -24,7 +24,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QPushButton,
     QSplitter,
-    QStyle,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -32,7 +31,7 @@ from PySide6.QtWidgets import (
 )
 
 from batchscope.config import RunConfig
-from batchscope.engine.report.rows import ACCURACY_KEYS, TEXT_KEYS, describe_changes, has_accuracy
+from batchscope.engine.report.rows import ACCURACY_KEYS, TEXT_KEYS, has_accuracy
 from batchscope.engine.snapshot import Snapshot
 from batchscope.ui.plain_text import plain_label, plain_tip
 from batchscope.ui.plots import LatencyHistogram, StageBars
@@ -41,7 +40,8 @@ from batchscope.ui.segment_table.feed import SegmentUpdate
 from batchscope.ui.theme import Look
 
 RIGHT = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
-CHANGED_CHARS = 22  # the "changed" column's widest, in M widths (longer: cut, tooltip)
+CHANGED = [c.key for c in COLUMNS].index("changed")
+CHANGED_CHARS = 34  # the changed column's widest, in "x" widths of the table's font
 
 
 class SegmentPlots(QWidget):
@@ -61,12 +61,11 @@ class SegmentPlots(QWidget):
         lay.addWidget(self.latency, 3)
         lay.addWidget(self.stages, 2)
 
-    def show_segment(self, segment: Mapping[str, Any], snap: Snapshot | None) -> None:
-        label = f"segment {segment['index']}"
-        span = segment_row(segment)["span"]
-        self.heading.setText(f"{label} · {span} s · {describe_changes(segment)}")
+    def show_segment(self, row: Mapping[str, str], snap: Snapshot | None) -> None:
+        """Draw one segment: ``row`` is its cells in the table, ``snap`` what was kept."""
+        self.heading.setText(f"segment {row['index']} · {row['span']} s · {row['changed']}")
         if snap is None:
-            snap = _empty(segment)
+            snap = _empty()
         self.latency.update_from(snap, "")  # the heading says which segment
         self.stages.update_from(snap, "")
 
@@ -79,7 +78,8 @@ class SegmentTable(QWidget):
         self.segments: list[dict[str, Any]] = []
         self.open_index: int | None = None
         self.kept: dict[int, Snapshot] = {}  # per segment: its newest segment-scope snapshot
-        self._cells: list[dict[str, str]] = []
+        self.rows: list[dict[str, str]] = []  # each segment's cells, as shown
+        self._cells: list[dict[str, str]] = []  # what each table row holds now
         self._look = look
 
         self.table = QTableWidget(0, len(COLUMNS))
@@ -92,10 +92,12 @@ class SegmentTable(QWidget):
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        # "changed" as wide as its longest phrase up to CHANGED_CHARS (cut with "…", whole
-        # in the tooltip), not what the other columns leave: the table scrolls sideways
-        self._changed_col = [c.key for c in COLUMNS].index("changed")
-        header.setSectionResizeMode(self._changed_col, QHeaderView.ResizeMode.Interactive)
+        # the changed cell says in words what opened the segment: as wide as its phrases
+        # (up to CHANGED_CHARS; the tip says a longer one whole), the user may widen it,
+        # and the table scrolls sideways rather than squeeze it to "sessions 5, …"
+        header.setSectionResizeMode(CHANGED, QHeaderView.ResizeMode.Interactive)
+        header.setStretchLastSection(True)
+        self._changed_width = 0
         self.table.itemSelectionChanged.connect(self._show_selection)
 
         self.hint = QLabel("Select a row for its plots, two rows to compare them.")
@@ -154,7 +156,11 @@ class SegmentTable(QWidget):
         self.segments = update.segments
         self.open_index = update.open_index
         follow = not self.table.selectedItems()
-        cells = [segment_row(s, s["index"] == update.open_index) for s in update.segments]
+        cells = [
+            segment_row(s, s["index"] == update.open_index, p)
+            for p, s in zip([None, *update.segments], update.segments, strict=False)
+        ]
+        self.rows = cells
         scored = has_accuracy(update.segments)
         for col, column in enumerate(COLUMNS):
             if column.key in ACCURACY_KEYS:
@@ -168,19 +174,21 @@ class SegmentTable(QWidget):
                 continue
             self._fill(row, seg, texts)
             self._cells[row] = texts
-        self._size_changed_column(cells)
+        self._size_changed(cells)
         if follow and cells:
             self.table.scrollToBottom()
         self._show_selection()
 
-    def _size_changed_column(self, cells: list[dict[str, str]]) -> None:
-        metrics = self.table.fontMetrics()
-        texts = [c["changed"] for c in cells] + [COLUMNS[self._changed_col].header]
-        pad = 2 * self.table.style().pixelMetric(QStyle.PixelMetric.PM_HeaderMargin) + 12
-        widest = max(metrics.horizontalAdvance(t) for t in texts) + pad
-        width = min(widest, metrics.horizontalAdvance("M" * CHANGED_CHARS))
-        if self.table.columnWidth(self._changed_col) != width:
-            self.table.setColumnWidth(self._changed_col, width)
+    def _size_changed(self, cells: list[dict[str, str]]) -> None:
+        """The changed column as wide as its longest phrase, at most CHANGED_CHARS."""
+        metrics = QFontMetrics(self.table.font())
+        need = max((metrics.horizontalAdvance(r["changed"]) for r in cells), default=0)
+        width = min(need + 16, metrics.horizontalAdvance("x" * CHANGED_CHARS))
+        head = metrics.horizontalAdvance(COLUMNS[CHANGED].header) + 16
+        width = max(width, head)
+        if width != self._changed_width:  # else a user's own width stays
+            self._changed_width = width
+            self.table.setColumnWidth(CHANGED, width)
 
     def _fill(self, row: int, segment: Mapping[str, Any], texts: dict[str, str]) -> None:
         tip = "\n".join(filter(None, (segment.get("caption"), segment.get("error"))))
@@ -191,16 +199,13 @@ class SegmentTable(QWidget):
                 item = QTableWidgetItem()
                 self.table.setItem(row, col, item)
             item.setText(texts[column.key])
-            whole = texts[column.key] if column.key in TEXT_KEYS else ""  # may be cut
+            # the changed cell may be cut in a narrow dock: its tip says it whole
+            whole = texts["changed"] if column.key == "changed" else ""
             item.setToolTip(plain_tip("\n".join(filter(None, (whole, tip)))))
             if column.key not in TEXT_KEYS:
                 item.setTextAlignment(RIGHT)
             if error is not None and column.key == "changed":
                 item.setForeground(error)
-
-    def selected(self) -> list[dict[str, Any]]:
-        rows = sorted({i.row() for i in self.table.selectedItems()})
-        return [self.segments[r] for r in rows if r < len(self.segments)]
 
     def select(self, *indices: int) -> None:
         """Select the rows of these segments (what a click does)."""
@@ -212,9 +217,11 @@ class SegmentTable(QWidget):
         self.table.setSelectionMode(mode)
 
     def _show_selection(self) -> None:
-        chosen = self.selected()[-2:]
-        for plots, seg in zip(self.plots, chosen, strict=False):
-            plots.show_segment(seg, self.kept.get(seg["index"]))
+        rows = sorted({i.row() for i in self.table.selectedItems()})
+        rows = [r for r in rows if r < len(self.rows)][-2:]
+        chosen = [self.segments[r] for r in rows]
+        for plots, r in zip(self.plots, rows, strict=False):
+            plots.show_segment(self.rows[r], self.kept.get(self.segments[r]["index"]))
         for i, plots in enumerate(self.plots):
             plots.setVisible(i < len(chosen))
         self.comparison.setVisible(len(chosen) == 2)
@@ -241,6 +248,8 @@ class SegmentTable(QWidget):
         self._look = look
         self._cells = [{}] * len(self._cells)
         self._size_to(look)
+        self._changed_width = 0  # the font changed: measure again
+        self._size_changed(self.rows)
         self._show_selection()
 
     def _size_to(self, look: Look) -> None:
@@ -279,7 +288,7 @@ class SegmentTable(QWidget):
         return min(share, chrome + head + rows + scroll + 2 * self.table.frameWidth() + 24)
 
 
-def _empty(segment: Mapping[str, Any]) -> Snapshot:
+def _empty() -> Snapshot:
     """A snapshot with no windows, for a segment the table kept nothing of."""
     return Snapshot(
         t=0.0,

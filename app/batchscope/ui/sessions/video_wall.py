@@ -271,12 +271,15 @@ def _streak(
 
 
 def accuracy_text(accuracy: dict | None) -> str:
-    """A tile's accuracy line: hit rate, error and freshness over the scope (``""``: none)."""
+    """A tile's accuracy line over the scope (``""``: none): the hit rate (ball in view),
+    the false detections (no ball in view), error and freshness."""
     if not accuracy:
         return ""
     parts = []
     if accuracy["hit_rate"] is not None:
         parts.append(f"hit {accuracy['hit_rate']:.0%}")
+    if accuracy.get("false_detection_rate") is not None:
+        parts.append(f"false {accuracy['false_detection_rate']:.0%}")
     if accuracy["median_error_px"] is not None:
         parts.append(f"err {accuracy['median_error_px']:.1f} px")
     if accuracy["median_freshness_px"] is not None:

@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from batchscope.engine.faults import ENDED
+from batchscope.engine.report.phrases import fault_phrase
 from batchscope.experiment import FAULT_FIELDS, ExperimentError, Fault, make_fault
 from batchscope.ui.plain_text import plain_label
 
@@ -68,7 +69,7 @@ def parse_fault(kind: str, texts: dict[str, str], sessions: int) -> Fault:
 
 
 def fault_status(description: str) -> str:
-    """The status line's message while the fault ``description`` (``Fault.describe()``) is on."""
+    """The status line's message while the fault ``description`` (``fault_phrase``) is on."""
     return f"Fault: {description}"
 
 
@@ -81,7 +82,7 @@ def ended_fault(message: str) -> str | None:
 def inject(target: FaultTarget, fault: Fault) -> None:
     """Start ``fault`` on the command thread; the status line says so (or the error)."""
     engine = target.engine
-    target.status.emit(fault_status(fault.describe()), "info")
+    target.status.emit(fault_status(fault_phrase(fault)), "info")
     target.commands.submit(f"fault {fault.kind}", lambda: engine.inject(fault))
 
 
