@@ -21,6 +21,7 @@ from batchscope.ui.theme import STAGE_COLOURS, Look
 BINS = 60
 PERCENTILES = ("p50", "p95", "p99")  # marked on the histogram (from latency_summary)
 EMPTY_RANGE_MS = 100.0  # the latency axis before any window came back, ms
+GAP_PX = 4.0  # air between two percentile labels in a row (their boxes have margins)
 SETTLING = "settling…"  # shown instead of figures while a new segment settles
 RANK_ABOVE = 12  # sessions: above this the overwritten bars are sorted, by rank
 
@@ -75,6 +76,7 @@ class LatencyHistogram(ScopedCard):
         pg.InfLineLabel(self.objective, "objective", position=0.6, anchors=[(1, 0), (1, 0)])
         self.plot.addItem(self.objective, ignoreBounds=True)
         self.plot.enableAutoRange(x=False, y=False)
+        self.plot.getViewBox().sigResized.connect(self._stack_labels)  # px between lines
         self.objective.setVisible(False)
         self._show_empty()
         self.restyle()
@@ -120,7 +122,9 @@ class LatencyHistogram(ScopedCard):
                     if (
                         x0 >= 0
                         and x1 <= width
-                        and not any(r == row and a < x1 and x0 < b for a, b, r in placed)
+                        and not any(
+                            r == row and a - GAP_PX < x1 and x0 < b + GAP_PX for a, b, r in placed
+                        )
                     ):
                         spot = (row, right, x0, x1)
                         break
