@@ -7,7 +7,7 @@ from collections import deque
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, Qt
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush
 from PySide6.QtWidgets import QComboBox
 
@@ -109,11 +109,11 @@ class LatencyHistogram(ScopedCard):
             return
         row_h = 1.1 * labels[0][2].sceneBoundingRect().height()  # px, as drawn
         rows = max(1, int(height // row_h))
-        left = view.sceneBoundingRect().left()
+        (x_lo, x_hi), _ = view.viewRange()  # the range just set (the scene's may lag)
         placed: list[tuple[float, float, int]] = []  # (x0, x1, row) in px
         order = {"p99": 0, "p50": 1}  # the title's two first; p95 gives way
         for _name, line, label in sorted(labels, key=lambda nll: order.get(nll[0], 2)):
-            x = view.mapViewToScene(QPointF(line.value(), 0)).x() - left
+            x = (line.value() - x_lo) / (x_hi - x_lo) * width
             w = label.sceneBoundingRect().width()
             spot = None
             for row in range(rows):

@@ -140,6 +140,7 @@ class HeadlineStrip(QFrame):
         #: every (figure, name) in the strip, the sessions' own first
         self._pairs = [(self.sessions_value, self.sessions_name), *pairs.values()]
         self._scale = 1.0  # the figures' type, × the look's (below 1: a narrow strip)
+        self._room_share = 1.0  # of the estimated room the figures may take (learnt)
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
@@ -147,7 +148,7 @@ class HeadlineStrip(QFrame):
 
     def restyle(self) -> None:
         """The look changed: the figures at its type again, then fitted."""
-        self._scale = 1.0
+        self._scale = self._room_share = 1.0
         for value, _ in self._pairs:
             value.setStyleSheet("")
         self._fit_figures()
@@ -167,7 +168,10 @@ class HeadlineStrip(QFrame):
         for value, name in shown:
             word = max(map(name.fontMetrics().horizontalAdvance, name.text().split() or [""]))
             need += max(figure.horizontalAdvance(value.text()) / self._scale, word)
-        scale = max(MIN_SCALE, min(1.0, round(room / need, 2))) if need > 0 else 1.0
+        if any(v.fontMetrics().horizontalAdvance(v.text()) > v.width() for v, _ in shown):
+            self._room_share = max(0.5, self._room_share - 0.03)  # the estimate was short
+        scale = min(1.0, room * self._room_share / need) if need > 0 else 1.0
+        scale = max(MIN_SCALE, round(scale, 2))
         if scale != self._scale:
             base = shown[0][0].font().pointSizeF() / self._scale
             self._scale = scale

@@ -383,7 +383,11 @@ class ThroughputPlot(TimePlot):
         self.offered = pg.InfiniteLine(pos=0, angle=0, movable=False)
         super().__init__("Throughput", look, "windows/s", labelled=False)
         pg.InfLineLabel(
-            self.offered, "offered (sessions × fps)", position=0.98, anchors=[(1, 1), (1, 1)]
+            # under its line: the line sits near the top, and a short plot has no room above
+            self.offered,
+            "offered (sessions × fps)",
+            position=0.98,
+            anchors=[(1, 0), (1, 0)],
         )
         self.plot.addItem(self.curve)
         self.plot.addItem(self.offered, ignoreBounds=True)
