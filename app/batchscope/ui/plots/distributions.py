@@ -8,20 +8,20 @@ from collections import deque
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QBrush
+from PySide6.QtGui import QBrush, QFontMetricsF
 from PySide6.QtWidgets import QComboBox
 
 from batchscope.engine.snapshot import Snapshot
 from batchscope.engine.stats import STAGES, latency_summary
 from batchscope.render.palette import session_colour
 from batchscope.ui.plain_text import CardTitle
+from batchscope.ui.plots.notes import LEFT, RIGHT, ROW_AIR_PX, TOP_PX, Note, place_notes
 from batchscope.ui.plots.time_plots import PlotCard, pen, style_labels
 from batchscope.ui.theme import STAGE_COLOURS, Look
 
 BINS = 60
 PERCENTILES = ("p50", "p95", "p99")  # marked on the histogram (from latency_summary)
 EMPTY_RANGE_MS = 100.0  # the latency axis before any window came back, ms
-GAP_PX = 4.0  # air between two percentile labels in a row (their boxes have margins)
 SETTLING = "settling…"  # shown instead of figures while a new segment settles
 RANK_ABOVE = 12  # sessions: above this the overwritten bars are sorted, by rank
 
@@ -92,51 +92,44 @@ class LatencyHistogram(ScopedCard):
     def _stack_labels(self) -> None:
         """Place the percentile labels so that none covers another or leaves the plot.
 
-        Each goes right of its line if there is room, else left of it, on the highest
-        row (one text height each, from the top) where it meets no label placed before:
-        p99, then p50, then p95; one that finds no room is hidden (a low plot with the
-        three lines close together), its figure in the tooltip.
+        The time plots' notes layout (:func:`~batchscope.ui.plots.notes.place_notes`),
+        in the order p99, p50, p95: each right of its line if there is room, else left
+        of it, on the highest free row; one that finds no room whole (a low plot with
+        the three lines close together) is hidden, its figure in the title's tooltip.
         """
         view = self.plot.getViewBox()
-        height, width = view.height(), view.width()
+        width, height = view.width(), view.height()
+        (x_lo, x_hi), _ = view.viewRange()
+        order = ("p99", "p50", "p95")  # the title's two first; p95 gives way
         labels = [
-            (name, line, child)
-            for name, line in self.markers.items()
-            for child in line.childItems()
+            (self.markers[name], child)
+            for name in order
+            for child in self.markers[name].childItems()
             if isinstance(child, pg.InfLineLabel)
         ]
-        if height <= 0 or width <= 0 or not labels:
+        if width <= 0 or height <= 0 or x_hi <= x_lo or not labels:
             return
-        row_h = 1.1 * labels[0][2].sceneBoundingRect().height()  # px, as drawn
-        rows = max(1, int(height // row_h))
-        (x_lo, x_hi), _ = view.viewRange()  # the range just set (the scene's may lag)
-        placed: list[tuple[float, float, int]] = []  # (x0, x1, row) in px
-        order = {"p99": 0, "p50": 1}  # the title's two first; p95 gives way
-        for _name, line, label in sorted(labels, key=lambda nll: order.get(nll[0], 2)):
-            x = (line.value() - x_lo) / (x_hi - x_lo) * width
-            w = label.sceneBoundingRect().width()
-            spot = None
-            for row in range(rows):
-                for right in (True, False):
-                    x0, x1 = (x, x + w) if right else (x - w, x)
-                    if (
-                        x0 >= 0
-                        and x1 <= width
-                        and not any(
-                            r == row and a - GAP_PX < x1 and x0 < b + GAP_PX for a, b, r in placed
-                        )
-                    ):
-                        spot = (row, right, x0, x1)
-                        break
-                if spot is not None:
-                    break
-            label.setVisible(spot is not None)  # no room left: its figure is in the tooltip
-            if spot is None:
+        text_item = labels[0][1].textItem
+        metrics = QFontMetricsF(text_item.font())
+        margin = 2 * text_item.document().documentMargin()
+        row_h = metrics.height() + margin + ROW_AIR_PX
+        rows = max(1, int((height - TOP_PX) // row_h))
+        notes = [
+            Note(
+                (line.value() - x_lo) / (x_hi - x_lo) * width,
+                metrics.horizontalAdvance(label.textItem.toPlainText()) + margin,
+            )
+            for line, label in labels
+        ]
+        for note, (_, label), spot in zip(
+            notes, labels, place_notes(notes, width, rows), strict=True
+        ):
+            whole = spot.row is not None and spot.room >= note.need
+            label.setVisible(whole)
+            if not whole:
                 continue
-            row, right, x0, x1 = spot
-            placed.append((x0, x1, row))
-            anchor = (0, 0) if right else (1, 0)
-            position = 1.0 - row * row_h / height - 0.02
+            anchor = LEFT if spot.left else RIGHT
+            position = 1.0 - (TOP_PX + spot.row * row_h) / height
             if (label.orthoPos, tuple(label.anchor)) != (position, anchor):
                 label.anchors = [anchor, anchor]
                 label.setAnchor(anchor)
