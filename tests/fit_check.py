@@ -231,7 +231,12 @@ def _plot(widget: pg.PlotWidget) -> list[str]:
     out = []
     for k, (text, rect) in enumerate(notes):
         if not bounds.adjusted(-2, -2, 2, 2).contains(rect):
-            out.append(f"{_name(widget)}: note {text!r} runs out of the plot")
+            r, b = rect, bounds
+            out.append(
+                f"{_name(widget)}: note {text!r} runs out of the plot "
+                f"({r.left():.0f}–{r.right():.0f} × {r.top():.0f}–{r.bottom():.0f} px in "
+                f"{b.left():.0f}–{b.right():.0f} × {b.top():.0f}–{b.bottom():.0f})"
+            )
         for other, rect2 in notes[k + 1 :]:
             if rect.intersects(rect2):
                 out.append(f"{_name(widget)}: notes {text!r} and {other!r} overlap")

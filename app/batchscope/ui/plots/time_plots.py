@@ -278,13 +278,21 @@ class FpsPlot(TimePlot):
 
     def keep_clear(self) -> list[QRectF]:
         """The "target" label's rect, from the view's geometry and range now (its own
-        scene rect follows them only once the event loop has run)."""
+        scene rect follows them only once the event loop has run). It sits above its
+        line, or under it when the line is too near the top of a low plot to have room."""
         view = self.plot.getViewBox()
         box, (y0, y1) = view.sceneBoundingRect(), view.viewRange()[1]
         text = self.target_label.textItem.boundingRect()  # its text and margins, px
         right = box.left() + TARGET_AT * box.width()
-        bottom = box.top() + box.height() * (y1 - self.target.value()) / max(1e-9, y1 - y0)
-        rect = QRectF(right - text.width(), bottom - text.height(), text.width(), text.height())
+        line_y = box.top() + box.height() * (y1 - self.target.value()) / max(1e-9, y1 - y0)
+        above = line_y - text.height() >= box.top()
+        anchor = (1, 1) if above else (1, 0)
+        if tuple(self.target_label.anchor) != anchor:
+            self.target_label.anchors = [anchor, anchor]
+            self.target_label.setAnchor(anchor)
+            self.target_label.setPosition(TARGET_AT)
+        top = line_y - text.height() if above else line_y
+        rect = QRectF(right - text.width(), top, text.width(), text.height())
         return [rect.adjusted(-2, -2, 2, 2)]  # and a little air: the line's pen, rounding
 
     @property
