@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtWidgets import QLabel, QWidget
 
+from conftest import dashboard_config
 from fit_check import misfits
 
 SIZES = ((1280, 800), (1600, 1000), (1920, 1080))
@@ -25,22 +26,12 @@ CHANGE_MS = 30_000
 
 
 def _window(qtbot, tiny_video: Path, ui_settings, size: tuple[int, int], presentation: bool):
-    from batchscope.config import RunConfig
     from batchscope.engine.engine import Engine
     from batchscope.ui.controls.device_options import device_choices
     from batchscope.ui.theme import Look
     from batchscope.ui.window.main_window import MainWindow
 
-    config = RunConfig(
-        sources=(str(tiny_video),),
-        sessions=SESSIONS[0],
-        policy="all",
-        backend="emulated",
-        profile="laptop-8gb",
-        precision="fp16",
-        resolution=(256, 144),
-        skip_bad_sources=True,
-    )
+    config = dashboard_config((str(tiny_video),), SESSIONS[0])
     window = MainWindow(Engine(config), Look(), ui_settings, devices=device_choices(gpus=[]))
     qtbot.addWidget(window)
     window.screen_size = size

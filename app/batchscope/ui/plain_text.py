@@ -44,7 +44,24 @@ def menu_text(text: str) -> str:
     return text.replace("&", "&&")
 
 
-class ElidedLabel(QLabel):
+class _FittedLabel(QLabel):
+    """A label that fits its text again (``_fit``) when its width or its font changes."""
+
+    def _fit(self) -> None:
+        raise NotImplementedError
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._fit()
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.FontChange:
+            self.updateGeometry()
+            self._fit()
+
+
+class ElidedLabel(_FittedLabel):
     """A plain-text label that fits any width: cut with "…" when it must be, the whole
     text in its tooltip. Its size hint is the whole text; it may shrink to ``min_chars``
     characters (for the status bar's parts, which share one line)."""
@@ -82,16 +99,6 @@ class ElidedLabel(QLabel):
         width = self.fontMetrics().horizontalAdvance("M" * self._min_chars)
         return QSize(min(width, self.sizeHint().width()), super().minimumSizeHint().height())
 
-    def resizeEvent(self, event: QResizeEvent) -> None:
-        super().resizeEvent(event)
-        self._fit()
-
-    def changeEvent(self, event: QEvent) -> None:
-        super().changeEvent(event)
-        if event.type() == QEvent.Type.FontChange:
-            self.updateGeometry()
-            self._fit()
-
     def _fit(self) -> None:
         room = self.contentsRect().width()
         shown = self.fontMetrics().elidedText(self._full, Qt.TextElideMode.ElideRight, room)
@@ -99,7 +106,7 @@ class ElidedLabel(QLabel):
             QLabel.setText(self, shown)
 
 
-class CardTitle(QLabel):
+class CardTitle(_FittedLabel):
     """A plot card's title, "Name — figure · figure · more", fitted to its width.
 
     What a projector must show is never cut: the name and the first ``keep`` figures.
@@ -144,15 +151,6 @@ class CardTitle(QLabel):
             return name, rest.split(self.PART), True
         first, *others = self._full.split(self.PART)
         return first, others, False
-
-    def resizeEvent(self, event: QResizeEvent) -> None:
-        super().resizeEvent(event)
-        self._fit()
-
-    def changeEvent(self, event: QEvent) -> None:
-        super().changeEvent(event)
-        if event.type() == QEvent.Type.FontChange:
-            self._fit()
 
     def _fit(self) -> None:
         if self.wordWrap() or self.textFormat() != Qt.TextFormat.PlainText:

@@ -194,6 +194,11 @@ class LatencyHistogram(ScopedCard):
                     child.setFormat(f"{name} {p[name]:.0f}")
         self.plot.setXRange(0, top, padding=0)
         self.plot.setYRange(0, max(1.0, float(counts.max())) * 1.1, padding=0)
+        # the new range now, not at the next paint: the labels are placed on it, and the
+        # lines (and their labels) would follow it one frame late
+        self.plot.getViewBox().updateMatrix()
+        for line in self.markers.values():
+            line.viewTransformChanged()
         self._stack_labels()
         self.set_scoped_title(f"Latency — p50 {p['p50']:.0f} · p99 {p['p99']:.0f} ms", scope)
         newest = " (the newest only)" if snap.truncated else ""
