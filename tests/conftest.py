@@ -38,21 +38,13 @@ def ui_settings(tmp_path: Path):
     return QSettings(str(tmp_path / "batchscope.ini"), QSettings.Format.IniFormat)
 
 
-@pytest.fixture
-def dashboard(qtbot, tiny_video: Path, ui_settings):
-    """A running dashboard on the emulated laptop GPU (256×144 FP16: 4.7 ms a window).
-
-    Yields the MainWindow once its timer runs; closes it (stopping every thread) after.
-    """
+def dashboard_config(sources: tuple[str, ...], sessions: int):
+    """The UI tests' run: the emulated laptop GPU at 256×144 FP16, batch all waiting."""
     from batchscope.config import RunConfig
-    from batchscope.engine.engine import Engine
-    from batchscope.ui.controls.device_options import device_choices
-    from batchscope.ui.theme import Look
-    from batchscope.ui.window.main_window import MainWindow
 
-    config = RunConfig(
-        sources=(str(tiny_video),),
-        sessions=3,
+    return RunConfig(
+        sources=sources,
+        sessions=sessions,
         policy="all",
         backend="emulated",
         profile="laptop-8gb",
@@ -60,6 +52,20 @@ def dashboard(qtbot, tiny_video: Path, ui_settings):
         resolution=(256, 144),
         skip_bad_sources=True,
     )
+
+
+@pytest.fixture
+def dashboard(qtbot, tiny_video: Path, ui_settings):
+    """A running dashboard on the emulated laptop GPU (256×144 FP16: 4.7 ms a window).
+
+    Yields the MainWindow once its timer runs; closes it (stopping every thread) after.
+    """
+    from batchscope.engine.engine import Engine
+    from batchscope.ui.controls.device_options import device_choices
+    from batchscope.ui.theme import Look
+    from batchscope.ui.window.main_window import MainWindow
+
+    config = dashboard_config((str(tiny_video),), 3)
     window = MainWindow(Engine(config), Look(), ui_settings, devices=device_choices(gpus=[]))
     qtbot.addWidget(window)
     window.resize(1280, 800)

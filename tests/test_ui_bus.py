@@ -74,7 +74,7 @@ def test_an_expired_window_is_marked_below_its_lane():
 
 def test_the_bus_view_draws_one_bar_per_batch_of_the_snapshot(dashboard, qtbot):
     bus = dashboard.bus
-    dashboard.top_tabs.setCurrentWidget(bus)
+    dashboard.show_tab(bus)
     bus.span.setCurrentIndex(bus.span.findData(5.0))
     qtbot.waitUntil(lambda: bus.layout_now is not None and len(bus.layout_now.batches) > 20)
     snap = dashboard.engine.snapshot()
@@ -97,7 +97,7 @@ def test_the_bus_view_draws_one_bar_per_batch_of_the_snapshot(dashboard, qtbot):
 
 def test_the_adaptive_cap_shows_under_the_bus(dashboard, qtbot):
     bus = dashboard.bus
-    dashboard.top_tabs.setCurrentWidget(bus)
+    dashboard.show_tab(bus)
     dashboard.presenter.change({"policy": "adaptive", "max_batch": 8, "slo_ms": 200.0})
     qtbot.waitUntil(lambda: bus.state_widget.isVisible(), timeout=10_000)
     caps = bus.cap_curve.yData

@@ -194,7 +194,7 @@ def test_the_torch_backend_plans_on_its_sweep_profile(qtbot, monkeypatch):
 def planned_dashboard(dashboard, qtbot):
     capacity = dashboard.capacity
     capacity.presenter.search = QUICK
-    dashboard.tabs.setCurrentWidget(capacity)
+    dashboard.show_tab(capacity)
     qtbot.waitUntil(lambda: capacity.table.rowCount() == 6, timeout=PLAN_MS)
     return capacity
 
@@ -225,7 +225,7 @@ def test_apply_recommended_puts_the_engine_on_the_recommendation(dashboard, qtbo
 def test_closing_the_window_stops_the_planner(dashboard, qtbot):
     capacity = dashboard.capacity
     capacity.presenter.search = SLOW
-    dashboard.tabs.setCurrentWidget(capacity)
+    dashboard.show_tab(capacity)
     qtbot.waitUntil(lambda: capacity.presenter.planner.busy, timeout=CHANGE_MS)
     assert capacity.progress.isVisibleTo(capacity)
     dashboard.close()  # joins the planner for at most 2 s (see the test above)

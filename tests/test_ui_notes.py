@@ -135,3 +135,12 @@ def test_a_crowd_of_events_folds_into_a_marker_whose_tooltip_lists_them(qtbot):
     listed = [ev.message for ev in events if ev.message in tip]
     hidden = [m.event.message for m in plot.markers.markers if not m.label.isVisible()]
     assert set(hidden) <= set(listed) and host.event.message in listed
+
+
+def test_a_first_note_too_long_for_its_one_row_ends_before_the_target_label():
+    # 1280x800 in presentation mode: one row, a long start note, the target label right;
+    # the note used to be laid over the label ("nothing placed yet: the top row anyway")
+    (spot,) = place_notes([Note(10.0, 900.0)], 640.0, rows=1, clear=[(0, 560.0, 620.0)])
+    assert spot.row == 0 and not spot.left
+    a, b = spot.extent(10.0)
+    assert a == 10.0 and b <= 560.0 - GAP_PX

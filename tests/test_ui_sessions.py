@@ -13,6 +13,7 @@ from batchscope.engine.roster import SourceSlot
 from batchscope.engine.snapshot import SessionView
 from batchscope.ui.sessions.panel import COLUMNS, SessionsPanel
 from batchscope.ui.theme import Look, look_from_name
+from conftest import dashboard_config
 
 SOURCE, STATE, P50 = COLUMNS.index("Source"), COLUMNS.index("State"), COLUMNS.index("p50 ms")
 
@@ -72,22 +73,12 @@ def test_the_source_column_elides_in_the_middle_with_the_full_path_as_tip(qtbot)
 
 
 def test_a_bad_source_past_the_count_shows_in_the_running_app(qtbot, tiny_video, ui_settings):
-    from batchscope.config import RunConfig
     from batchscope.engine.engine import Engine
     from batchscope.ui.controls.device_options import device_choices
     from batchscope.ui.window.main_window import MainWindow
 
     bad = str(Path(tiny_video).parent / "missing.mp4")
-    config = RunConfig(
-        sources=(str(tiny_video),) * 4 + (bad,),
-        sessions=4,
-        policy="all",
-        backend="emulated",
-        profile="laptop-8gb",
-        precision="fp16",
-        resolution=(256, 144),
-        skip_bad_sources=True,
-    )
+    config = dashboard_config((str(tiny_video),) * 4 + (bad,), 4)
     window = MainWindow(Engine(config), Look(), ui_settings, devices=device_choices(gpus=[]))
     qtbot.addWidget(window)
     window.resize(1280, 800)

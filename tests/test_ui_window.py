@@ -107,7 +107,7 @@ def test_plots_receive_data_after_a_few_ticks(dashboard, qtbot):
         dashboard.memory: lambda: "rss_mb" in dashboard.memory._curves,
     }
     for card, ready in shown.items():
-        dashboard.tabs.setCurrentWidget(card)
+        dashboard.show_tab(card)
         qtbot.waitUntil(ready, timeout=CHANGE_MS)
     # the emulated device reports no torch or NVML memory
     assert set(dashboard.memory._curves) <= {"rss_mb", "profile_peak_mb"}

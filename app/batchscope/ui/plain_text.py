@@ -12,7 +12,10 @@ them (the cards' titles are plain labels; event markers are plain text items).
 
 from __future__ import annotations
 
-from PySide6.QtGui import Qt  # QtGui's Qt: it adds mightBeRichText and convertFromPlainText
+from collections.abc import Callable
+
+from PySide6.QtCore import QEvent, QSize
+from PySide6.QtGui import QResizeEvent, Qt  # QtGui's Qt: adds mightBeRichText, convertFromPlainText
 from PySide6.QtWidgets import QLabel, QWidget
 
 
@@ -39,3 +42,146 @@ def plain_tip(text: str) -> str:
 def menu_text(text: str) -> str:
     """``text`` for a menu entry, an action or a button: each ``&`` shown, not a shortcut."""
     return text.replace("&", "&&")
+
+
+class _FittedLabel(QLabel):
+    """A label that fits its text again (``_fit``) when its width or its font changes."""
+
+    def _fit(self) -> None:
+        raise NotImplementedError
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._fit()
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.FontChange:
+            self.updateGeometry()
+            self._fit()
+
+
+class ElidedLabel(_FittedLabel):
+    """A plain-text label that fits any width: cut with "…" when it must be, the whole
+    text in its tooltip. Its size hint is the whole text; it may shrink to ``min_chars``
+    characters (for the status bar's parts, which share one line)."""
+
+    def __init__(
+        self,
+        text: str = "",
+        min_chars: int = 6,
+        parent: QWidget | None = None,
+        tip: str = "",
+    ) -> None:
+        super().__init__(parent)
+        self.setTextFormat(Qt.TextFormat.PlainText)
+        self._full = ""
+        self._min_chars = min_chars
+        self._tip = tip  # said under the whole text in the tooltip
+        self.setText(text)
+
+    def setText(self, text: str) -> None:
+        if text != self._full:
+            self._full = text
+            self.setToolTip(plain_tip("\n".join(filter(None, (text, self._tip)))))
+            self.updateGeometry()
+        self._fit()
+
+    def text(self) -> str:
+        """The whole text (what is drawn may be cut: ``QLabel.text(label)``)."""
+        return self._full
+
+    def sizeHint(self) -> QSize:
+        hint = super().sizeHint()
+        return QSize(self.fontMetrics().horizontalAdvance(self._full) + 2, hint.height())
+
+    def minimumSizeHint(self) -> QSize:
+        width = self.fontMetrics().horizontalAdvance("M" * self._min_chars)
+        return QSize(min(width, self.sizeHint().width()), super().minimumSizeHint().height())
+
+    def _fit(self) -> None:
+        room = self.contentsRect().width()
+        shown = self.fontMetrics().elidedText(self._full, Qt.TextElideMode.ElideRight, room)
+        if shown != QLabel.text(self):
+            QLabel.setText(self, shown)
+
+
+class CardTitle(_FittedLabel):
+    """A plot card's title, "Name — figure · figure · more", fitted to its width.
+
+    What a projector must show is never cut: the name and the first ``keep`` figures.
+    The parts after them go first, from the end (a "…" says so; the tooltip has the
+    whole title); then the figures move to a second line under the name. The label
+    never gets narrower than its name or its kept figures, so a splitter cannot
+    crush them. A title without figures ("Slowest S7 · fps of 64 sessions") keeps its
+    first part. ``text()`` is the whole title.
+    """
+
+    SEP, PART = " — ", " · "
+
+    def __init__(self, text: str = "", parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setTextFormat(Qt.TextFormat.PlainText)
+        self._full = ""
+        self._keep = 1
+        self.set_title(text)
+
+    def set_title(self, text: str, keep: int = 1) -> None:
+        if (text, keep) != (self._full, self._keep):
+            self._full, self._keep = text, keep
+            self.setToolTip(plain_tip(text))
+        self._fit()
+
+    def setText(self, text: str) -> None:
+        self.set_title(text)
+
+    def text(self) -> str:
+        """The whole title (what is drawn may be shorter: ``QLabel.text(label)``)."""
+        return self._full
+
+    def essential(self) -> tuple[str, str]:
+        """(name, the kept figures): what is drawn whatever the width."""
+        name, parts, figures = self._parts()
+        return name, self.PART.join(parts[: self._keep]) if figures else ""
+
+    def _parts(self) -> tuple[str, list[str], bool]:
+        """(name, the parts after it, whether figures follow the name after SEP)."""
+        name, sep, rest = self._full.partition(self.SEP)
+        if sep:
+            return name, rest.split(self.PART), True
+        first, *others = self._full.split(self.PART)
+        return first, others, False
+
+    def _fit(self) -> None:
+        if self.wordWrap() or self.textFormat() != Qt.TextFormat.PlainText:
+            self.setMinimumWidth(0)  # a legend that wraps (the stages card)
+            if self._full != QLabel.text(self):
+                QLabel.setText(self, self._full)
+            return
+        metrics = self.fontMetrics()
+        name, figures = self.essential()
+        need = max(metrics.horizontalAdvance(name), metrics.horizontalAdvance(figures))
+        if need > self.minimumWidth():  # grows only: a title that jumps would be worse
+            self.setMinimumWidth(need + 2)
+        shown = self._shortest_fitting(self.contentsRect().width(), metrics.horizontalAdvance)
+        if shown != QLabel.text(self):
+            QLabel.setText(self, shown)
+
+    def _shortest_fitting(self, room: int, advance: Callable[[str], int]) -> str:
+        name, parts, figures = self._parts()
+        keep = min(self._keep, len(parts)) if figures else 0
+        joins = ((self.SEP, False), ("\n", True)) if figures else ((self.PART, False),)
+        text = self._full
+        for join, second_line in joins:
+            # every part, then fewer with "…" (the tooltip has them), then the kept ones
+            # alone: each on one line before any takes a second
+            cuts = [(n, n < len(parts)) for n in range(len(parts), keep - 1, -1)]
+            for n, more in [*cuts, (keep, False)]:
+                shown = self.PART.join(parts[:n] + (["…"] if more else []))
+                if figures:
+                    text = name + join + shown
+                else:
+                    text = name + (self.PART + shown if n else (" …" if more else ""))
+                if advance(shown if second_line else text) <= room:
+                    return text
+        return text

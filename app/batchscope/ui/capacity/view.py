@@ -45,7 +45,7 @@ from batchscope.ui.capacity.presenter import (
     operating_point,
     setting_changes,
 )
-from batchscope.ui.plain_text import plain_label
+from batchscope.ui.plain_text import ElidedLabel, plain_label
 from batchscope.ui.plots import PlotCard, pen
 from batchscope.ui.theme import Look
 
@@ -73,6 +73,7 @@ class CapacityPlot(PlotCard):
         self.plot.addItem(self.live)
         self.n_max = 1
         self.y_top = 1.0
+        self.planned = False  # a plan's lines are drawn (else the axes fit the live point)
         self.restyle()
 
     def show_series(
@@ -98,24 +99,31 @@ class CapacityPlot(PlotCard):
         self.rings.setData(rings, symbol="o", size=26, brush=None)
         self.budget.setPos(budget)
         self.budget.show()
+        self.planned = True
         self.n_max = max((max(s.sessions) for s in series), default=1)
         self.plot.setXRange(0.5, self.n_max + 0.5, padding=0)
         self.plot.setYRange(0, top, padding=0.02)
 
     def set_budget_text(self, text: str) -> None:
         """The budget, in the title (a label on the dashed line would cover the curves)."""
-        self.set_title(f"{self._name} · budget {text}")
+        self.set_title(f"{self._name} — budget {text}")
 
     def clear_series(self) -> None:
         for curve in self.curves.values():
             curve.setData([], [])
         self.rings.setData([])
         self.budget.hide()
+        self.planned = False
 
     def show_point(self, sessions: int | None, value: float | None) -> None:
         """The live run at (sessions, value), or nothing; a value past the top sits on it."""
         if sessions is None or value is None or not np.isfinite(value):
             self.live.setData([])
+            return
+        if not self.planned:  # no plan drawn yet: the axes fit the live point, not y = 1
+            self.plot.setXRange(sessions - 1, sessions + 1, padding=0)
+            self.plot.setYRange(0, value * 1.25 if value > 0 else 1.0, padding=0)
+            self.live.setData([{"pos": (sessions, value)}])
             return
         self.live.setData([{"pos": (sessions, min(value, self.y_top))}])
 
@@ -180,9 +188,10 @@ class CapacityView(QWidget):
         self.budget_error.hide()
         lay.addWidget(self.budget_error)
 
-        self.live_text = QLabel("★ now: –")
+        self.live_text = ElidedLabel(
+            "★ now: –", tip="The live run's current segment: the star on both plots"
+        )
         self.live_text.setObjectName("cardTitle")
-        self.live_text.setToolTip("The live run's current segment: the star on both plots")
         lay.addWidget(self.live_text)
 
         self.progress = QProgressBar()

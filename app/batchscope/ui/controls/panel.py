@@ -16,14 +16,18 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QStandardItemModel
+from PySide6.QtGui import QPaintEvent, QStandardItemModel
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QFormLayout,
+    QGridLayout,
     QHBoxLayout,
     QLabel,
     QLineEdit,
+    QStyle,
+    QStyleOptionComboBox,
+    QStylePainter,
     QWidget,
 )
 from superqt import QLabeledDoubleSlider, QLabeledSlider
@@ -124,7 +128,7 @@ class ControlsPanel(QWidget):
         self.max_delay = _slider("max_delay_ms")
         self.fixed_batch = _slider("batch")
         self.objective = _slider("slo_ms")
-        self.device = QComboBox()
+        self.device = ElidedCombo()
         self.device.setSizeAdjustPolicy(
             QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
         )
@@ -173,9 +177,13 @@ class ControlsPanel(QWidget):
 
         batch_row = _row(self.max_batch, self.unlimited)
         fps_row = _row(self.fps, self.source_fps)
-        switches = _row(self.channels_last, self.cudnn, self.compile)
+        # two to a line: one line of three set the panel's width (546 px at 1280×800)
+        switches = QGridLayout()
+        switches.setContentsMargins(0, 0, 0, 0)
+        for i, box in enumerate((self.channels_last, self.cudnn, self.compile)):
+            switches.addWidget(box, i // 2, i % 2)
+        switches.setColumnStretch(2, 1)
         drop_row = _row(self.drop_ms, self.drop_on)
-        switches.addStretch(1)
 
         self._param_rows: dict[str, list[QWidget]] = {}
         form.addRow("Policy", self.policy)
@@ -450,6 +458,30 @@ class ControlsPanel(QWidget):
         if changes:
             self.show_error("")
             self.changed.emit(changes)
+
+
+class ElidedCombo(QComboBox):
+    """A combo box whose closed box cuts a long entry with "…" (its list and its tooltip
+    show it whole), where a plain one would clip it mid-letter."""
+
+    def shown_text(self) -> str:
+        """The current entry as the closed box draws it."""
+        opt = QStyleOptionComboBox()
+        self.initStyleOption(opt)
+        field = self.style().subControlRect(
+            QStyle.ComplexControl.CC_ComboBox, opt, QStyle.SubControl.SC_ComboBoxEditField, self
+        )
+        return self.fontMetrics().elidedText(
+            self.currentText(), Qt.TextElideMode.ElideRight, field.width()
+        )
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        painter = QStylePainter(self)
+        opt = QStyleOptionComboBox()
+        self.initStyleOption(opt)
+        opt.currentText = self.shown_text()
+        painter.drawComplexControl(QStyle.ComplexControl.CC_ComboBox, opt)
+        painter.drawControl(QStyle.ControlElement.CE_ComboBoxLabel, opt)
 
 
 def _row(*widgets: QWidget) -> QHBoxLayout:

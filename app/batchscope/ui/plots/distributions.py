@@ -8,12 +8,14 @@ from collections import deque
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QBrush, QResizeEvent
+from PySide6.QtGui import QBrush, QFontMetricsF
 from PySide6.QtWidgets import QComboBox
 
 from batchscope.engine.snapshot import Snapshot
 from batchscope.engine.stats import STAGES, latency_summary
 from batchscope.render.palette import session_colour
+from batchscope.ui.plain_text import CardTitle
+from batchscope.ui.plots.notes import LEFT, RIGHT, ROW_AIR_PX, TOP_PX, Note, place_notes
 from batchscope.ui.plots.time_plots import PlotCard, pen, style_labels
 from batchscope.ui.theme import STAGE_COLOURS, Look
 
@@ -40,37 +42,14 @@ def _after(scope: str) -> str:
 class ScopedCard(PlotCard):
     """A card whose title is figures, then what they cover: the figures always show.
 
-    On a narrow card (a third of a projector's width, presentation fonts) the
-    scope is elided ("· current segm…") or left out, never the numbers; the
-    tooltip and ``_title_text`` keep the whole title.
+    On a narrow card (a third of a projector's width, presentation fonts) the scope
+    goes first, then the figures take a second line; the tooltip and
+    ``_title_text`` keep the whole title.
     """
 
-    _scoped: tuple[str, str] = ("", "")
-
     def set_scoped_title(self, figures: str, scope: str) -> None:
-        self._scoped = (figures, scope)
-        self.set_title(figures + _after(scope))
-        self._fit_title()
-
-    def _fit_title(self) -> None:
-        figures, scope = self._scoped
-        if not figures:
-            return
-        metrics = self.title.fontMetrics()
-        room = self.title.contentsRect().width() - metrics.horizontalAdvance(f"{figures} · ")
-        tail = metrics.elidedText(scope, Qt.TextElideMode.ElideRight, room) if scope else ""
-        if len(tail.rstrip("…")) < 4:  # "· c…" says nothing: the tooltip has it
-            tail = ""
-        text = f"{figures} · {tail}" if tail else figures
-        if self.title.text() != text:
-            self.title.setText(text)
-
-    def resizeEvent(self, event: QResizeEvent) -> None:
-        super().resizeEvent(event)
-        self._fit_title()
-
-    def restyle(self) -> None:
-        self._fit_title()  # the title's font may have changed with the look
+        kept = len(figures.partition(CardTitle.SEP)[2].split(CardTitle.PART))
+        self.set_title(figures + _after(scope), keep=kept)
 
 
 def session_ticks(ids: list[int]) -> list[list[tuple[float, str]]]:
@@ -97,6 +76,7 @@ class LatencyHistogram(ScopedCard):
         pg.InfLineLabel(self.objective, "objective", position=0.6, anchors=[(1, 0), (1, 0)])
         self.plot.addItem(self.objective, ignoreBounds=True)
         self.plot.enableAutoRange(x=False, y=False)
+        self.plot.getViewBox().sigResized.connect(self._stack_labels)  # px between lines
         self.objective.setVisible(False)
         self._show_empty()
         self.restyle()
@@ -110,20 +90,49 @@ class LatencyHistogram(ScopedCard):
         self.plot.setXRange(0, EMPTY_RANGE_MS, padding=0)
 
     def _stack_labels(self) -> None:
-        """Percentile labels one text height apart, so close lines (p95, p99) never overlap."""
-        height = self.plot.getViewBox().height()
+        """Place the percentile labels so that none covers another or leaves the plot.
+
+        The time plots' notes layout (:func:`~batchscope.ui.plots.notes.place_notes`),
+        in the order p99, p50, p95: each right of its line if there is room, else left
+        of it, on the highest free row; one that finds no room whole (a low plot with
+        the three lines close together) is hidden, its figure in the title's tooltip.
+        """
+        view = self.plot.getViewBox()
+        width, height = view.width(), view.height()
+        (x_lo, x_hi), _ = view.viewRange()
+        order = ("p99", "p50", "p95")  # the title's two first; p95 gives way
         labels = [
-            child
-            for line in self.markers.values()
-            for child in line.childItems()
+            (self.markers[name], child)
+            for name in order
+            for child in self.markers[name].childItems()
             if isinstance(child, pg.InfLineLabel)
         ]
-        if height <= 0 or not labels:
+        if width <= 0 or height <= 0 or x_hi <= x_lo or not labels:
             return
-        step = max(0.1, 1.15 * labels[0].boundingRect().height() / height)
-        for i, label in enumerate(labels):
-            position = max(0.0, 0.93 - step * i)
-            if label.orthoPos != position:
+        text_item = labels[0][1].textItem
+        metrics = QFontMetricsF(text_item.font())
+        margin = 2 * text_item.document().documentMargin()
+        row_h = metrics.height() + margin + ROW_AIR_PX
+        rows = max(1, int((height - TOP_PX) // row_h))
+        notes = [
+            Note(
+                (line.value() - x_lo) / (x_hi - x_lo) * width,
+                metrics.horizontalAdvance(label.textItem.toPlainText()) + margin,
+            )
+            for line, label in labels
+        ]
+        for note, (_, label), spot in zip(
+            notes, labels, place_notes(notes, width, rows), strict=True
+        ):
+            whole = spot.row is not None and spot.room >= note.need
+            label.setVisible(whole)
+            if not whole:
+                continue
+            anchor = LEFT if spot.left else RIGHT
+            position = 1.0 - (TOP_PX + spot.row * row_h) / height
+            if (label.orthoPos, tuple(label.anchor)) != (position, anchor):
+                label.anchors = [anchor, anchor]
+                label.setAnchor(anchor)
                 label.setPosition(position)
 
     def restyle(self) -> None:
@@ -185,11 +194,18 @@ class LatencyHistogram(ScopedCard):
                     child.setFormat(f"{name} {p[name]:.0f}")
         self.plot.setXRange(0, top, padding=0)
         self.plot.setYRange(0, max(1.0, float(counts.max())) * 1.1, padding=0)
+        # the new range now, not at the next paint: the labels are placed on it, and the
+        # lines (and their labels) would follow it one frame late
+        self.plot.getViewBox().updateMatrix()
+        for line in self.markers.values():
+            line.viewTransformChanged()
         self._stack_labels()
         self.set_scoped_title(f"Latency — p50 {p['p50']:.0f} · p99 {p['p99']:.0f} ms", scope)
         newest = " (the newest only)" if snap.truncated else ""
+        marks = " · ".join(f"{name} {p[name]:.0f}" for name in self.markers)
         self.title.setToolTip(
-            f"End-to-end latency of {ms.size} windows{newest} of {who}{_after(scope)}"
+            f"{self._title_text}\n{marks} ms: end-to-end latency of {ms.size} windows"
+            f"{newest} of {who}"
         )
 
 
@@ -314,6 +330,7 @@ class StageBars(PlotCard):
         self._means: dict[str, int] | None = None
         self._scope = ""
         super().__init__("Latency by stage", look, "session", "mean latency (ms)")
+        self.title.setTextFormat(Qt.TextFormat.RichText)  # its chips: no user text in it
         self.title.setWordWrap(True)
         for item in self.bars.values():
             self.plot.addItem(item)
@@ -332,9 +349,9 @@ class StageBars(PlotCard):
             for st in STAGES
         )
         state = "" if self._means is not None else f" {SETTLING}"
-        self.set_title(
-            f'<span style="font-weight:normal">{chips}{state}{_after(self._scope)}</span>'
-        )
+        # what the means cover is in the tooltip: on a third of a 1280 px window the
+        # legend then stays on one or two lines over a readable plot
+        self.set_title(f'<span style="font-weight:normal">{chips}{state}</span>')
         self.title.setToolTip(f"Mean latency of each stage per session{_after(self._scope)}")
 
     def update_from(self, snap: Snapshot, scope: str | None = None) -> None:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 from PySide6.QtCore import Signal
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QComboBox,
     QFrame,
@@ -20,7 +21,7 @@ from PySide6.QtWidgets import (
 
 from batchscope.engine.snapshot import SCOPE_LABELS, SCOPES, SessionView, Snapshot
 from batchscope.engine.stats import fps_figures, latency_summary, served
-from batchscope.ui.plain_text import plain_label, plain_tip
+from batchscope.ui.plain_text import ElidedLabel
 from batchscope.ui.theme import Look
 
 KPIS = (
@@ -35,6 +36,8 @@ KPIS = (
 
 
 SETTLING = "settling…"
+PENDING = "…"  # a figure while its segment settles
+MIN_SCALE = 0.7  # the figures' type shrinks to fit a narrow strip, down to this share
 
 #: How the headline names a session state other than running (``SessionView.state``).
 STATE_WORDS = {"error": "in error", "stalled": "stalled"}
@@ -44,11 +47,13 @@ def headline_numbers(snap: Snapshot) -> dict[str, str]:
     """The headline figures, formatted (same definitions as the report).
 
     While the current segment settles (its first second after a change) every
-    figure reads "settling…": the old setting's numbers would be stale, and the
-    new one's do not exist yet.
+    figure reads "…" and the scope under the selector says "settling…": the old
+    setting's numbers would be stale, and the new one's do not exist yet. (The
+    word itself in the figures' 26 pt type would not fit seven times in a 1280 px
+    window.)
     """
     if snap.settling:
-        return dict.fromkeys((key for key, _ in KPIS), SETTLING)
+        return dict.fromkeys((key for key, _ in KPIS), PENDING)
     fleet = fps_figures((s.state, s.fps) for s in snap.sessions)
     any_served = any(served(s.state) for s in snap.sessions)
     parts = list(snap.recent_latency_ms.values())
@@ -113,8 +118,12 @@ class HeadlineStrip(QFrame):
         self.scope.currentIndexChanged.connect(
             lambda _: self.scope_changed.emit(self.scope.currentData())
         )
+        # never narrower than what it says: the selector and its scope keep their room
+        self.scope.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.scope.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
         self.scope_label = QLabel()
         self.scope_label.setObjectName("kpiName")
+        self.scope_label.setWordWrap(True)
         box = QVBoxLayout()
         box.setSpacing(2)
         box.addWidget(self.scope)
@@ -126,10 +135,54 @@ class HeadlineStrip(QFrame):
         self.sessions_value, self.sessions_name = _figure(row, "", "")
         for label in (self.sessions_value, self.sessions_name):
             label.hide()
-        self.values: dict[str, QLabel] = {key: _figure(row, "–", name)[0] for key, name in KPIS}
+        pairs = {key: _figure(row, "–", name) for key, name in KPIS}
+        self.values: dict[str, QLabel] = {key: pair[0] for key, pair in pairs.items()}
+        #: every (figure, name) in the strip, the sessions' own first
+        self._pairs = [(self.sessions_value, self.sessions_name), *pairs.values()]
+        self._scale = 1.0  # the figures' type, × the look's (below 1: a narrow strip)
+        self._room_share = 1.0  # of the estimated room the figures may take (learnt)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._fit_figures()
+
+    def restyle(self) -> None:
+        """The look changed: the figures at its type again, then fitted."""
+        self._scale = self._room_share = 1.0
+        for value, _ in self._pairs:
+            value.setStyleSheet("")
+        self._fit_figures()
+
+    def _fit_figures(self) -> None:
+        """Every figure whole: on a strip too narrow for them at the look's size (a 1280 px
+        window with the panel open) their type shrinks, to no less than MIN_SCALE of it."""
+        shown = [(v, n) for v, n in self._pairs if v.isVisibleTo(self)]
+        if not shown or self.width() <= 0:
+            return
+        layout = self.layout()
+        margins = layout.contentsMargins()
+        room = self.width() - margins.left() - margins.right() - self.scope.sizeHint().width()
+        room -= 3 * layout.spacing() * (len(shown) + 1)
+        figure = shown[0][0].fontMetrics()  # at the current scale
+        need = 0.0
+        for value, name in shown:
+            word = max(map(name.fontMetrics().horizontalAdvance, name.text().split() or [""]))
+            need += max(figure.horizontalAdvance(value.text()) / self._scale, word)
+        if any(v.fontMetrics().horizontalAdvance(v.text()) > v.width() for v, _ in shown):
+            self._room_share = max(0.5, self._room_share - 0.03)  # the estimate was short
+        scale = min(1.0, room * self._room_share / need) if need > 0 else 1.0
+        scale = max(MIN_SCALE, round(scale, 2))
+        if scale != self._scale:
+            base = shown[0][0].font().pointSizeF() / self._scale
+            self._scale = scale
+            sheet = "" if scale == 1.0 else f"font-size: {base * scale:.1f}pt;"
+            for value, _ in self._pairs:
+                value.setStyleSheet(sheet)
 
     def update_from(self, snap: Snapshot) -> None:
         label = scope_text(snap) + (" · newest windows only" if snap.truncated else "")
+        if snap.settling:
+            label += f" · {SETTLING}"
         if self.scope_label.text() != label:
             self.scope_label.setText(label)
         for key, text in headline_numbers(snap).items():
@@ -140,6 +193,7 @@ class HeadlineStrip(QFrame):
             if label.text() != text:
                 label.setText(text)
                 label.setVisible(bool(text))
+        self._fit_figures()
         if self.sessions_value.property("level") != level:
             self.sessions_value.setProperty("level", level)  # the style sheet's [level=…] rule
             self.sessions_value.style().unpolish(self.sessions_value)
@@ -157,7 +211,7 @@ def _figure(row: QHBoxLayout, value: str, name: str) -> tuple[QLabel, QLabel]:
     big, small = QLabel(value), QLabel(name)
     big.setObjectName("kpiValue")
     small.setObjectName("kpiName")
-    small.setMinimumWidth(1)  # not its text's width: see above
+    small.setWordWrap(True)  # "throughput (windows/s)" on two lines when narrow
     box.addWidget(big)
     box.addWidget(small)
     row.addLayout(box)
@@ -172,13 +226,13 @@ class StatusLine(QStatusBar):
         super().__init__(parent)
         self._look = look
         # file names, experiment names and errors: drawn as they are (ui/plain_text.py)
-        self.message = plain_label()
-        self.device = plain_label()
-        self.weights = plain_label()
-        self.rate = plain_label()
-        self.policy = plain_label()
+        # each part shrinks to a few characters, cut with "…", whole in its tooltip
+        self.message = ElidedLabel(min_chars=12)
+        self.device = ElidedLabel()
+        self.weights = ElidedLabel()
+        self.rate = ElidedLabel()
+        self.policy = ElidedLabel()
         self.message.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.message.setMinimumWidth(40)
         self.addWidget(self.message, 1)
         for w in (self.device, self.weights, self.rate, self.policy):
             self.addPermanentWidget(w)
@@ -197,7 +251,11 @@ class StatusLine(QStatusBar):
         self._level = level
         self.message.setStyleSheet(f"color: {colour};")
         self.message.setText(text)
-        self.message.setToolTip(plain_tip(text))
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        # the message keeps a third of the line; the permanent parts share the rest
+        self.message.setMinimumWidth(self.width() // 3)
 
     def clear_message(self, text: str) -> None:
         """Clear the message ``text`` once what it says is over; also the error that

@@ -91,6 +91,15 @@ def place_notes(
         spot = next((t for t in tries if _free(taken[t.row], t.extent(note.x))), None)
         if spot is None:
             spot = next((t for t in tries if _cut_for(t, note.x, notes, out, taken)), None)
+        if spot is None:  # cut short of what it meets, right of its line (the target label)
+            spot = next(
+                (
+                    t
+                    for row in range(len(taken))
+                    if (t := _short_of(row, note.x, taken[row], width)) is not None
+                ),
+                None,
+            )
         if spot is None and last is not None:
             out.append(Placed(host=last))
             continue
@@ -99,6 +108,18 @@ def place_notes(
         out.append(spot)
         last = i
     return out
+
+
+def _short_of(
+    row: int, x: float, spans: list[tuple[float, float, int | None]], width: float
+) -> Placed | None:
+    """A spot in ``row`` right of the line at ``x``, cut to end before the first span
+    there, if that leaves MIN_ROOM_PX (and the line itself is clear)."""
+    if any(x0 - GAP_PX < x < x1 + GAP_PX for x0, x1, _ in spans):
+        return None
+    end = min((x0 for x0, _, _ in spans if x0 > x), default=width)
+    room = end - GAP_PX - x
+    return Placed(row, False, room) if room >= MIN_ROOM_PX else None
 
 
 def _free(spans: list[tuple[float, float, int | None]], extent: tuple[float, float]) -> bool:

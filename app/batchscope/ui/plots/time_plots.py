@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QSizePolicy, QVBoxLayout, QWi
 from batchscope.engine.metrics import Event, TimelineSample
 from batchscope.engine.snapshot import Snapshot
 from batchscope.render.palette import session_colour
-from batchscope.ui.plain_text import plain_label, plain_tip
+from batchscope.ui.plain_text import CardTitle
 from batchscope.ui.plots.lines import pen, style_labels
 from batchscope.ui.plots.notes import EventMarkers
 from batchscope.ui.theme import MEMORY_SERIES, Look
@@ -73,6 +73,10 @@ def style_legend(legend: pg.LegendItem, colour: str) -> None:
         label.setText(label.text)
 
 
+#: The smallest a plot card is laid out (px): below it, axes and bars stop reading.
+MIN_CARD_PX = (220, 150)
+
+
 class PlotCard(QFrame):
     """A titled frame holding one pyqtgraph plot, styled by the current look."""
 
@@ -87,16 +91,16 @@ class PlotCard(QFrame):
     ) -> None:
         super().__init__(parent)
         self.setObjectName("card")
+        self.setMinimumSize(*MIN_CARD_PX)
         self.look = look
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 6, 8, 4)
         layout.setSpacing(2)
         head = QHBoxLayout()
-        self.title = plain_label(title)
+        self.title = CardTitle(title)
         self.title.setObjectName("cardTitle")
-        # a long live title must never widen the window: it is cut, with the full text as tip
+        # a long live title must never widen the window: it is fitted (ui/plain_text.py)
         self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.title.setMinimumWidth(40)
         head.addWidget(self.title, 1)
         if header_extra is not None:
             head.addWidget(header_extra)
@@ -114,11 +118,11 @@ class PlotCard(QFrame):
         self._title_text = title
         self.set_look(look)
 
-    def set_title(self, text: str) -> None:
-        if text != self._title_text:
-            self._title_text = text
-            self.title.setText(text)
-            self.title.setToolTip(plain_tip(text))
+    def set_title(self, text: str, keep: int = 1) -> None:
+        """``text``: "Name — figure · figure · …"; the name and the first ``keep``
+        figures always show (:class:`~batchscope.ui.plain_text.CardTitle`)."""
+        self._title_text = text
+        self.title.set_title(text, keep)
 
     def set_axis_label(self, axis: str, text: str) -> None:
         """Change the label of the "bottom" or "left" axis (styled; no-op if unchanged)."""
@@ -274,13 +278,21 @@ class FpsPlot(TimePlot):
 
     def keep_clear(self) -> list[QRectF]:
         """The "target" label's rect, from the view's geometry and range now (its own
-        scene rect follows them only once the event loop has run)."""
+        scene rect follows them only once the event loop has run). It sits above its
+        line, or under it when the line is too near the top of a low plot to have room."""
         view = self.plot.getViewBox()
         box, (y0, y1) = view.sceneBoundingRect(), view.viewRange()[1]
         text = self.target_label.textItem.boundingRect()  # its text and margins, px
         right = box.left() + TARGET_AT * box.width()
-        bottom = box.top() + box.height() * (y1 - self.target.value()) / max(1e-9, y1 - y0)
-        rect = QRectF(right - text.width(), bottom - text.height(), text.width(), text.height())
+        line_y = box.top() + box.height() * (y1 - self.target.value()) / max(1e-9, y1 - y0)
+        above = line_y - text.height() >= box.top()
+        anchor = (1, 1) if above else (1, 0)
+        if tuple(self.target_label.anchor) != anchor:
+            self.target_label.anchors = [anchor, anchor]
+            self.target_label.setAnchor(anchor)
+            self.target_label.setPosition(TARGET_AT)
+        top = line_y - text.height() if above else line_y
+        rect = QRectF(right - text.width(), top, text.width(), text.height())
         return [rect.adjusted(-2, -2, 2, 2)]  # and a little air: the line's pen, rounding
 
     @property
@@ -379,7 +391,11 @@ class ThroughputPlot(TimePlot):
         self.offered = pg.InfiniteLine(pos=0, angle=0, movable=False)
         super().__init__("Throughput", look, "windows/s", labelled=False)
         pg.InfLineLabel(
-            self.offered, "offered (sessions × fps)", position=0.98, anchors=[(1, 1), (1, 1)]
+            # under its line: the line sits near the top, and a short plot has no room above
+            self.offered,
+            "offered (sessions × fps)",
+            position=0.98,
+            anchors=[(1, 0), (1, 0)],
         )
         self.plot.addItem(self.curve)
         self.plot.addItem(self.offered, ignoreBounds=True)

@@ -265,17 +265,27 @@ class SegmentTable(QWidget):
             view.verticalHeader().setDefaultSectionSize(row)
             view.verticalHeader().setMinimumSectionSize(row)
         row = self.table.verticalHeader().defaultSectionSize()
-        self.table.setMinimumHeight(4 * row + self.table.horizontalScrollBar().sizeHint().height())
+        rows = 3 if look.presentation else 4  # the header and two or three rows
+        scroll = self.table.horizontalScrollBar().sizeHint().height()
+        self.table.setMinimumHeight(rows * row + scroll)
         line = QFontMetrics(font).height()
         for plots in self.plots:  # a histogram and stage bars one can read, not slivers
             plots.latency.setMinimumHeight(7 * line)
             plots.stages.setMinimumHeight(6 * line)
 
-    @staticmethod
-    def dock_height(look: Look, window_height: int) -> int:
-        """How tall the dock is shown: a third of the window; in presentation mode, with its
-        larger rows and a comparison under them, nearly half."""
-        return max(220, int(window_height * (0.45 if look.presentation else 1 / 3)))
+    def dock_height(self, look: Look, window_height: int) -> int:
+        """How tall the dock is shown: its rows (at least four), the hint and the buttons,
+        within a third of the window; with a segment's plots under them, a third, and in
+        presentation mode (larger rows, a comparison under them) nearly half."""
+        share = int(window_height * (0.45 if look.presentation else 1 / 3))
+        if any(p.isVisible() for p in self.plots):
+            return share
+        row = self.table.verticalHeader().defaultSectionSize()
+        rows = max(3, self.table.rowCount()) * row
+        chrome = self.sizeHint().height() - self.table.sizeHint().height()
+        head = self.table.horizontalHeader().sizeHint().height()
+        scroll = self.table.horizontalScrollBar().sizeHint().height()
+        return min(share, chrome + head + rows + scroll + 2 * self.table.frameWidth() + 24)
 
 
 def _empty() -> Snapshot:

@@ -242,7 +242,7 @@ class SessionsPanel(QWidget):
                 item.setForeground(QColor(t.text if spec.badge else t.muted))
             elif col == 2:
                 item.setForeground(QColor(spec.colour))
-                item.setToolTip(plain_tip(spec.tip))
+                item.setToolTip(plain_tip("\n".join(filter(None, (text, spec.tip)))))
             else:
                 item.setForeground(QColor(t.text if spec.badge else t.muted))
                 item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)

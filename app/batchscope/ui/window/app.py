@@ -138,9 +138,7 @@ def starting_title(
     return "Starting BatchScope…"
 
 
-def place(
-    window: QWidget, settings: QSettings | None, size: tuple[int, int] | None = None
-) -> None:
+def place(window: QWidget, settings: QSettings | None, size: tuple[int, int] | None = None) -> None:
     """``size`` (``--size``), else the saved geometry (the main window's, remembered on
     close), else the default size."""
     if size is not None:

@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
     QFrame,
     QGroupBox,
     QMainWindow,
+    QScrollArea,
     QSizePolicy,
     QSplitter,
     QStackedWidget,
@@ -177,7 +178,7 @@ class MainWindow(QMainWindow):
     # -- layout -----------------------------------------------------------------------------
 
     def _build_layout(self) -> None:
-        self.panel = left = QWidget()
+        left = QWidget()
         lay = QVBoxLayout(left)
         lay.setContentsMargins(6, 6, 0, 6)
         controls_box = QGroupBox("Controls")
@@ -192,19 +193,28 @@ class MainWindow(QMainWindow):
         vlay = QVBoxLayout(video_card)
         vlay.setContentsMargins(6, 6, 6, 6)
         vlay.addWidget(self.video)
+        # over time and the wide views in the top right; the bottom right's third of the
+        # width holds only tabs whose names fit it at 1280 px (the fit check)
         self.tabs = QTabWidget()
         self.tabs.addTab(self.batches, "Batch sizes")
-        self.tabs.addTab(self.throughput, "Throughput")
         self.tabs.addTab(self.stages, "Stages")
         self.tabs.addTab(self.memory, "Memory")
-        self.tabs.addTab(self.capacity, "Capacity")
 
         top = QSplitter(Qt.Orientation.Horizontal)
         top.addWidget(video_card)
-        self.top_tabs = QTabWidget()  # the fps over time, or the device batch by batch
+        self.top_tabs = QTabWidget()
         self.top_tabs.addTab(self.fps_plot, "Frames per second")
+        self.top_tabs.addTab(self.throughput, "Throughput")
         self.top_tabs.addTab(self.bus, "Bus")
+        # the capacity view scrolls in a short pane rather than set the window's height
+        capacity_pane = QScrollArea()
+        capacity_pane.setWidget(self.capacity)
+        capacity_pane.setWidgetResizable(True)
+        capacity_pane.setFrameShape(QFrame.Shape.NoFrame)
+        self.top_tabs.addTab(capacity_pane, "Capacity")
         top.addWidget(self.top_tabs)
+        for tabs in (self.tabs, self.top_tabs):  # every tab name whole: the pane keeps room
+            tabs.setUsesScrollButtons(False)
         top.setSizes([560, 640])
         bottom = QSplitter(Qt.Orientation.Horizontal)
         for w in (self.latency, self.overwritten, self.tabs):
@@ -227,8 +237,16 @@ class MainWindow(QMainWindow):
         self.pages.addWidget(self.starting)
         self.pages.addWidget(self.dashboard)
 
+        # the panel scrolls in a short window (1280×800 with the Segments dock open) rather
+        # than set the window's height; it keeps its width
+        self.panel = QScrollArea()
+        self.panel.setWidget(left)
+        self.panel.setWidgetResizable(True)
+        self.panel.setFrameShape(QFrame.Shape.NoFrame)
+        self.panel.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self._fit_panel()
         self.split = QSplitter(Qt.Orientation.Horizontal)
-        self.split.addWidget(left)
+        self.split.addWidget(self.panel)
         self.split.addWidget(self.pages)
         self.split.setStretchFactor(1, 1)
         self.split.setSizes([400, 1200])
@@ -250,7 +268,7 @@ class MainWindow(QMainWindow):
         self.segments_dock.hide()  # shown by an experiment, or View → Segments
 
     def _build_actions(self) -> None:
-        bar = QToolBar("Run")
+        self.toolbar = bar = QToolBar("Run")  # hidden in presentation mode: the menus have all
         bar.setMovable(False)
         self.addToolBar(bar)
         self.pause_action = QAction("Pause", self, checkable=True)
@@ -475,6 +493,16 @@ class MainWindow(QMainWindow):
             self.show_segments()
         self._refresh_segments()
 
+    def show_tab(self, view: QWidget) -> None:
+        """Bring ``view`` (a plot or the capacity view) to the front of its tabs."""
+        for tabs in (self.top_tabs, self.tabs):
+            for i in range(tabs.count()):
+                page = tabs.widget(i)
+                if page is view or (isinstance(page, QScrollArea) and page.widget() is view):
+                    tabs.setCurrentIndex(i)
+                    return
+        raise ValueError(f"{type(view).__name__} is not in a tab")
+
     def show_segments(self) -> None:
         """Show the segment table at a height that leaves the plots most of the window."""
         if not self.segments_dock.isVisible():
@@ -482,7 +510,7 @@ class MainWindow(QMainWindow):
             self._size_segments_dock()
 
     def _size_segments_dock(self) -> None:
-        height = SegmentTable.dock_height(self.look, self.height())
+        height = self.segment_table.dock_height(self.look, self.height())
         self.resizeDocks([self.segments_dock], [height], Qt.Orientation.Vertical)
 
     def _refresh_segments(self) -> None:
@@ -615,7 +643,16 @@ class MainWindow(QMainWindow):
         self.segments_dock.setFont(QApplication.font())
         self.segment_table.set_look(look)
         self.status_line.set_look(look)
+        self.headline.restyle()
         self.theme_actions[look.theme.name].setChecked(True)
+        self._fit_panel()
+
+    def _fit_panel(self) -> None:
+        """The panel's scroll area as wide as the controls need at the look's type."""
+        inner = self.panel.widget()
+        inner.layout().activate()
+        bar = self.panel.verticalScrollBar().sizeHint().width()
+        self.panel.setMinimumWidth(inner.minimumSizeHint().width() + bar)
 
     def set_presentation(self, on: bool) -> None:
         if on != self.look.presentation:
@@ -630,6 +667,8 @@ class MainWindow(QMainWindow):
             # must not set the window's minimum either (the Segments dock then overflowed
             # a 1600x1000 screen by 38 px)
             self.panel.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Ignored)
+            self.panel.setMinimumWidth(0)  # nor its width (set_look gives it back)
+            self.toolbar.hide()  # its height is a plot's on a 1280×800 projector
             self.split.setSizes([0, sum(self._panel_sizes)])
             if self.screen_size is not None:  # --size: that "screen", in a window
                 self.setGeometry(QRect(0, 0, *self.screen_size))
@@ -640,6 +679,7 @@ class MainWindow(QMainWindow):
                 self.showFullScreen()
         elif not on and self._normal_geometry is not None:
             self.panel.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
+            self.toolbar.show()
             self.showNormal()
             self._normal_geometry = None
             self.split.setSizes(self._panel_sizes)
