@@ -191,7 +191,9 @@ def test_a_sources_note_marks_its_session_rows(qtbot):
     panel.update_sessions(views, slots)
     states = [panel.table.item(r, STATE) for r in range(3)]
     assert [s.text() for s in states] == ["running" + NOTE_MARK, "running", "running" + NOTE_MARK]
-    assert states[0].toolTip() == note and states[1].toolTip() == ""
+    # the tip says the state whole (a narrow panel cuts it), then the note
+    assert states[0].toolTip() == f"running{NOTE_MARK}\n{note}"
+    assert states[1].toolTip() == "running"
     assert panel.table.item(0, COLUMNS.index("Source")).toolTip() == f"/v/long.mp4\n{note}"
 
 

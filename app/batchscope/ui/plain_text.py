@@ -101,7 +101,11 @@ class ElidedLabel(_FittedLabel):
 
     def _fit(self) -> None:
         room = self.contentsRect().width()
-        shown = self.fontMetrics().elidedText(self._full, Qt.TextElideMode.ElideRight, room)
+        shown = (  # not laid out yet (no width): whole, until it is
+            self.fontMetrics().elidedText(self._full, Qt.TextElideMode.ElideRight, room)
+            if room > 0
+            else self._full
+        )
         if shown != QLabel.text(self):
             QLabel.setText(self, shown)
 

@@ -645,7 +645,6 @@ class MainWindow(QMainWindow):
         self.status_line.set_look(look)
         self.headline.restyle()
         self.theme_actions[look.theme.name].setChecked(True)
-        self._fit_panel()
 
     def _fit_panel(self) -> None:
         """The panel's scroll area as wide as the controls need at the look's type."""
@@ -667,7 +666,7 @@ class MainWindow(QMainWindow):
             # must not set the window's minimum either (the Segments dock then overflowed
             # a 1600x1000 screen by 38 px)
             self.panel.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Ignored)
-            self.panel.setMinimumWidth(0)  # nor its width (set_look gives it back)
+            self.panel.setMinimumWidth(0)  # nor its width (_restore_rect gives it back)
             self.toolbar.hide()  # its height is a plot's on a 1280×800 projector
             self.split.setSizes([0, sum(self._panel_sizes)])
             if self.screen_size is not None:  # --size: that "screen", in a window
@@ -691,6 +690,7 @@ class MainWindow(QMainWindow):
             self.presentation_action.setChecked(on)
 
     def _restore_rect(self, rect: QRect) -> None:
+        self._fit_panel()  # the panel's width at the smaller type
         self.layout().activate()  # the minimum size of the smaller type, not the larger
         self.setGeometry(rect)
 
