@@ -200,7 +200,7 @@ def test_the_app_says_on_the_row_how_long_a_clip_is_and_that_it_loops(dashboard,
     state = COLUMNS.index("State")
     qtbot.waitUntil(lambda: table.rowCount() == 3 and table.item(0, state) is not None)
     assert table.item(0, state).text() == "running" + NOTE_MARK
-    assert table.item(0, state).toolTip() == "2.0 s clip: it loops"
+    assert table.item(0, state).toolTip() == "running *\n2.0 s clip: it loops"  # state, note
     events = [e.message for e in dashboard.engine.events() if e.kind == "info"]
     assert any(m.endswith("tiny.mp4: 2.0 s clip: it loops") for m in events)
 

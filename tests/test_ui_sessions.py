@@ -37,7 +37,7 @@ def test_a_bad_source_past_the_session_count_gets_a_greyed_row_with_its_error(qt
     assert _texts(panel, SOURCE) == ["A.mp4", "B.mp4", "C.mp4", "D.mp4", "BAD.mp4"]
     state = panel.table.item(4, STATE)
     assert state.text() == "error: not a video OpenCV can open"
-    assert state.toolTip() == "not a video OpenCV can open"
+    assert state.toolTip() == f"{state.text()}\nnot a video OpenCV can open"  # cell, why
     assert panel.table.item(4, 0).text() == "–" and panel.table.item(4, P50).text() == "–"
     muted = QColor(Look().theme.muted).name()
     assert panel.table.item(4, SOURCE).foreground().color().name() == muted

@@ -88,7 +88,7 @@ def test_the_empty_latency_histogram_has_no_negative_axis_and_no_stacked_labels(
     assert hist.plot.getViewBox().viewRange()[1] == [0.0, 1.0]
 
 
-def test_close_percentile_labels_sit_one_text_height_apart(qtbot):
+def test_close_percentile_labels_never_cover_each_other(qtbot):
     hist = LatencyHistogram(look_from_name("dark", presentation=True))
     qtbot.addWidget(hist)
     hist.resize(420, 300)
@@ -105,6 +105,8 @@ def test_close_percentile_labels_sit_one_text_height_apart(qtbot):
     ]
     qtbot.waitUntil(lambda: all(label.isVisible() for label in labels), timeout=2000)
     boxes = [label.sceneBoundingRect() for label in labels]
-    for upper, lower in itertools.pairwise(boxes):
-        assert upper.bottom() <= lower.top() + 1  # one below the other, never on top
+    for a, b in itertools.combinations(boxes, 2):  # beside or below each other, never on
+        assert not a.intersects(b)
+    view = hist.plot.getViewBox().sceneBoundingRect()
+    assert all(view.adjusted(-2, -2, 2, 2).contains(box) for box in boxes)
     assert hist.plot.getViewBox().viewRange()[1][0] == 0.0
