@@ -426,8 +426,10 @@ class MemoryPlot(TimePlot):
     def __init__(self, look: Look) -> None:
         self._curves: dict[str, pg.PlotCurveItem] = {}
         self.ceiling = pg.InfiniteLine(pos=0, angle=0, movable=False)
+        # under the line, at the left: the plot's top edge leaves no room above it in a
+        # short pane, and the legend holds the top right
         self._ceiling_label = pg.InfLineLabel(
-            self.ceiling, "", position=0.98, anchors=[(1, 1), (1, 1)]
+            self.ceiling, "", position=0.02, anchors=[(0, 0), (0, 0)]
         )
         super().__init__("Memory", look, "MB", labelled=False)
         self.legend = self.plot.addLegend(offset=(-10, 10), labelTextSize=f"{look.axis_pt}pt")
@@ -464,10 +466,11 @@ class MemoryPlot(TimePlot):
         total = snap.memory.get("device_total_mb")
         off_scale = ""
         if total:
+            on_scale = top > 0.2 * total
+            # visible first: a hidden InfLineLabel ignores a new format until the value moves
+            self.ceiling.setVisible(on_scale)
             self.ceiling.setValue(total)
             self._ceiling_label.setFormat(f"device total {total:,.0f} MB")
-            on_scale = top > 0.2 * total
-            self.ceiling.setVisible(on_scale)
             top = max(top, total) if on_scale else top
             off_scale = "" if on_scale else f" (device {total / 1024:.0f} GB)"
         now = [
