@@ -41,7 +41,7 @@ from batchscope.engine.player import first_config
 from batchscope.experiment import Experiment, ExperimentError, load_experiment
 from batchscope.paths import assets_dir
 from batchscope.ui.experiments_menu import on_sources
-from batchscope.ui.theme import Look, apply_look, apply_palette, look_from_name
+from batchscope.ui.theme import Look, apply_palette, look_from_name
 from batchscope.ui.window import startup_log
 from batchscope.ui.window.qt_platform import display_problem, prepare_qt_platform
 from batchscope.ui.window.settings import initial_config
@@ -107,8 +107,7 @@ def run_gui(args: argparse.Namespace) -> int:
     if experiment is not None:  # start on its first step rather than switching right away
         experiment = on_sources(experiment, config.sources)
         config = first_config(experiment)
-    apply_look(app, look)
-    window = MainWindow(Engine(config), look, settings)
+    window = MainWindow(Engine(config), look, settings)  # applies the look to the app
     window.starting.set_title(starting.title.text())
     size = getattr(args, "size", None)
     window.screen_size = size  # presentation mode fills this, not the screen

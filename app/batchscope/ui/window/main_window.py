@@ -118,6 +118,9 @@ class MainWindow(QMainWindow):
         self.setWindowTitle(WINDOW_TITLE)
         self.engine = engine
         self.look = look
+        app = QApplication.instance()
+        if isinstance(app, QApplication):  # the widgets below take the look's type
+            apply_look(app, look)
         self.settings = settings
         self.presenter = Presenter(engine, self)
         self.tick_stats = TickStats()
