@@ -15,7 +15,7 @@ from batchscope.config import KNOBS, RunConfig
 from batchscope.engine.metrics import Latest, TimelineSample
 from batchscope.engine.roster import SourceSlot
 from batchscope.engine.snapshot import SessionView, Snapshot
-from batchscope.ui.plots.distributions import OverwrittenBars
+from batchscope.ui.plots.distributions import MIN_BAR_PX, BatchSizeBars, OverwrittenBars, bar_width
 from batchscope.ui.plots.time_plots import BAND_ABOVE, FpsPlot, fps_band, time_window
 from batchscope.ui.sessions.panel import COLUMNS, NOTE_MARK, SessionsPanel
 from batchscope.ui.sessions.video_wall import MAX_TILES, VideoWall
@@ -234,3 +234,35 @@ def test_the_note_of_an_opened_source_is_said_in_the_status_line_and_on_its_row(
         assert window.status_line.message.text() == "something else"
     finally:
         window.close()
+
+
+def _bar_px(qtbot, sizes: dict[int, int]) -> float:
+    """The width on screen (px) of the batch-size bars for ``sizes`` on a 320 px card."""
+    from dataclasses import replace
+
+    bars = BatchSizeBars(Look())
+    qtbot.addWidget(bars)
+    bars.resize(320, 240)
+    bars.show()
+    view = bars.plot.getViewBox()
+    qtbot.waitUntil(lambda: view.width() > 200, timeout=5000)
+    snap = replace(snapshot(64), batch_sizes=sizes)
+    bars.update_from(snap)
+    width = bars.bars.opts["width"]
+    left, right = view.viewRange()[0]
+    return width * view.width() / (right - left)
+
+
+def test_a_lone_batch_size_at_64_sessions_is_a_bar_not_a_sliver(qtbot):
+    """64 sessions, every batch full: one bar among 64 sizes was 1-2 px wide."""
+    assert _bar_px(qtbot, {64: 500}) >= MIN_BAR_PX - 0.01
+
+
+def test_bars_of_every_size_keep_their_gaps(qtbot):
+    px = _bar_px(qtbot, {k: 10 for k in range(1, 65)})
+    unit = px / 0.7
+    assert px < unit  # 0.7 of a unit: neighbours never touch
+    assert bar_width(np.array([60.0, 62.0, 64.0]), 64.2, 280.0) == pytest.approx(1.376, abs=1e-3)
+    # (6 px in units: 1.376; the bars 2 apart leave room for 1.6)
+    assert bar_width(np.array([63.0, 64.0]), 64.2, 280.0) == pytest.approx(0.8)
+    assert bar_width(np.array([3.0]), 4.2, 280.0) == 0.7  # wide already

@@ -281,6 +281,23 @@ class OverwrittenBars(PlotCard):
         return brush
 
 
+MIN_BAR_PX = 6.0  # a lone bar no thinner than this, where its neighbours leave room
+
+
+def bar_width(x: np.ndarray, span: float, view_px: float) -> float:
+    """The bars' width (x units) for bars at the sorted or unsorted integer sizes ``x`` on
+    an axis ``span`` units over ``view_px`` pixels: 0.7 of a unit, widened to
+    ``MIN_BAR_PX`` where no two bars would then touch (at 64 sessions a unit is ~4 px and
+    a lone bar at 64 was a 1-2 px sliver)."""
+    width = 0.7
+    if view_px > 0 and span > 0:
+        wanted = MIN_BAR_PX * span / view_px
+        gaps = np.diff(np.unique(x))
+        room = 0.8 * float(gaps.min()) if len(gaps) else wanted
+        width = max(width, min(wanted, room))
+    return width
+
+
 class BatchSizeBars(ScopedCard):
     """Share of batches of each size over the recent batches."""
 
@@ -294,6 +311,9 @@ class BatchSizeBars(ScopedCard):
         super().restyle()
         self.bars.setOpts(brush=pg.mkBrush(self.look.theme.accent), pen=pg.mkPen(None))
 
+    def _view_px(self) -> float:
+        return float(self.plot.getViewBox().width())
+
     def update_from(self, snap: Snapshot) -> None:
         sizes = snap.batch_sizes
         total = sum(sizes.values())
@@ -304,10 +324,10 @@ class BatchSizeBars(ScopedCard):
             return
         x = np.array(list(sizes), float)
         share = np.array(list(sizes.values()), float) * 100.0 / total
-        self.bars.setOpts(x=x, height=share, width=0.7)
-        mean = float((x * share).sum() / 100.0)
         right = max(4, int(x.max()))
         self.plot.setXRange(0.4, right + 0.6, padding=0)
+        self.bars.setOpts(x=x, height=share, width=bar_width(x, right + 0.2, self._view_px()))
+        mean = float((x * share).sum() / 100.0)
         if right != self._right:
             self._right = right
             step = max(1, right // 12)
