@@ -72,6 +72,67 @@ def test_an_expired_window_is_marked_below_its_lane():
     assert lay.expiries[2].tolist() == [3]
 
 
+def test_lanes_for_a_few_sessions_keep_every_window_in_the_band():
+    lay = bus_layout(records(), now=8.0, sessions=[0, 1, 2], span=10.0, lanes_for=[1, 2])
+    assert lay.lanes == (1, 2)
+    assert sorted(lay.cells) == [0, 1, 2]  # S0's window still fills its cell of the bus
+    assert sorted(lay.waits) == [1, 2]  # but only the singled-out get a lane
+    assert lay.overwrites[2].tolist() == [1]
+    full = bus_layout(records(), now=8.0, sessions=[0, 1, 2], span=10.0)
+    assert lay.cell_h == pytest.approx(lay.band[1] / 3)  # a full bus is still all three
+    assert full.cell_h == pytest.approx(full.band[1] / 3)
+    only_s0 = bus_layout(records(), now=8.0, sessions=[0, 1, 2], span=10.0, lanes_for=[0])
+    assert len(only_s0.overwrites[0]) == 0  # S1's overwrite has no lane to sit on
+
+
+def test_close_marks_thin_to_one_per_marks_width_on_each_lane():
+    from batchscope.ui.plots.bus import thin_marks
+
+    # 230 overwrites in 10 s on each of two lanes (23 fps lost), marks 0.1 s wide
+    x = np.tile(np.linspace(0.0, 9.99, 230), 2)
+    y = np.repeat([-1.0, -2.0], 230)
+    tx, ty = thin_marks(x, y, 0.1)
+    for lane in (-1.0, -2.0):
+        kept = np.sort(tx[ty == lane])
+        assert len(kept) == 100  # one per 0.1 s cell
+        assert np.diff(kept).min() > 0.05  # none drawn over another
+        # every overwrite lies within one mark's width of a drawn mark
+        assert np.abs(x[y == lane][:, None] - kept[None, :]).min(axis=1).max() < 0.1
+    sparse = np.array([1.0, 3.0]), np.array([-1.0, -1.0])
+    assert [a.tolist() for a in thin_marks(*sparse, 0.1)] == [[1.0, 3.0], [-1.0, -1.0]]
+
+
+def test_at_64_sessions_the_bus_has_lanes_for_the_tiles_sessions(qtbot):
+    from batchscope.engine.snapshot import slowest_sessions
+    from batchscope.ui.plots.bus import BusView
+    from test_ui_many_sessions import snapshot
+
+    base = records()
+    items = np.zeros(64, ITEM_DTYPE)
+    items["session"] = np.arange(64)
+    items["arrival"], items["start"], items["result"] = (
+        base.t0 + 4.0,
+        base.t0 + 5.0,
+        base.t0 + 5.5,
+    )
+    batches = base.batches[:1].copy()
+    batches["size"] = 64
+    bus = BusRecords(items, batches, base.overwrites, base.t0)
+    from dataclasses import replace
+
+    snap = replace(snapshot(64, t=8.0), bus=bus)
+    view = BusView(Look())
+    qtbot.addWidget(view)
+    view.resize(600, 400)
+    view.show()
+    view.update_from(snap)
+    lay = view.layout_now
+    assert lay.lanes == tuple(sorted(s.id for s in slowest_sessions(snap.sessions)))
+    assert len(lay.lanes) == 16 and 7 in lay.lanes  # S7, the slowest, among them
+    assert sum(len(c[0]) for c in lay.cells.values()) == 64  # the bus carries all 64
+    assert view.plot.getAxis("left").labelText == "lanes: the 16 slowest of 64"
+
+
 def test_the_bus_view_draws_one_bar_per_batch_of_the_snapshot(dashboard, qtbot):
     bus = dashboard.bus
     dashboard.show_tab(bus)

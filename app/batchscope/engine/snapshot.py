@@ -77,6 +77,20 @@ class SessionView:
         return None if self.scored_items is None else accuracy_summary(self.scored_items)
 
 
+#: The most sessions a view singles out (a tile each, a bus lane each); past it, the slowest.
+SINGLED_OUT = 16
+
+
+def slowest_sessions(sessions: Sequence[SessionView], most: int = SINGLED_OUT) -> list[SessionView]:
+    """The sessions a view singles out: all of them up to ``most``; past that the slowest
+    first (the ones a user waits on: errored and stopped count as 0 fps), ties by id. The
+    video wall's tiles and the bus view's lanes are the same sessions."""
+    if len(sessions) <= most:
+        return list(sessions)
+    fps = {s.id: s.fps if s.state == "running" else 0.0 for s in sessions}
+    return sorted(sessions, key=lambda s: (fps[s.id], s.id))[:most]
+
+
 @dataclass(frozen=True)
 class DeviceView:
     """The device as the worker has it now."""

@@ -15,7 +15,7 @@ Times are s since the run started (the time axes of every other plot).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -119,11 +119,14 @@ def bus_layout(
     sessions: Iterable[int] = (),
     span: float = BUS_S,
     until: float | None = None,
+    lanes_for: Collection[int] | None = None,
 ) -> BusLayout:
     """Lay out ``bus`` over the ``span`` seconds up to ``until`` (default ``now``), s since start.
 
     ``sessions``: the lanes to show even if they had no window in view (the run's
-    sessions now); sessions seen in the records get lanes too.
+    sessions now); sessions seen in the records get lanes too. ``lanes_for``: only these
+    sessions get a lane (a view singling out a few of many); every window still fills
+    its cell in the device band, whose full height stays "all sessions".
     """
     t1 = now if until is None else until
     t_min, t_max = t1 - span, t1
@@ -139,17 +142,17 @@ def bus_layout(
     over = over[(over["t"] - t0 >= t_min) & (over["t"] - t0 <= t_max)]
     gone = bus.expiries
     gone = gone[(gone["t"] - t0 >= t_min) & (gone["t"] - t0 <= t_max)]
-    lanes = tuple(
-        sorted(
-            set(sessions)
-            | {int(s) for s in items["session"]}
-            | {int(s) for s in over["session"]}
-            | {int(s) for s in gone["session"]}
-        )
+    every = (
+        set(sessions)
+        | {int(s) for s in items["session"]}
+        | {int(s) for s in over["session"]}
+        | {int(s) for s in gone["session"]}
     )
-    n = max(1, len(lanes))
-    band_h = max(3.0, 0.5 * n) * LANE
-    cell_h = band_h / max(n, int(b["size"].max()) if len(b) else 1)
+    lanes = tuple(sorted(every if lanes_for is None else set(lanes_for)))
+    over = over[np.isin(over["session"], lanes)]
+    gone = gone[np.isin(gone["session"], lanes)]
+    band_h = max(3.0, 0.5 * max(1, len(lanes))) * LANE
+    cell_h = band_h / max(len(every), int(b["size"].max()) if len(b) else 1, 1)
     layout_lanes = {sid: -GAP - LANE * (k + 0.5) for k, sid in enumerate(lanes)}
 
     # each window's batch, by its shared start time; the window's place in it by session
@@ -180,11 +183,12 @@ def bus_layout(
     x1 = end[batch_of] if len(b) else x0
     y0 = rank * cell_h
     arrival = items["arrival"] - t0
-    for sid in lanes:
+    for sid in sorted(every):
         mine = items["session"] == sid
         if mine.any():
             cells[sid] = (x0[mine], x1[mine], y0[mine])
-            waits[sid] = (arrival[mine], x0[mine])
+            if sid in layout_lanes:
+                waits[sid] = (arrival[mine], x0[mine])
     # a × sits just above its lane's wait line, so the two never hide each other
     over_y = np.array([layout_lanes[int(s)] + 0.28 * LANE for s in over["session"]], float)
     gone_y = np.array([layout_lanes[int(s)] - 0.28 * LANE for s in gone["session"]], float)

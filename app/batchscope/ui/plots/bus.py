@@ -25,7 +25,7 @@ from PySide6.QtWidgets import QComboBox, QToolTip
 
 from batchscope.engine.report.bus_layout import BusLayout, bus_layout, reasons_text
 from batchscope.engine.report.phrases import segment_phrase
-from batchscope.engine.snapshot import BUS_S, Snapshot
+from batchscope.engine.snapshot import BUS_S, Snapshot, slowest_sessions
 from batchscope.render.palette import SESSION_COLOURS, session_colour
 from batchscope.ui.plots.time_plots import PlotCard, pen, style_labels
 from batchscope.ui.theme import Look
@@ -83,8 +83,10 @@ class BusView(PlotCard):
 
     # -- look -------------------------------------------------------------------------
 
-    def _axis_width(self) -> int:
-        return 64 if self.look.presentation else 44
+    def _axis_width(self, labelled: bool = False) -> int:
+        """The left axes' width (px): the lanes' names, and the axis label when one is."""
+        label = (24 if self.look.presentation else 18) if labelled else 0
+        return (64 if self.look.presentation else 44) + label
 
     def restyle(self) -> None:
         t, lw = self.look.theme, self.look.line_width
@@ -110,8 +112,9 @@ class BusView(PlotCard):
             axis.setPen(pg.mkPen(t.grid))
             axis.setTextPen(pg.mkPen(t.muted))
             axis.setStyle(tickFont=font)
-        self.state.getAxis("left").setWidth(self._axis_width())
-        self.plot.getAxis("left").setWidth(self._axis_width())
+        labelled = bool(getattr(self, "_labels", ("", ""))[1])
+        self.state.getAxis("left").setWidth(self._axis_width(labelled))
+        self.plot.getAxis("left").setWidth(self._axis_width(labelled))
         self.state.showGrid(x=True, y=True, alpha=0.18 if t.name == "dark" else 0.3)
         self.cap_curve.setPen(pen(t.accent, lw))
         self.wait_points.setPen(None)
@@ -128,8 +131,21 @@ class BusView(PlotCard):
         if snap.bus is None:
             return
         span = float(self.span.currentData())
-        lay = bus_layout(snap.bus, snap.t, (s.id for s in snap.sessions), span)
+        singled = slowest_sessions(snap.sessions)  # the video wall's tiles
+        few = len(singled) < len(snap.sessions)
+        lay = bus_layout(
+            snap.bus,
+            snap.t,
+            (s.id for s in snap.sessions),
+            span,
+            lanes_for=[s.id for s in singled] if few else None,
+        )
         self.layout_now = lay
+        label = f"lanes: the {len(singled)} slowest of {len(snap.sessions)}" if few else ""
+        if label != self._labels[1]:
+            self.set_axis_label("left", label)
+            for plot in (self.plot, self.state):  # the two stay aligned (x linked)
+                plot.getAxis("left").setWidth(self._axis_width(bool(label)))
         groups = _by_colour(lay)
         # a pixel of background between cells and between back-to-back buses, where a
         # bar is wide enough to keep it (a 1-pixel bar keeps its colour instead)
@@ -146,8 +162,9 @@ class BusView(PlotCard):
         for k, curve in enumerate(self.waits):
             xs, ys = _waits_of_colour(lay, k)
             curve.setData(xs, ys)
-        self.overwrites.setData(x=lay.overwrites[0], y=lay.overwrites[1])
-        self.expiries.setData(x=lay.expiries[0], y=lay.expiries[1])
+        mark = (lay.t_max - lay.t_min) * self.overwrites.opts["size"] / max(1.0, vb_px(self))
+        self.overwrites.setData(*thin_marks(lay.overwrites[0], lay.overwrites[1], mark))
+        self.expiries.setData(*thin_marks(lay.expiries[0], lay.expiries[1], mark))
         if lay.lanes != self._lanes:
             self._lanes = lay.lanes
             self.band_edge.setValue(lay.band[1])
@@ -164,7 +181,8 @@ class BusView(PlotCard):
         self.title.setToolTip(
             f"{now}The device's last {span:g} s: {len(lay.batches)} batches (bars, one cell "
             "per window in its session's colour), each session's waits (lines on its lane) "
-            "and overwritten windows (×). Hover a bar for why it left."
+            "and overwritten windows (×; where they come closer than a mark's width, one × "
+            "stands for all of them there). Hover a bar for why it left."
         )
 
     def _update_state(self, snap: Snapshot, lay: BusLayout) -> None:
@@ -218,6 +236,24 @@ class BusView(PlotCard):
 
 
 _E = np.empty(0)
+
+
+def vb_px(card: PlotCard) -> float:
+    """The width of the card's plot area (px)."""
+    return float(card.plot.getViewBox().width())
+
+
+def thin_marks(x: np.ndarray, y: np.ndarray, step: float) -> tuple[np.ndarray, np.ndarray]:
+    """One mark per ``step`` (x units: a mark's width) on each lane (y): overwrites come
+    at the source's rate, 20-odd a second a session, and as ×s 7 px wide they ran into
+    one solid row. A kept mark is the first of those in its step-wide cell of its lane:
+    no × where none happened, and every overwrite within a mark's width of a drawn ×."""
+    if len(x) == 0 or step <= 0:
+        return x, y
+    cell = np.floor(x / step)
+    _, first = np.unique(np.stack([y, cell]), axis=1, return_index=True)
+    keep = np.sort(first)
+    return x[keep], y[keep]
 
 
 def _by_colour(lay: BusLayout) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:

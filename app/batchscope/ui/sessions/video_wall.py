@@ -9,7 +9,6 @@ full frames (bilinear: 0.06 ms a tile, where area averaging costs 0.6 ms).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import cv2
@@ -18,13 +17,13 @@ from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QFont, QImage, QPainter, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
-from batchscope.engine.snapshot import SessionView, Snapshot
+from batchscope.engine.snapshot import SINGLED_OUT, Snapshot, slowest_sessions
 from batchscope.engine.sources import Placement
 from batchscope.render.palette import session_colour
 from batchscope.ui.plain_text import plain_tip
 from batchscope.ui.theme import Look
 
-MAX_TILES = 16
+MAX_TILES = SINGLED_OUT  # past it, the slowest (engine/snapshot.py)
 TRUTH_COLOUR = "#39FF14"  # the ground-truth marker (dashed diamond): a neon green, brighter
 # than any session colour
 GAP = 6
@@ -45,15 +44,6 @@ class _Tile:
     fps: float = 0.0
     state: str = "running"
     error: str | None = None
-
-
-def tiled_sessions(sessions: Sequence[SessionView]) -> list[SessionView]:
-    """The sessions that get a tile: all of them up to ``MAX_TILES``; past that the slowest
-    first (the ones a user waits on: errored and stopped count as 0 fps), ties by id."""
-    if len(sessions) <= MAX_TILES:
-        return list(sessions)
-    fps = {s.id: s.fps if s.state == "running" else 0.0 for s in sessions}
-    return sorted(sessions, key=lambda s: (fps[s.id], s.id))[:MAX_TILES]
 
 
 def grid_shape(n: int, width: float, height: float, aspect: float) -> tuple[int, int]:
@@ -85,7 +75,7 @@ class VideoWall(QWidget):
         """Show ``snap``'s sessions; ``placements`` (by source name): where each source's
         content lies in its model frames, so a tile shows the content at its true aspect
         (no letterbox bars) and maps source pixels onto it."""
-        sessions = tiled_sessions(snap.sessions)
+        sessions = slowest_sessions(snap.sessions, MAX_TILES)
         self._total = len(snap.sessions)
         message = "" if snap.draws_detections else snap.weights
         if message != self._message:
