@@ -78,3 +78,20 @@ def test_a_window_closed_in_presentation_mode_leaves_the_next_its_own_type(
     assert QApplication.font().pointSize() == Look().font_pt
     second.close()
 
+
+def test_the_segments_button_shows_the_table_at_its_height_the_first_time(dashboard, qtbot):
+    """The toolbar's Segments (the dock's own toggle) showed the dock at whatever height
+    its layout gave it, while View → Segments from an experiment sized it: a first click
+    could show no more than the dock's title bar."""
+    dashboard.setGeometry(QRect(60, 40, 1280, 760))
+    qtbot.waitUntil(lambda: dashboard.geometry() == QRect(60, 40, 1280, 760), timeout=2000)
+    dock = dashboard.segments_dock
+    assert not dock.isVisible()
+    dashboard.segments_action.trigger()
+    qtbot.waitUntil(dock.isVisible, timeout=2000)
+    wanted = dashboard.segment_table.dock_height(dashboard.look, dashboard.height())
+    qtbot.waitUntil(lambda: abs(dock.height() - wanted) <= 8, timeout=2000)
+    assert dashboard.segment_table.table.isVisible()
+    dashboard.segments_action.trigger()  # and the second click hides it
+    qtbot.waitUntil(lambda: not dock.isVisible(), timeout=2000)
+    assert not dashboard.segments_action.isChecked()

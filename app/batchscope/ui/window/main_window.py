@@ -300,6 +300,9 @@ class MainWindow(QMainWindow):
         self.presentation_action.toggled.connect(self.set_presentation)
         self.segments_action = self.segments_dock.toggleViewAction()
         self.segments_action.setText("Segments")
+        # shown at its height, as show_segments does (the toggle alone left it at whatever
+        # the layout gave it: at first, hardly more than its title bar)
+        self.segments_action.triggered.connect(lambda on: on and self._size_segments_dock())
         self.segments_action.setToolTip(
             "The segment table: one row per setting, with the simulator's prediction"
         )
