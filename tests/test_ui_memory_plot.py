@@ -7,12 +7,11 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import numpy as np
-import pytest
 import pyqtgraph as pg
+import pytest
 
 from batchscope.ui.plots.time_plots import MemoryPlot, TimeWindow
 from batchscope.ui.theme import Look
-
 from fit_check import _plot
 
 
