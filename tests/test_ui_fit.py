@@ -25,14 +25,22 @@ SESSIONS = (4, 16, 64)
 CHANGE_MS = 30_000
 
 
-def _window(qtbot, tiny_video: Path, ui_settings, size: tuple[int, int], presentation: bool):
+def _window(
+    qtbot,
+    tiny_video: Path,
+    ui_settings,
+    size: tuple[int, int],
+    presentation: bool,
+    theme: str = "dark",
+):
     from batchscope.engine.engine import Engine
     from batchscope.ui.controls.device_options import device_choices
-    from batchscope.ui.theme import Look
+    from batchscope.ui.theme import look_from_name
     from batchscope.ui.window.main_window import MainWindow
 
     config = dashboard_config((str(tiny_video),), SESSIONS[0])
-    window = MainWindow(Engine(config), Look(), ui_settings, devices=device_choices(gpus=[]))
+    look = look_from_name(theme)
+    window = MainWindow(Engine(config), look, ui_settings, devices=device_choices(gpus=[]))
     qtbot.addWidget(window)
     window.screen_size = size
     window.resize(*size)
@@ -72,10 +80,21 @@ def _every_tab(qtbot, window) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("presentation", [False, True], ids=["normal", "presentation"])
-@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
-def test_every_view_fits(qtbot, tiny_video, ui_settings, size, presentation):
-    window = _window(qtbot, tiny_video, ui_settings, size, presentation)
+#: every size and mode in the dark theme; the light theme (the same type, other colours
+#: and a grid of its own) at the smallest screen, where room is tightest
+CASES = [(size, mode, "dark") for size in SIZES for mode in (False, True)] + [
+    (SIZES[0], False, "light"),
+    (SIZES[0], True, "light"),
+]
+
+
+@pytest.mark.parametrize(
+    ("size", "presentation", "theme"),
+    CASES,
+    ids=[f"{w}x{h}-{'presentation' if p else 'normal'}-{t}" for (w, h), p, t in CASES],
+)
+def test_every_view_fits(qtbot, tiny_video, ui_settings, size, presentation, theme):
+    window = _window(qtbot, tiny_video, ui_settings, size, presentation, theme)
     engine = window.engine
     window.show_segments()
     # notes on the time plot at nearly one instant: a change, then a fault
