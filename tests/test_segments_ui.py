@@ -179,7 +179,9 @@ def test_the_scope_selector_and_settling(dashboard, qtbot):
     qtbot.waitUntil(lambda: values["p50"].text() == "…", timeout=5000)
     assert all(v.text() == "…" for v in values.values())
     assert dashboard.headline.scope_label.text().endswith(" · settling…")
-    assert headline.scope_label.text().startswith("segment 1 · since ")
+    # its parts are kept whole (no-break spaces inside them): it wraps only between them
+    assert headline.scope_label.text().startswith("segment\u00a01 · since\u00a0")
+    assert "\u00a0·" not in headline.scope_label.text()
     assert dashboard.latency._title_text == "Latency — settling… · current segment 1"
     qtbot.waitUntil(lambda: values["p50"].text().isdigit(), timeout=5000)
     assert values["mean_fps"].text() != "…"
@@ -187,7 +189,7 @@ def test_the_scope_selector_and_settling(dashboard, qtbot):
 
     headline.scope.setCurrentIndex(headline.scope.findData("run"))
     assert dashboard.presenter.scope == "run"
-    assert headline.scope_label.text() == "whole run"
+    assert headline.scope_label.text() == "whole\u00a0run"
     assert dashboard.latency._title_text.endswith(" ms · whole run")
     dashboard.set_scope("60s")
     assert headline.scope.currentText() == "last 60 s"

@@ -90,6 +90,9 @@ def session_summary(sessions: Sequence[SessionView]) -> tuple[str, str, str]:
     return value, name, "error" if "error" in others else "warn"
 
 
+NBSP = "\u00a0"
+
+
 def scope_text(snap: Snapshot) -> str:
     """What the figures cover, in a few words: "segment 2 · since 10.4 s"."""
     if snap.scope == "segment" and snap.segment is not None:
@@ -183,6 +186,8 @@ class HeadlineStrip(QFrame):
         label = scope_text(snap) + (" · newest windows only" if snap.truncated else "")
         if snap.settling:
             label += f" · {SETTLING}"
+        # wrapped between its parts, never inside one ("since 0.0" over a lone "s")
+        label = " · ".join(part.replace(" ", NBSP) for part in label.split(" · "))
         if self.scope_label.text() != label:
             self.scope_label.setText(label)
         for key, text in headline_numbers(snap).items():
