@@ -228,7 +228,7 @@ def _plot(widget: pg.PlotWidget) -> list[str]:
     for item in widget.scene().items():
         if isinstance(item, pg.TextItem) and item.isVisible() and item.textItem.toPlainText():
             notes.append((item.textItem.toPlainText(), item.sceneBoundingRect()))
-    out = []
+    out = _axis_labels(widget)
     for k, (text, rect) in enumerate(notes):
         if not bounds.adjusted(-2, -2, 2, 2).contains(rect):
             r, b = rect, bounds
@@ -240,4 +240,22 @@ def _plot(widget: pg.PlotWidget) -> list[str]:
         for other, rect2 in notes[k + 1 :]:
             if rect.intersects(rect2):
                 out.append(f"{_name(widget)}: notes {text!r} and {other!r} overlap")
+    return out
+
+
+def _axis_labels(widget: pg.PlotWidget) -> list[str]:
+    """Each axis label whole along its axis (a rotated left label runs the plot's height)."""
+    plot = widget.getPlotItem()
+    view = plot.getViewBox()
+    out = []
+    for name, room in (("left", view.height()), ("bottom", view.width())):
+        axis = plot.getAxis(name)
+        if not (axis.isVisible() and axis.label.isVisible() and axis.labelText):
+            continue
+        length = axis.label.boundingRect().width()  # along the axis, margins included
+        if length > room + 2:
+            out.append(
+                f"{_name(widget)}: {name} axis label {axis.labelText!r} needs {length:.0f} px "
+                f"of {room:.0f}"
+            )
     return out

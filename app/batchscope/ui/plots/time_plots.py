@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, QTimer
-from PySide6.QtGui import QFont
+from PySide6.QtCore import QRectF, Qt, QTimer
+from PySide6.QtGui import QFont, QFontMetricsF
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QSizePolicy, QVBoxLayout, QWidget
 
 from batchscope.engine.metrics import Event, TimelineSample
@@ -75,6 +75,24 @@ def style_legend(legend: pg.LegendItem, colour: str) -> None:
 
 #: The smallest a plot card is laid out (px): below it, axes and bars stop reading.
 MIN_CARD_PX = (220, 150)
+AXIS_LABEL_MARGIN_PX = 10  # the label's own margins (QGraphicsTextItem) and some air
+
+
+def fitted_axis_text(text: str, room: float, metrics: QFontMetricsF) -> str:
+    """``text`` if it fits ``room`` px, else its first shorter form that does: without a
+    parenthetical that says who ("windows (all sessions)" → "windows"), or with a unit's
+    noun only ("share of batches (%)" → "batches (%)"); else that elided ("…")."""
+    forms = [text]
+    head, paren, inner = text.rstrip(")").partition(" (")
+    if paren:
+        if len(inner) <= 3:  # a unit: keep it
+            forms.append(f"{head.split()[-1]} ({inner})")
+        else:
+            forms.append(head)
+    for form in forms:
+        if metrics.horizontalAdvance(form) <= room:
+            return form
+    return metrics.elidedText(forms[-1], Qt.TextElideMode.ElideRight, max(0, int(room)))
 
 
 class PlotCard(QFrame):
@@ -117,6 +135,7 @@ class PlotCard(QFrame):
         layout.addWidget(self.widget, 1)
         self._title_text = title
         self.set_look(look)
+        self.plot.getViewBox().sigResized.connect(self._fit_axis_labels)
 
     def set_title(self, text: str, keep: int = 1) -> None:
         """``text``: "Name — figure · figure · …"; the name and the first ``keep``
@@ -129,9 +148,26 @@ class PlotCard(QFrame):
         index = ("bottom", "left").index(axis)
         if self._labels[index] != text:
             self._labels = (text, self._labels[1]) if index == 0 else (self._labels[0], text)
-            self.plot.getAxis(axis).setLabel(
-                text, color=self.look.theme.muted, **{"font-size": f"{self.look.axis_pt}pt"}
+            self._fit_axis_label(axis)
+
+    def _fit_axis_label(self, name: str) -> None:
+        """The axis's label as long as the axis lets it be (the left axis of a short pane
+        cut "windows (all sessions)" at both ends): whole, else a shorter form of it."""
+        axis = self.plot.getAxis(name)
+        text = self._labels[("bottom", "left").index(name)]
+        view = self.plot.getViewBox()  # the axis runs along it (laid out in the same pass)
+        room = view.height() if name == "left" else view.width()
+        font = QFont("DejaVu Sans")
+        font.setPointSize(self.look.axis_pt)
+        shown = fitted_axis_text(text, room - AXIS_LABEL_MARGIN_PX, QFontMetricsF(font))
+        if axis.labelText != shown:
+            axis.setLabel(
+                shown, color=self.look.theme.muted, **{"font-size": f"{self.look.axis_pt}pt"}
             )
+
+    def _fit_axis_labels(self) -> None:
+        for name in ("bottom", "left"):
+            self._fit_axis_label(name)
 
     def set_look(self, look: Look) -> None:
         self.look = look
@@ -139,12 +175,13 @@ class PlotCard(QFrame):
         self.widget.setBackground(t.plot)
         font = QFont("DejaVu Sans")
         font.setPointSize(look.axis_pt)
-        for name, text in zip(("bottom", "left"), self._labels, strict=True):
+        for name in ("bottom", "left"):
             axis = self.plot.getAxis(name)
             axis.setPen(pg.mkPen(t.grid))
             axis.setTextPen(pg.mkPen(t.muted))
             axis.setStyle(tickFont=font, tickTextOffset=4)
-            axis.setLabel(text, color=t.muted, **{"font-size": f"{look.axis_pt}pt"})
+            axis.labelText = None  # restyled: set again in the new colour and size
+            self._fit_axis_label(name)
         self.plot.showGrid(x=True, y=True, alpha=0.18 if t.name == "dark" else 0.3)
         self.restyle()
 
