@@ -44,6 +44,7 @@ VIDEO_FILTER = "Videos (*.mp4 *.avi *.mov *.mkv *.webm *.m4v);;All files (*)"
 SESSIONS = KNOBS["sessions"]
 NOT_PLAYED_TIP = "opened, but no session plays it: raise the session count to play it"
 NOTE_MARK = " *"  # after the state of a session whose source has a note: see the tooltip
+MIN_ROWS = 4  # the sessions table shows at least this many rows
 
 
 @dataclass(frozen=True)
@@ -150,6 +151,15 @@ class SessionsPanel(QWidget):
         self._size_columns()
 
     def _size_columns(self) -> None:
+        """The narrow columns' widths, and the table's least height, in the look's type."""
+        # never fewer rows than MIN_ROWS in view: in a short window the panel scrolls
+        # instead (at 1280x800 with the Segments dock open the table showed one row)
+        t = self.table
+        t.setMinimumHeight(
+            t.horizontalHeader().sizeHint().height()
+            + MIN_ROWS * t.verticalHeader().defaultSectionSize()
+            + 2 * t.frameWidth()
+        )
         fm = self.table.fontMetrics()
         for col, sample in (
             (0, "S00"),
