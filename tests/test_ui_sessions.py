@@ -92,3 +92,22 @@ def test_a_bad_source_past_the_count_shows_in_the_running_app(qtbot, tiny_video,
         assert [table.item(r, 0).text() for r in range(4)] == ["S0", "S1", "S2", "S3"]
     finally:
         window.close()
+
+
+def test_the_sessions_table_keeps_four_rows_in_view(qtbot):
+    """At 1280x800 with the Segments dock open it was squeezed to one row; the panel
+    around it scrolls instead (ui/window: the panel is a scroll area)."""
+    from batchscope.ui.sessions.panel import MIN_ROWS, SessionsPanel
+    from batchscope.ui.theme import Look
+
+    for look in (Look(), Look(presentation=True)):
+        panel = SessionsPanel(look)
+        qtbot.addWidget(panel)
+        panel.set_look(look)
+        t = panel.table
+        rows = MIN_ROWS * t.verticalHeader().defaultSectionSize()
+        assert t.minimumHeight() >= rows + t.horizontalHeader().sizeHint().height()
+        panel.resize(400, 120)
+        panel.show()
+        qtbot.waitUntil(lambda t=t: t.isVisible(), timeout=2000)
+        assert t.height() >= rows
