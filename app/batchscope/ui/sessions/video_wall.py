@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import QColor, QFont, QImage, QPainter, QPen
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QImage, QPainter, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from batchscope.engine.snapshot import SINGLED_OUT, Snapshot, slowest_sessions
@@ -120,10 +120,14 @@ class VideoWall(QWidget):
                 return t.frame_size[0] / t.frame_size[1]
         return 16 / 9
 
+    def _note_height(self) -> int:
+        """The strip under the tiles that says only some sessions have one (0: all do)."""
+        return self.fontMetrics().height() + 2 if self._total > len(self._tiles) else 0
+
     def _rects(self, n: int) -> list[QRectF]:
         if n == 0:
             return []
-        w, h = self.width(), self.height()
+        w, h = self.width(), self.height() - self._note_height()
         cols, rows = grid_shape(n, w, h, self._aspect())
         cw = (w - GAP * (cols - 1)) / cols
         ch = (h - GAP * (rows - 1)) / rows
@@ -139,10 +143,10 @@ class VideoWall(QWidget):
             return
         for tile, rect in zip(self._tiles, self._rects(len(self._tiles)), strict=True):
             self._paint_tile(p, tile, rect)
-        if self._total > len(self._tiles):
+        if self._total > len(self._tiles):  # in its own strip, under the tiles
             p.setPen(QColor(t.muted))
             p.drawText(
-                self.rect().adjusted(0, 0, -6, -2),
+                self.rect().adjusted(0, 0, -6, 0),
                 Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignBottom,
                 f"showing the {len(self._tiles)} slowest of {self._total} sessions",
             )
@@ -162,17 +166,12 @@ class VideoWall(QWidget):
             if tile.detection is not None:
                 self._paint_detection(p, tile, target, colour)
         font = QFont(p.font())
-        font.setPointSizeF(min(max(7.0, rect.height() / 11), 20.0))
         font.setBold(True)
+        label, size = badge_label(tile.sid, tile.fps, font, rect)
+        font.setPointSizeF(size)
         p.setFont(font)
-        label = f"S{tile.sid}   {tile.fps:4.1f} fps"
         fm = p.fontMetrics()
-        pill = QRectF(
-            rect.left() + 5,
-            rect.top() + 5,
-            fm.horizontalAdvance(label) + fm.height() * 0.6 + 24,
-            fm.height() + 6,
-        )
+        pill = QRectF(rect.left() + 5, rect.top() + 5, _pill_width(fm, label), fm.height() + 6)
         p.setPen(Qt.PenStyle.NoPen)  # the overlays above left their pens set
         p.setBrush(QColor(0, 0, 0, 170))
         p.drawRoundedRect(pill, 4, 4)
@@ -258,6 +257,33 @@ def _streak(
     dx = math.cos(math.radians(angle_deg)) * half_length * kx
     dy = math.sin(math.radians(angle_deg)) * half_length * ky
     return centre, (dx, dy)
+
+
+BADGE_MIN_PT = 6.5
+
+
+def _pill_width(fm: QFontMetrics, label: str) -> float:
+    """The badge's width: its colour dot, the label, and their margins."""
+    return fm.horizontalAdvance(label) + fm.height() * 0.6 + 24
+
+
+def badge_label(sid: int, fps: float, font: QFont, rect: QRectF) -> tuple[str, float]:
+    """A tile's badge, "S11  7.0 fps", and its point size: as large as the tile's height
+    suggests, made smaller to fit the tile's width, then without "fps" (at 64 sessions on
+    a 1280x800 screen the badge ran past the tile: "7.0 fp")."""
+    probe = QFont(font)
+    room = rect.width() - 10
+    size = min(max(7.0, rect.height() / 11), 20.0)
+    for label in (f"S{sid}  {fps:4.1f} fps", f"S{sid} {fps:.1f}"):
+        size_now = size
+        while True:
+            probe.setPointSizeF(size_now)
+            if _pill_width(QFontMetrics(probe), label) <= room or size_now <= BADGE_MIN_PT:
+                break
+            size_now = max(BADGE_MIN_PT, size_now - 0.5)
+        if _pill_width(QFontMetrics(probe), label) <= room:
+            return label, size_now
+    return label, BADGE_MIN_PT
 
 
 def accuracy_text(accuracy: dict | None) -> str:
