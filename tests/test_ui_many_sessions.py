@@ -9,12 +9,12 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from PySide6.QtGui import QColor
 
 from batchscope.config import KNOBS, RunConfig
 from batchscope.engine.metrics import Latest, TimelineSample
 from batchscope.engine.roster import SourceSlot
 from batchscope.engine.snapshot import SessionView, Snapshot
+from batchscope.render.palette import session_colour
 from batchscope.ui.plots.distributions import MIN_BAR_PX, BatchSizeBars, OverwrittenBars, bar_width
 from batchscope.ui.plots.time_plots import BAND_ABOVE, FpsPlot, fps_band, time_window
 from batchscope.ui.sessions.panel import COLUMNS, NOTE_MARK, SessionsPanel
@@ -114,22 +114,25 @@ def test_above_a_dozen_sessions_fps_is_a_band_with_the_slowest_named(qtbot, n):
     assert not any(c.isVisible() for c in plot.curves.values())
     assert plot.slowest_id == 7
     assert plot.title.text().startswith("Slowest S7 4.0 fps · ")
-    assert plot.legend.getLabel(plot.slow).text == "slowest: S7 (4.0 fps)"
+    assert plot.key.isVisibleTo(plot) and "slowest:&nbsp;S7&nbsp;(4.0&nbsp;fps)" in plot.key.text()
+    # the key is a row under the title, never a box on the data
+    assert plot.key.geometry().bottom() <= plot.widget.geometry().top()
     y = plot.slow.getData()[1]
     assert y[-1] == pytest.approx(_fps(7) + 0.1 * (20 % 3))
     lo, hi = plot.band_lo.getData()[1], plot.band_hi.getData()[1]
     assert lo[0] == pytest.approx(4.0) and hi[0] == pytest.approx(max(_fps(i) for i in range(n)))
-    # a live theme change restyles the legend's labels, the slowest's too
+    # a live theme change recolours the key's chips, the slowest's in its session colour
     from batchscope.ui.theme import look_from_name
 
     light = look_from_name("light")
     plot.set_look(light)
-    label = plot.legend.getLabel(plot.slow)
-    assert QColor(light.theme.text).name() in label.item.toHtml()
+    assert f"color:{light.theme.accent}" in plot.key.text()
+    assert f"color:{session_colour(7)}" in plot.key.text()
     # back to a few sessions: lines again, no band
     snap = snapshot(4)
     plot.update_from(snap, time_window(snap.timeline, snap.t))
     assert not plot.banded and sum(c.isVisible() for c in plot.curves.values()) == 4
+    assert not plot.key.isVisibleTo(plot)
 
 
 def test_the_band_is_min_median_max_per_sample_and_skips_gaps():

@@ -298,6 +298,16 @@ def bar_width(x: np.ndarray, span: float, view_px: float) -> float:
     return width
 
 
+def nice_step(right: int, fits: int) -> int:
+    """The tick step for sizes 1..``right`` when ``fits`` labels fit: 1, 2, 4, 8, 16, 32…
+    (batch sizes are powers of two so often; at 64 sessions a step of 5 wrote
+    "6 1116212631…" in one run)."""
+    step = 1
+    while right / step > fits:
+        step *= 2
+    return step
+
+
 class BatchSizeBars(ScopedCard):
     """Share of batches of each size over the recent batches."""
 
@@ -305,7 +315,7 @@ class BatchSizeBars(ScopedCard):
         self.bars = pg.BarGraphItem(x=[], height=[], width=0.7)
         super().__init__("Batch sizes", look, "batch size (windows)", "share of batches (%)")
         self.plot.addItem(self.bars)
-        self._right = 0
+        self._right: tuple[int, int] = (0, 0)
 
     def restyle(self) -> None:
         super().restyle()
@@ -328,10 +338,14 @@ class BatchSizeBars(ScopedCard):
         self.plot.setXRange(0.4, right + 0.6, padding=0)
         self.bars.setOpts(x=x, height=share, width=bar_width(x, right + 0.2, self._view_px()))
         mean = float((x * share).sum() / 100.0)
-        if right != self._right:
-            self._right = right
-            step = max(1, right // 12)
-            self.plot.getAxis("bottom").setTicks([[(i, str(i)) for i in range(1, right + 1, step)]])
+        fm = QFontMetricsF(self.plot.getAxis("bottom").style["tickFont"] or self.font())
+        label_px = fm.horizontalAdvance(f"{right} ") + 6  # a tick's text and some air
+        fits = max(2, int(self._view_px() // label_px))
+        step = nice_step(right, fits)
+        if (right, step) != self._right:
+            self._right = (right, step)
+            ticks = [1, *range(step, right + 1, step)] if step > 1 else range(1, right + 1)
+            self.plot.getAxis("bottom").setTicks([[(i, str(i)) for i in ticks]])
         cap = f" · capped at {snap.oom_cap} after OOM" if snap.oom_cap else ""
         self.set_scoped_title(f"Batch size — mean {mean:.1f}{cap}", snap.scope_label)
         self.title.setToolTip(f"Share of the {total:,} batches of each size, {snap.scope_label}")

@@ -16,7 +16,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt, QTimer
 from PySide6.QtGui import QFont, QFontMetricsF
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from batchscope.engine.metrics import Event, TimelineSample
 from batchscope.engine.snapshot import Snapshot
@@ -278,7 +278,7 @@ class FpsPlot(TimePlot):
     Up to ``BAND_ABOVE`` sessions: one line each, in its colour. Above, 64 or 256
     lines would only tangle: the sessions' min–max is a shaded band with the
     median through it, and the slowest session (the one a user waits on) is
-    drawn on top in its colour and named in the legend and the title.
+    drawn on top in its colour and named in the key under the title and in the title.
     """
 
     def __init__(self, look: Look) -> None:
@@ -290,7 +290,7 @@ class FpsPlot(TimePlot):
         self.median = pg.PlotCurveItem(connect="finite")
         self.slow = pg.PlotCurveItem(connect="finite")
         self.slowest_id: int | None = None
-        self.slowest_label = ""  # the legend's text for the slowest session
+        self.slowest_label = ""  # the key's text for the slowest session
         super().__init__("Frames per second, per session", look, "fps")
         self.target_label = pg.InfLineLabel(
             self.target, "target", position=TARGET_AT, anchors=[(1, 1), (1, 1)]
@@ -301,14 +301,16 @@ class FpsPlot(TimePlot):
             item.setVisible(False)
         self.band.setZValue(-1)
         self.slow.setZValue(2)
-        # bottom left, over the oldest samples: the top holds the target and the marker labels
-        self.legend = self.plot.addLegend(offset=(10, -10), labelTextSize=f"{look.axis_pt}pt")
-        # a stand-in for the band's swatch: a FillBetweenItem in a legend crashes PySide's GC
-        self.band_key = pg.PlotDataItem(fillLevel=0)
-        self.legend.addItem(self.band_key, "min–max of the sessions")
-        self.legend.addItem(self.median, "median")
-        self.legend.addItem(self.slow, "slowest")
-        self.legend.setVisible(False)
+        # the key to the band, under the title: a legend box inside the plot sat on the
+        # data of a short pane (at 64 sessions the fps are low, where its corner was)
+        self.key = QLabel()
+        self.key.setObjectName("plotKey")
+        self.key.setTextFormat(Qt.TextFormat.RichText)  # its chips; no user text in it
+        self.key.setWordWrap(True)  # between chips on a narrow card
+        self.key.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.layout().insertWidget(1, self.key)
+        self.key.setVisible(False)
+        self._show_key()
         self.plot.enableAutoRange(y=False)
         self.plot.setYRange(0, 35, padding=0)
         self.restyle()
@@ -347,9 +349,6 @@ class FpsPlot(TimePlot):
         fill.setAlpha(70)
         self.band.setBrush(pg.mkBrush(fill))
         self.band.setPen(pg.mkPen(None))
-        if hasattr(self, "band_key"):
-            self.band_key.setPen(pg.mkPen(t.accent, width=1))
-            self.band_key.setFillBrush(pg.mkBrush(fill))
         edge = pg.mkColor(t.accent)
         edge.setAlpha(120)
         for curve in (self.band_lo, self.band_hi):
@@ -357,12 +356,25 @@ class FpsPlot(TimePlot):
         self.median.setPen(pen(t.accent, lw))
         if self.slowest_id is not None:
             self.slow.setPen(pen(session_colour(self.slowest_id), lw * 1.3))
-        if hasattr(self, "legend"):
-            style_legend(self.legend, t.text)
-            back = pg.mkColor(t.plot)
-            back.setAlpha(210)
-            self.legend.setBrush(pg.mkBrush(back))
-            self.legend.setPen(pg.mkPen(t.grid))
+        if hasattr(self, "key"):
+            self._show_key()
+
+    def _show_key(self) -> None:
+        """The key's chips in the look's colours: the band, the median, the slowest."""
+        t = self.look.theme
+        slow = session_colour(self.slowest_id) if self.slowest_id is not None else t.muted
+        chips = (
+            (t.accent, "▆", "min–max"),
+            (t.accent, "━", "median"),
+            (slow, "━", self.slowest_label or "slowest"),
+        )
+        self.key.setText(
+            " &nbsp; ".join(
+                f'<span style="color:{colour}">{mark}</span>&nbsp;{text.replace(" ", "&nbsp;")}'
+                for colour, mark, text in chips
+            )
+        )
+        self.key.setStyleSheet(f"color: {t.muted}; font-size: {self.look.axis_pt}pt;")
 
     @property
     def curves(self) -> dict[int, pg.PlotCurveItem]:
@@ -390,8 +402,10 @@ class FpsPlot(TimePlot):
         for sid, curve in self._curves.items():
             if banded or sid not in shown:
                 curve.setVisible(False)
-        for item in (self.band_lo, self.band_hi, self.band, self.median, self.slow, self.legend):
+        for item in (self.band_lo, self.band_hi, self.band, self.median, self.slow):
             item.setVisible(banded)
+        if self.key.isVisibleTo(self) != banded:
+            self.key.setVisible(banded)
         title = "Frames per second, per session"
         if banded and shown and len(window.t):
             band = fps_band(list(shown.values()))
@@ -411,7 +425,7 @@ class FpsPlot(TimePlot):
                 label = f"slowest: S{sid} ({fps:.1f} fps)"
                 if label != self.slowest_label:
                     self.slowest_label = label
-                    self.legend.getLabel(self.slow).setText(label)
+                    self._show_key()
                 title = f"Slowest S{sid} {fps:.1f} fps · {title}"  # first: a cut keeps it
             else:
                 self.slow.setVisible(False)
