@@ -269,3 +269,31 @@ def test_bars_of_every_size_keep_their_gaps(qtbot):
     # (6 px in units: 1.376; the bars 2 apart leave room for 1.6)
     assert bar_width(np.array([63.0, 64.0]), 64.2, 280.0) == pytest.approx(0.8)
     assert bar_width(np.array([3.0]), 4.2, 280.0) == 0.7  # wide already
+
+
+def test_a_tile_badge_fits_its_tile(qapp):
+    from PySide6.QtCore import QRectF
+    from PySide6.QtGui import QFont, QFontMetrics
+
+    from batchscope.ui.sessions.video_wall import _pill_width, badge_label
+
+    font = QFont("DejaVu Sans")
+    font.setBold(True)
+    label, size = badge_label(3, 7.0, font, QRectF(0, 0, 320, 180))
+    assert (label, size) == ("S3   7.0 fps", 180 / 11)  # a large tile: whole, at full size
+    label, _ = badge_label(11, 7.0, font, QRectF(0, 0, 60, 34))
+    assert label == "S11 7.0"  # a small one: without the unit
+    for width in (160.0, 100.0, 85.0):  # 64 sessions on a 1280x800 screen: ~85 px tiles
+        rect = QRectF(0, 0, width, width * 9 / 16)
+        label, size = badge_label(11, 7.0, font, rect)
+        font.setPointSizeF(size)
+        assert _pill_width(QFontMetrics(font), label) <= width - 10
+
+
+def test_batch_size_ticks_step_by_powers_of_two_to_fit():
+    from batchscope.ui.plots.distributions import nice_step
+
+    assert nice_step(4, 8) == 1
+    assert nice_step(64, 8) == 8
+    assert nice_step(64, 5) == 16
+    assert nice_step(256, 30) == 16
