@@ -10,7 +10,6 @@ from PySide6.QtGui import QFont, QFontMetricsF
 from batchscope.ui.plots.distributions import BatchSizeBars, LatencyHistogram
 from batchscope.ui.plots.time_plots import fitted_axis_text
 from batchscope.ui.theme import Look
-
 from fit_check import _axis_labels
 
 
@@ -22,14 +21,15 @@ def metrics(qapp) -> QFontMetricsF:
 
 
 def test_a_label_keeps_its_unit_and_drops_who_it_counts(metrics):
-    full = metrics.horizontalAdvance("windows (all sessions)")
-    assert fitted_axis_text("windows (all sessions)", full + 1, metrics) == "windows (all sessions)"
-    assert fitted_axis_text("windows (all sessions)", full - 1, metrics) == "windows"
-    share = metrics.horizontalAdvance("share of batches (%)")
-    assert fitted_axis_text("share of batches (%)", share - 1, metrics) == "batches (%)"
-    tiny = fitted_axis_text("share of batches (%)", 30, metrics)
-    assert tiny.endswith("…") and metrics.horizontalAdvance(tiny) <= 30
-    assert fitted_axis_text("frames", 10, metrics) in ("", "…")
+    width = metrics.horizontalAdvance
+    full = width("windows (all sessions)")
+    assert fitted_axis_text("windows (all sessions)", full + 1, width) == "windows (all sessions)"
+    assert fitted_axis_text("windows (all sessions)", full - 1, width) == "windows"
+    share = width("share of batches (%)")
+    assert fitted_axis_text("share of batches (%)", share - 1, width) == "batches (%)"
+    tiny = fitted_axis_text("share of batches (%)", 30, width)
+    assert tiny.endswith("…") and width(tiny) <= 30
+    assert fitted_axis_text("frames", 5, width) == ""
 
 
 @pytest.mark.parametrize(
@@ -47,8 +47,17 @@ def test_a_short_card_shows_a_label_that_fits_and_a_tall_one_the_whole(qtbot, ca
     plot.set_axis_label("left", full)  # as the app labels it
     axis = plot.plot.getAxis("left")
     qtbot.waitUntil(lambda: axis.labelText == full, timeout=5000)
-    plot.resize(320, 150)  # its view ~85 px tall
-    qtbot.waitUntil(lambda: plot.plot.getViewBox().height() < 110, timeout=5000)
+    # a view as tall as halfway between the short form's length and the whole's (the
+    # card's chrome above and below the view depends on the application's type)
+    view = plot.plot.getViewBox()
+    qtbot.waitUntil(lambda: view.height() > 300, timeout=5000)
+    chrome = plot.height() - view.height()
+    font = QFont(axis.label.font())
+    font.setPointSize(plot.look.axis_pt)
+    m = QFontMetricsF(font)
+    target = (m.horizontalAdvance(short) + m.horizontalAdvance(full)) / 2 + 8
+    plot.resize(320, int(chrome + target))
+    qtbot.waitUntil(lambda: abs(view.height() - target) < 3, timeout=5000)
     qtbot.waitUntil(lambda: axis.labelText != full, timeout=5000)
     assert axis.labelText == short
     assert _axis_labels(plot.widget) == []

@@ -144,3 +144,29 @@ def test_a_first_note_too_long_for_its_one_row_ends_before_the_target_label():
     assert spot.row == 0 and not spot.left
     a, b = spot.extent(10.0)
     assert a == 10.0 and b <= 560.0 - GAP_PX
+
+
+def test_notes_keep_their_rows_apart_when_the_plot_gets_shorter(qtbot):
+    """A note's place is a fraction of the plot's height: when the plot got shorter (the
+    Segments dock opened, the band's key appeared) with the same rows, the notes kept
+    their old fractions and ran into each other (the fit check saw it in presentation
+    mode at 1920x1080)."""
+    plot = fps_plot(qtbot, 700, 520)
+    plot.add_events(
+        [
+            Event(0.0, "config", "start: batch all waiting, 4 sessions"),
+            Event(0.4, "config", "policy all → oldest"),
+            Event(0.8, "fault", "burst ×4 on S0 for 5 s"),
+        ]
+    )
+    plot.scroll(SPAN)
+    qtbot.waitUntil(lambda: len(shown_rects(plot)) == 3 and settled(plot), timeout=2000)
+    assert overlaps(shown_rects(plot)) == []
+    rows = sorted({m.shown[2] for m in plot.markers.markers})
+    plot.resize(700, 420)  # still room for the same rows
+    view = plot.plot.getViewBox()
+    qtbot.waitUntil(lambda: view.height() < 400, timeout=2000)
+    plot.plot.setYRange(0, 34.5, padding=0)
+    qtbot.waitUntil(lambda: settled(plot), timeout=2000)
+    qtbot.waitUntil(lambda: overlaps(shown_rects(plot)) == [], timeout=2000)
+    assert sorted({m.shown[2] for m in plot.markers.markers}) == rows  # the same rows

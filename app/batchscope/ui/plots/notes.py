@@ -178,6 +178,7 @@ class _Marker:
     line: pg.InfiniteLine
     label: pg.InfLineLabel | None
     shown: tuple = ()  # what the label shows now: (text, left, row, visible, tip)
+    laid: tuple[float, float] = (0.0, 0.0)  # the row height and plot height it was placed at
 
 
 class EventMarkers:
@@ -265,9 +266,11 @@ class EventMarkers:
             self._show(marker, (text + suffix, spot.left, spot.row, True, tip), row_h, height)
 
     def _show(self, marker: _Marker, shown: tuple, row_h: float = 0.0, height: float = 1.0) -> None:
-        if marker.shown == shown:
+        # its place is a fraction of the plot's height: placed again when that changes
+        # (a shorter plot, same rows, kept the old fractions and the rows ran together)
+        if marker.shown == shown and marker.laid == (row_h, height):
             return
-        marker.shown = shown
+        marker.shown, marker.laid = shown, (row_h, height)
         text, left, row, visible, tip = shown
         label = marker.label
         assert label is not None

@@ -9,14 +9,22 @@ The time axis is seconds since the engine started; the plots show the last
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt, QTimer
-from PySide6.QtGui import QFont, QFontMetricsF
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtGui import QFont
+from PySide6.QtWidgets import (
+    QFrame,
+    QGraphicsTextItem,
+    QHBoxLayout,
+    QLabel,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
 
 from batchscope.engine.metrics import Event, TimelineSample
 from batchscope.engine.snapshot import Snapshot
@@ -75,13 +83,14 @@ def style_legend(legend: pg.LegendItem, colour: str) -> None:
 
 #: The smallest a plot card is laid out (px): below it, axes and bars stop reading.
 MIN_CARD_PX = (220, 150)
-AXIS_LABEL_MARGIN_PX = 10  # the label's own margins (QGraphicsTextItem) and some air
+AXIS_LABEL_AIR_PX = 2  # between an axis label's ends and its axis's
 
 
-def fitted_axis_text(text: str, room: float, metrics: QFontMetricsF) -> str:
-    """``text`` if it fits ``room`` px, else its first shorter form that does: without a
-    parenthetical that says who ("windows (all sessions)" → "windows"), or with a unit's
-    noun only ("share of batches (%)" → "batches (%)"); else that elided ("…")."""
+def fitted_axis_text(text: str, room: float, width_of: Callable[[str], float]) -> str:
+    """``text`` if it fits ``room`` px (``width_of``: a text's width as drawn), else its
+    first shorter form that does: without a parenthetical that says who ("windows (all
+    sessions)" → "windows"), or with a unit's noun only ("share of batches (%)" →
+    "batches (%)"); else that cut short with "…" ("" when not even that fits)."""
     forms = [text]
     head, paren, inner = text.rstrip(")").partition(" (")
     if paren:
@@ -90,9 +99,12 @@ def fitted_axis_text(text: str, room: float, metrics: QFontMetricsF) -> str:
         else:
             forms.append(head)
     for form in forms:
-        if metrics.horizontalAdvance(form) <= room:
+        if width_of(form) <= room:
             return form
-    return metrics.elidedText(forms[-1], Qt.TextElideMode.ElideRight, max(0, int(room)))
+    cut = forms[-1]
+    while cut and width_of(cut.rstrip() + "…") > room:
+        cut = cut[:-1]
+    return cut.rstrip() + "…" if cut else ""
 
 
 class PlotCard(QFrame):
@@ -134,6 +146,7 @@ class PlotCard(QFrame):
             self.plot.getAxis(name).enableAutoSIPrefix(False)
         layout.addWidget(self.widget, 1)
         self._title_text = title
+        self._measure: QGraphicsTextItem | None = None  # for the axis labels' lengths
         self.set_look(look)
         self.plot.getViewBox().sigResized.connect(self._fit_axis_labels)
 
@@ -157,13 +170,28 @@ class PlotCard(QFrame):
         text = self._labels[("bottom", "left").index(name)]
         view = self.plot.getViewBox()  # the axis runs along it (laid out in the same pass)
         room = view.height() if name == "left" else view.width()
-        font = QFont("DejaVu Sans")
-        font.setPointSize(self.look.axis_pt)
-        shown = fitted_axis_text(text, room - AXIS_LABEL_MARGIN_PX, QFontMetricsF(font))
+        style = {"color": self.look.theme.muted, "font-size": f"{self.look.axis_pt}pt"}
+        shown = fitted_axis_text(
+            text, room - AXIS_LABEL_AIR_PX, lambda t: self._drawn_width(axis, t, style)
+        )
         if axis.labelText != shown:
-            axis.setLabel(
-                shown, color=self.look.theme.muted, **{"font-size": f"{self.look.axis_pt}pt"}
-            )
+            axis.setLabel(shown, **style)
+
+    def _drawn_width(self, axis: pg.AxisItem, text: str, style: dict[str, str]) -> float:
+        """How long ``text`` is as ``axis`` draws its label: its own markup (pyqtgraph adds
+        a space for the units), its item's font and margins, on a text item of our own
+        (measured with metrics alone it came out 2-5 px short)."""
+        if self._measure is None:
+            self._measure = QGraphicsTextItem()
+        kept = axis.labelText, axis.labelStyle
+        axis.labelText, axis.labelStyle = text, style
+        try:
+            html = axis.labelString()
+        finally:
+            axis.labelText, axis.labelStyle = kept
+        self._measure.setFont(axis.label.font())
+        self._measure.setHtml(html)
+        return float(self._measure.boundingRect().width())
 
     def _fit_axis_labels(self) -> None:
         for name in ("bottom", "left"):
