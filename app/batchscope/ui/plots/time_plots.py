@@ -84,13 +84,14 @@ def style_legend(legend: pg.LegendItem, colour: str) -> None:
 #: The smallest a plot card is laid out (px): below it, axes and bars stop reading.
 MIN_CARD_PX = (220, 150)
 AXIS_LABEL_AIR_PX = 2  # between an axis label's ends and its axis's
+MIN_CUT_CHARS = 4  # a label cut shorter than this is not shown
 
 
 def fitted_axis_text(text: str, room: float, width_of: Callable[[str], float]) -> str:
     """``text`` if it fits ``room`` px (``width_of``: a text's width as drawn), else its
     first shorter form that does: without a parenthetical that says who ("windows (all
     sessions)" → "windows"), or with a unit's noun only ("share of batches (%)" →
-    "batches (%)"); else that cut short with "…" ("" when not even that fits)."""
+    "batches (%)"); else that cut short with "…" (none when not even a word's start fits)."""
     forms = [text]
     head, paren, inner = text.rstrip(")").partition(" (")
     if paren:
@@ -104,7 +105,8 @@ def fitted_axis_text(text: str, room: float, width_of: Callable[[str], float]) -
     cut = forms[-1]
     while cut and width_of(cut.rstrip() + "…") > room:
         cut = cut[:-1]
-    return cut.rstrip() + "…" if cut else ""
+    # a stub says nothing ("wi…" on a projector): no label then, the title says what it is
+    return cut.rstrip() + "…" if len(cut.rstrip()) >= MIN_CUT_CHARS else ""
 
 
 class PlotCard(QFrame):
