@@ -94,6 +94,11 @@ def test_the_training_script_runs_and_writes_a_checkpoint_that_loads(tmp_path) -
     meta = json.loads(result.stdout[: result.stdout.rindex("}") + 1])
     assert meta["samples"] == 4 and meta["steps"] == 2
     assert set(meta["validation"]) == {"128x72", "256x144", "512x288"}
+    for check in meta["validation"].values():
+        # frame 2 of seeds 0-3: the ball is not in view yet, so there is no hit rate to
+        # claim (it read 1.0 when rightly empty windows counted as hits: issue 29)
+        assert (check["visible"], check["hit_rate"], check["no_ball"]) == (0, None, 4)
+        assert 0.0 <= check["false_detection_rate"] <= 1.0
     assert "2/2" in result.stderr  # the progress bar reached the end
     log = out.with_suffix(".log").read_text()
     assert "step 2 loss" in log and "validation" in log
