@@ -1,6 +1,6 @@
 """Train BlurBall's demo weights on the synthetic table-tennis scene, on a CPU.
 
-    python training/train_demo_weights.py                 # the shipped weights (~80 min of 2 cores: 158 CPU-min)
+    python training/train_demo_weights.py                 # the shipped weights (158 CPU-min)
     python training/train_demo_weights.py --steps 20      # a quick check that it runs
 
 What it trains on: windows of three consecutive frames (oldest -> newest) of the procedural
