@@ -8,7 +8,7 @@ for each thing a viewer would see cut or crowded:
   a plot title must still show its name and figures, ``CardTitle.essential``);
 - a tab bar that scrolls, or a tab narrower than its text;
 - a table column narrower than its header, or a cell cut without a tooltip;
-- a plot card squashed below a readable size;
+- a plot card squashed below a readable size, or a plot's data area below MIN_VIEW_PX;
 - a plot note (a label on a time plot's event line) that overlaps another one,
   the "target" label, or runs out of its plot.
 
@@ -37,7 +37,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from batchscope.ui.plots.time_plots import MIN_CARD_PX
+from batchscope.ui.plots.time_plots import MIN_CARD_PX, MIN_VIEW_PX
 
 ELLIPSIS = "…"
 
@@ -224,11 +224,13 @@ def _plot(widget: pg.PlotWidget) -> list[str]:
     plot = widget.getPlotItem()
     view = plot.getViewBox()
     bounds = view.sceneBoundingRect()
+    out = _axis_labels(widget)
+    if bounds.height() < MIN_VIEW_PX - SLACK_PX:
+        out.append(f"{_name(widget)}: data area squashed to {bounds.height():.0f} px tall")
     notes: list[tuple[str, QRectF]] = []
     for item in widget.scene().items():
         if isinstance(item, pg.TextItem) and item.isVisible() and item.textItem.toPlainText():
             notes.append((item.textItem.toPlainText(), item.sceneBoundingRect()))
-    out = _axis_labels(widget)
     for k, (text, rect) in enumerate(notes):
         if not bounds.adjusted(-2, -2, 2, 2).contains(rect):
             r, b = rect, bounds

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 import pytest
-from PySide6.QtWidgets import QLabel, QWidget
+from PySide6.QtWidgets import QApplication, QLabel, QWidget
 
 from conftest import dashboard_config
 from fit_check import misfits
@@ -56,6 +56,9 @@ def _settle(qtbot, window) -> None:
     """Two ticks of the window's timer after a change: its views drawn and laid out."""
     seen = window.tick_stats.ticks
     qtbot.waitUntil(lambda: window.tick_stats.ticks >= seen + 2, timeout=CHANGE_MS)
+    # the relayout the last tick asked for: on a slow machine the wait can end before Qt
+    # has run it (CI saw a headline figure "cut" for that instant)
+    QApplication.sendPostedEvents()
 
 
 def _lasting(qtbot, window) -> list[str]:

@@ -190,6 +190,31 @@ def test_the_headline_names_a_session_in_error_and_what_the_fps_cover(qtbot):
     assert strip.values["min_fps"].text() == "–"
 
 
+def test_a_headline_figure_keeps_its_widest_width(qtbot):
+    """min fps going 12.0 -> 9.5 -> 12.0 from tick to tick: the figure keeps the room of
+    "12.0" (on the old code it shrank to "9.5", and a tick drawn before the next layout
+    showed "12.0" cut: the CI fit check saw "'12.0' needs 57 px, has 45")."""
+    from PySide6.QtWidgets import QApplication
+
+    from batchscope.ui.plots.headline import HeadlineStrip
+    from batchscope.ui.theme import stylesheet
+
+    strip = HeadlineStrip()
+    qtbot.addWidget(strip)
+    strip.setStyleSheet(stylesheet(Look()))  # the figures' big type
+    strip.resize(1400, 120)
+    strip.show()
+    figure = strip.values["min_fps"]
+    widths = []
+    for fps in (12.0, 9.5, 12.0):
+        strip.update_from(snapshot([view(0, "running", 30.0), view(1, "running", fps)]))
+        assert figure.text() == f"{fps:.1f}"
+        widths.append(figure.width())  # as drawn at this tick, before any relayout
+        QApplication.sendPostedEvents()
+    need = figure.fontMetrics().horizontalAdvance("12.0")
+    assert min(widths[1:]) >= need, widths
+
+
 def test_a_stalled_session_is_named_in_the_headline_and_the_table(qtbot):
     from batchscope.ui.plots.headline import HeadlineStrip
     from batchscope.ui.sessions.panel import SessionsPanel

@@ -18,6 +18,7 @@ from fit_check import _plot
 def memory_plot(qtbot, height: int, rss_mb: float, total_mb: float = 8192.0) -> MemoryPlot:
     plot = MemoryPlot(Look())
     qtbot.addWidget(plot)
+    height = max(height, plot.minimumSizeHint().height())  # no layout makes it shorter
     plot.resize(400, height)
     plot.show()
     qtbot.waitUntil(lambda: plot.plot.getViewBox().height() > height / 3, timeout=5000)

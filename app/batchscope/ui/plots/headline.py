@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
-from PySide6.QtCore import Signal
+from PySide6.QtCore import QSize, Signal
 from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QComboBox,
@@ -149,16 +149,32 @@ class HeadlineStrip(QFrame):
         super().resizeEvent(event)
         self._fit_figures()
 
+    def minimumSizeHint(self) -> QSize:
+        """As tall as its wrapped names and scope need at its width: the window's least
+        height then counts them (the hint alone took one line each, and at 1280×800 in
+        presentation mode the Segments dock kept room the plots under the strip needed)."""
+        hint = super().minimumSizeHint()
+        layout = self.layout()
+        if self.width() > 0 and layout is not None and layout.hasHeightForWidth():
+            hint.setHeight(max(hint.height(), layout.totalHeightForWidth(self.width())))
+        return hint
+
     def restyle(self) -> None:
         """The look changed: the figures at its type again, then fitted."""
         self._scale = self._room_share = 1.0
+        self.scope_label.setMinimumHeight(0)
         for value, _ in self._pairs:
             value.setStyleSheet("")
+            value.setMinimumWidth(0)
         self._fit_figures()
 
     def _fit_figures(self) -> None:
         """Every figure whole: on a strip too narrow for them at the look's size (a 1280 px
-        window with the panel open) their type shrinks, to no less than MIN_SCALE of it."""
+        window with the panel open) their type shrinks, to no less than MIN_SCALE of it.
+
+        A figure keeps the widest width it has had at this type: fps going "9.5" ↔ "12.0"
+        from one tick to the next would otherwise make the strip twitch, and lay it out
+        again every tick (a tick drawn before that layout shows the wider figure cut)."""
         shown = [(v, n) for v, n in self._pairs if v.isVisibleTo(self)]
         if not shown or self.width() <= 0:
             return
@@ -170,7 +186,8 @@ class HeadlineStrip(QFrame):
         need = 0.0
         for value, name in shown:
             word = max(map(name.fontMetrics().horizontalAdvance, name.text().split() or [""]))
-            need += max(figure.horizontalAdvance(value.text()) / self._scale, word)
+            held = max(figure.horizontalAdvance(value.text()), value.minimumWidth())
+            need += max(held / self._scale, word)
         if any(v.fontMetrics().horizontalAdvance(v.text()) > v.width() for v, _ in shown):
             self._room_share = max(0.5, self._room_share - 0.03)  # the estimate was short
         scale = min(1.0, room * self._room_share / need) if need > 0 else 1.0
@@ -181,6 +198,11 @@ class HeadlineStrip(QFrame):
             sheet = "" if scale == 1.0 else f"font-size: {base * scale:.1f}pt;"
             for value, _ in self._pairs:
                 value.setStyleSheet(sheet)
+                value.setMinimumWidth(0)  # held at the old type
+        for value, _ in self._pairs:
+            width = value.fontMetrics().horizontalAdvance(value.text())
+            if width > value.minimumWidth():
+                value.setMinimumWidth(width)
 
     def update_from(self, snap: Snapshot) -> None:
         label = scope_text(snap) + (" · newest windows only" if snap.truncated else "")
@@ -190,6 +212,11 @@ class HeadlineStrip(QFrame):
         label = " · ".join(part.replace(" ", NBSP) for part in label.split(" · "))
         if self.scope_label.text() != label:
             self.scope_label.setText(label)
+            # as tall as it has been: "· settling…" for a second after each change must
+            # not move everything under the strip down a line and back
+            lines = self.scope_label.heightForWidth(self.scope_label.width())
+            if lines > self.scope_label.minimumHeight():
+                self.scope_label.setMinimumHeight(lines)
         for key, text in headline_numbers(snap).items():
             if self.values[key].text() != text:
                 self.values[key].setText(text)

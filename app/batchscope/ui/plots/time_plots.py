@@ -9,13 +9,14 @@ The time axis is seconds since the engine started; the plots show the last
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Qt, QTimer
-from PySide6.QtGui import QFont
+from PySide6.QtCore import QRectF, QSize, Qt, QTimer
+from PySide6.QtGui import QFont, QFontMetrics
 from PySide6.QtWidgets import (
     QFrame,
     QGraphicsTextItem,
@@ -83,6 +84,10 @@ def style_legend(legend: pg.LegendItem, colour: str) -> None:
 
 #: The smallest a plot card is laid out (px): below it, axes and bars stop reading.
 MIN_CARD_PX = (220, 150)
+#: The least height of a plot's data area (px), between its title and its time axis: a
+#: card of MIN_CARD_PX in presentation type left the fps band 40 px at 1280×800.
+MIN_VIEW_PX = 50
+AXIS_BAND_AIR_PX = 6  # a first guess at the axis's offsets and margins beyond two lines
 AXIS_LABEL_AIR_PX = 2  # between an axis label's ends and its axis's
 MIN_CUT_CHARS = 4  # a label cut shorter than this is not shown
 
@@ -123,7 +128,9 @@ class PlotCard(QFrame):
     ) -> None:
         super().__init__(parent)
         self.setObjectName("card")
-        self.setMinimumSize(*MIN_CARD_PX)
+        # its width set (a key or a long title must never widen the window), its height
+        # the layout's (minimumSizeHint)
+        self.setMinimumWidth(MIN_CARD_PX[0])
         self.look = look
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 6, 8, 4)
@@ -151,6 +158,11 @@ class PlotCard(QFrame):
         self._measure: QGraphicsTextItem | None = None  # for the axis labels' lengths
         self.set_look(look)
         self.plot.getViewBox().sigResized.connect(self._fit_axis_labels)
+
+    def minimumSizeHint(self) -> QSize:
+        """MIN_CARD_PX, or taller where the title, its key and the plot need it (a set
+        minimum height would override what the layout needs: Qt takes it over the hint)."""
+        return super().minimumSizeHint().expandedTo(QSize(*MIN_CARD_PX))
 
     def set_title(self, text: str, keep: int = 1) -> None:
         """``text``: "Name — figure · figure · …"; the name and the first ``keep``
@@ -198,6 +210,17 @@ class PlotCard(QFrame):
     def _fit_axis_labels(self) -> None:
         for name in ("bottom", "left"):
             self._fit_axis_label(name)
+        band = self.widget.height() - self.plot.getViewBox().height()
+        if band > 0:
+            self._set_plot_least_height(band)
+
+    def _set_plot_least_height(self, band: float) -> None:
+        """The plot widget at least MIN_VIEW_PX of data area plus ``band`` px (its axes'
+        and margins'); the pane holding the card (a tab, a splitter) is asked again."""
+        least = math.ceil(MIN_VIEW_PX + band)
+        if least != self.widget.minimumHeight():
+            self.widget.setMinimumHeight(least)
+            self.updateGeometry()
 
     def set_look(self, look: Look) -> None:
         self.look = look
@@ -212,6 +235,10 @@ class PlotCard(QFrame):
             axis.setStyle(tickFont=font, tickTextOffset=4)
             axis.labelText = None  # restyled: set again in the new colour and size
             self._fit_axis_label(name)
+        # the data area keeps MIN_VIEW_PX over the bottom axis's ticks and label, so the
+        # card's least height (its layout's) grows with the look's type: a first guess
+        # from the type, then what the plot's axes and margins take once laid out
+        self._set_plot_least_height(2 * QFontMetrics(font).height() + AXIS_BAND_AIR_PX)
         self.plot.showGrid(x=True, y=True, alpha=0.18 if t.name == "dark" else 0.3)
         self.restyle()
 

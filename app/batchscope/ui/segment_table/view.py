@@ -254,7 +254,9 @@ class SegmentTable(QWidget):
 
     def _size_to(self, look: Look) -> None:
         """The tables in the look's font (set, not inherited: a dock may keep an old
-        font), their rows as tall as it needs, room for at least three rows."""
+        font), their rows as tall as it needs, room for the header and at least three rows
+        (one in presentation mode, where a 1280×800 window with the dock open has no more:
+        the table scrolls, the plots above keep a readable height)."""
         for view in (self.table, self.comparison):
             font = QFont(view.font())
             font.setPointSize(look.font_pt)
@@ -265,7 +267,7 @@ class SegmentTable(QWidget):
             view.verticalHeader().setDefaultSectionSize(row)
             view.verticalHeader().setMinimumSectionSize(row)
         row = self.table.verticalHeader().defaultSectionSize()
-        rows = 3 if look.presentation else 4  # the header and two or three rows
+        rows = 2 if look.presentation else 4  # the header and one or three rows
         scroll = self.table.horizontalScrollBar().sizeHint().height()
         self.table.setMinimumHeight(rows * row + scroll)
         line = QFontMetrics(font).height()
