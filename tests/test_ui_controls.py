@@ -146,3 +146,16 @@ def test_torch_compile_is_offered_for_the_torch_runtime_only(controls):
     assert not controls.compile.isEnabled()  # compile is a torch option
     controls.show_config(RunConfig())  # the emulated device runs no model
     assert not controls.compile.isEnabled()
+
+
+def test_a_config_shown_while_a_slider_waits_to_send_keeps_the_drag(controls, qtbot):
+    """The engine's config arriving mid-drag is the change before's: the dragged slider keeps
+    its value and sends it; the other controls show the config (the old panel dropped the drag)."""
+    before = RunConfig(policy="adaptive", slo_ms=50.0, precision="fp16")
+    controls.show_config(before)
+    controls.objective.setValue(120)  # a drag, sent after the debounce
+    controls.show_config(before.with_changes(precision="fp32"))
+    assert controls.objective.value() == 120
+    assert controls.precision.currentData() == "fp32"
+    qtbot.waitUntil(lambda: controls.sent != [], timeout=5000)
+    assert controls.sent == [{"slo_ms": 120.0}]

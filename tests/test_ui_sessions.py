@@ -111,3 +111,20 @@ def test_the_sessions_table_keeps_four_rows_in_view(qtbot):
         panel.show()
         qtbot.waitUntil(lambda t=t: t.isVisible(), timeout=2000)
         assert t.height() >= rows
+
+
+def test_a_count_shown_while_the_slider_waits_to_send_keeps_the_users_move(qtbot):
+    """The engine's count arriving after the user moved the slider is the change before's:
+    the move is kept and sent (the old panel dropped it, and under load the dashboard test
+    saw 5 sessions asked for and 4 kept)."""
+    panel = SessionsPanel(Look())
+    qtbot.addWidget(panel)
+    sent: list[int] = []
+    panel.sessions_changed.connect(sent.append)
+    panel.show_count(4)
+    panel.count.setValue(5)  # the user's move, sent after the debounce
+    panel.show_count(4)  # the previous change's config, shown late
+    assert panel.count.value() == 5
+    qtbot.waitUntil(lambda: sent == [5], timeout=5000)
+    panel.show_count(3)  # once sent, the engine's count is shown again
+    assert panel.count.value() == 3

@@ -242,9 +242,13 @@ class ControlsPanel(QWidget):
     # -- showing ----------------------------------------------------------------------------
 
     def show_config(self, config: RunConfig) -> None:
-        """Set every control from ``config`` without emitting ``changed``; drops unsent drags."""
-        self._flush_debounced.cancel()
-        self._pending = {}
+        """Set every control from ``config`` without emitting ``changed``, except a slider
+        the user has moved since the last send: it keeps the new value, still to be sent.
+
+        (``config`` is the engine's after the change before: under load it arrives after
+        the next drag has begun, and dropping that drag lost what the user set.)
+        """
+        unsent = {s: s.value() for s, name in self._sliders.items() if name in self._pending}
         widgets = (
             self.policy,
             self.unlimited,
@@ -282,6 +286,8 @@ class ControlsPanel(QWidget):
             self.device.setCurrentIndex(_find(self.device, self._device_key(config)))
             self._tip_device()
             self._fill_options(config.precision, config.resolution)
+            for slider, value in unsent.items():
+                slider.setValue(value)
         finally:
             for w in widgets:
                 w.blockSignals(False)

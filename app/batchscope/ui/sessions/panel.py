@@ -133,14 +133,24 @@ class SessionsPanel(QWidget):
         self.files_button.clicked.connect(self._choose_files)
         self.synthetic_button.clicked.connect(lambda: self.add_source.emit("synthetic"))
         self.remove_button.clicked.connect(self._remove_selected)
-        self._emit_count = qdebounced(
-            lambda: self.sessions_changed.emit(self.count.value()), timeout=250
-        )
-        self.count.valueChanged.connect(self._emit_count)
+        self._emit_count = qdebounced(self._send_count, timeout=250)
+        self._count_unsent = False  # moved by the user, not yet sent
+        self.count.valueChanged.connect(self._count_moved)
         self._rows: list[tuple] = []
 
+    def _count_moved(self) -> None:
+        self._count_unsent = True
+        self._emit_count()
+
+    def _send_count(self) -> None:
+        self._count_unsent = False
+        self.sessions_changed.emit(self.count.value())
+
     def show_count(self, n: int) -> None:
-        self._emit_count.cancel()
+        """Show the engine's count, unless the user has moved the slider since the last
+        send: the engine's is then the change before's, and the move is still to go."""
+        if self._count_unsent:
+            return
         self.count.blockSignals(True)
         self.count.setValue(n)
         self.count.blockSignals(False)
