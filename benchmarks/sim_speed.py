@@ -158,6 +158,10 @@ def grid() -> Iterator[tuple[str, RunConfig | Experiment]]:
 #: 13; visible, detected: issue 29's accuracy split), and config keys (postprocess: 29).
 ADDED_FIELDS = ("reason", "cap", "visible", "detected")
 ADDED_CONFIG = ("postprocess",)
+#: Words, not figures: a segment's caption is worded by engine/report/phrases.py since
+#: issue 27 ("after: burst ×4 on S0 for 5 s", was "after: session 0 bursts at 4× its fps
+#: for 5 s"), so it is left out of the comparison.
+REWORDED = ("caption",)
 
 
 def _digest(entry: RunConfig | Experiment) -> dict[str, Any]:
@@ -192,12 +196,13 @@ def dump(path: str) -> None:
 
 
 def _without_added(value: Any, key: str = "") -> Any:
-    """``value`` without the config keys added after the dumps (every "config" in it)."""
+    """``value`` without the config keys added after the dumps (every "config" in it), and
+    without the words reworded since (REWORDED)."""
     if isinstance(value, dict):
         return {
             k: _without_added(v, k)
             for k, v in value.items()
-            if not (key == "config" and k in ADDED_CONFIG)
+            if not (key == "config" and k in ADDED_CONFIG) and k not in REWORDED
         }
     if isinstance(value, list):
         return [_without_added(v) for v in value]
