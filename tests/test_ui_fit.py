@@ -132,3 +132,26 @@ def test_the_fit_check_catches_a_cut_label_and_a_squashed_card(qtbot):
     qtbot.waitUntil(host.isVisible)
     found = misfits(host)
     assert len(found) == 1 and "a long label that cannot fit in forty" in found[0]
+
+
+def test_the_fit_check_catches_a_squashed_data_area(qtbot):
+    """A plot with room for its axes but not for its data (the fps band at 1280×800 in
+    presentation mode had 40 px) is a misfit; one with MIN_VIEW_PX is not."""
+    import pyqtgraph as pg
+
+    from batchscope.ui.plots.time_plots import MIN_VIEW_PX
+
+    host = QWidget()
+    qtbot.addWidget(host)
+    host.resize(400, 400)
+    plot = pg.PlotWidget(host)
+    plot.setLabel("bottom", "time (s)")
+    host.show()
+    view = plot.getPlotItem().getViewBox()
+    for height, squashed in ((70, True), (MIN_VIEW_PX + 120, False)):
+        plot.setGeometry(0, 0, 400, height)
+        qtbot.waitUntil(lambda h=height: plot.height() == h)
+        QApplication.sendPostedEvents()
+        qtbot.waitUntil(lambda: view.height() > 0)
+        found = [m for m in misfits(host) if "data area" in m]
+        assert bool(found) == squashed, (height, view.height(), found)
