@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from batchscope.urls import mask_credentials
+
 POLICIES = ("oldest", "round-robin", "all", "dynamic", "fixed", "adaptive")
 PRECISIONS = ("fp32", "fp16", "bf16")
 #: Precisions an ONNX export can have: ONNX Runtime's CPU provider has no bf16 convolutions.
@@ -23,6 +25,11 @@ FITS = ("letterbox", "stretch")
 (the default, so a portrait clip keeps its shape), or stretched to the model's size."""
 #: What runs the real model (torch backend): torch itself, or its ONNX export in ONNX Runtime.
 RUNTIMES = ("torch", "onnxruntime")
+STREAM_TRANSPORTS = ("tcp", "udp", "auto")
+"""How an RTSP stream's packets travel: interleaved in the RTSP connection (the default: no
+packet loss, passes firewalls and NAT), as UDP datagrams (lower latency on a clean
+network; lost packets smear frames), or FFmpeg's own choice (UDP, then TCP when none
+arrive). Other stream kinds ignore it."""
 POSTPROCESSING = ("weighted", "reference")
 """How a heatmap blob becomes a detection (models/postprocess.py): BatchScope's way (the
 default: blur angle and length from the probability-weighted blob, positions on pixel
@@ -257,6 +264,26 @@ KNOBS: dict[str, Knob] = {
             + DROP_AFTER_RULE,
         ),
         Knob(
+            "stream_timeout_s",
+            float,
+            "s",
+            0.1,
+            600,
+            5.0,
+            help="network streams: the longest wait for a connection (a URL that never "
+            "answers fails after it; a reconnect attempt gives up after it)",
+        ),
+        Knob(
+            "stream_read_timeout_s",
+            float,
+            "s",
+            0.1,
+            600,
+            5.0,
+            help="network streams: the longest wait for the next frame before the stream "
+            "counts as stalled and reconnects",
+        ),
+        Knob(
             "neighbours",
             int,
             "jobs",
@@ -367,6 +394,10 @@ class RunConfig:
     precision: str = _field("fp16", BACKEND, CONTROL, SETTING)
     resolution: tuple[int, int] = _field(DEFAULT_RESOLUTION, BACKEND, SESSIONS, CONTROL, SETTING)
     fit: str = _field(FITS[0], SESSIONS)  # letterbox or stretch (sources of another aspect)
+    # network streams (urls.is_stream): how they connect (sources re-opened on a change)
+    stream_transport: str = _field(STREAM_TRANSPORTS[0], SESSIONS)
+    stream_timeout_s: float = _field(KNOBS["stream_timeout_s"].default, SESSIONS)
+    stream_read_timeout_s: float = _field(KNOBS["stream_read_timeout_s"].default, SESSIONS)
     postprocess: str = _field(POSTPROCESSING[0], BACKEND)  # weighted or reference
     channels_last: bool = _field(False, BACKEND, CONTROL)
     cudnn_benchmark: bool = _field(True, BACKEND, CONTROL)
@@ -417,6 +448,10 @@ class RunConfig:
             )
         if self.fit not in FITS:
             raise ConfigError("fit", self.fit, f"choose from {_or(FITS)}")
+        if self.stream_transport not in STREAM_TRANSPORTS:
+            raise ConfigError(
+                "stream_transport", self.stream_transport, f"choose from {_or(STREAM_TRANSPORTS)}"
+            )
         if self.runtime not in RUNTIMES:
             raise ConfigError("runtime", self.runtime, f"choose from {_or(RUNTIMES)}")
         if self.postprocess not in POSTPROCESSING:
@@ -496,6 +531,7 @@ class RunConfig:
                 continue
             value = getattr(self, f.name)
             out[f.name] = list(value) if isinstance(value, tuple) else value
+        out["sources"] = [mask_credentials(s) for s in self.sources]  # never a password
         out["device"] = self.device_label
         out["profile"] = self.profile if self.backend == "emulated" else None
         out["weights"] = weights_kind(self.checkpoint)

@@ -23,6 +23,7 @@ from batchscope.cli.plan import add_plan_command
 from batchscope.cli.run import add_run_command
 from batchscope.cli.simulate import add_simulate_command
 from batchscope.cli.sweep import add_profile_commands
+from batchscope.urls import mask_credentials
 
 __all__ = ["build_parser", "main"]
 
@@ -57,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.handler(args)
     except user_errors() as exc:
-        print(f"batchscope: error: {exc}", file=sys.stderr)
+        print(f"batchscope: error: {mask_credentials(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("batchscope: interrupted", file=sys.stderr)

@@ -14,7 +14,13 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from batchscope.config import DROP_AFTER_RULE, KNOBS, ConfigError, parse_resolution
+from batchscope.config import (
+    DROP_AFTER_RULE,
+    KNOBS,
+    STREAM_TRANSPORTS,
+    ConfigError,
+    parse_resolution,
+)
 
 EXIT_BAD_INPUT = 2
 
@@ -168,6 +174,49 @@ def add_neighbour_flags(p: argparse.ArgumentParser) -> None:
         "neighbour_duty",
         help="share of the time each neighbour keeps the device busy, 0-1 (default %(default)g)",
     )
+
+
+#: What a SOURCE argument may be (run and gui).
+SOURCES_HELP = (
+    "video files, camera:N, synthetic, or network streams: rtsp://, rtsps://, http(s)://, "
+    "udp://, rtp:// URLs and .m3u8 playlists, played live as they arrive "
+    "(default: the sample videos)"
+)
+
+
+def add_stream_flags(p: argparse.ArgumentParser) -> None:
+    """How network streams connect: RTSP transport, connect and read timeouts."""
+    g = p.add_argument_group("network streams")
+    g.add_argument(
+        "--stream-transport",
+        choices=STREAM_TRANSPORTS,
+        default=STREAM_TRANSPORTS[0],
+        help="RTSP over tcp (interleaved: no loss, passes NAT), udp (lower latency on a "
+        "clean network), or auto (FFmpeg: UDP, then TCP); default %(default)s",
+    )
+    add_knob(
+        g,
+        "stream_timeout_s",
+        metavar="S",
+        help="the longest wait for a stream to connect: a URL that never answers fails after "
+        "it, and each reconnect attempt gives up after it (default %(default)g)",
+    )
+    add_knob(
+        g,
+        "stream_read_timeout_s",
+        metavar="S",
+        help="the longest wait for a stream's next frame before it counts as stalled and "
+        "reconnects with backoff (default %(default)g)",
+    )
+
+
+def stream_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The RunConfig stream fields the flags of :func:`add_stream_flags` give."""
+    return {
+        "stream_transport": args.stream_transport,
+        "stream_timeout_s": getattr(args, KNOBS["stream_timeout_s"].dest),
+        "stream_read_timeout_s": getattr(args, KNOBS["stream_read_timeout_s"].dest),
+    }
 
 
 def given_options(parser: argparse.ArgumentParser, argv: Sequence[str]) -> dict[str, str]:

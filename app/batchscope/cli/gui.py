@@ -6,7 +6,7 @@ import argparse
 import re
 from typing import Any
 
-from batchscope.cli.args import number
+from batchscope.cli.args import SOURCES_HELP, add_stream_flags, number, stream_options
 from batchscope.experiment import Experiment, list_experiments
 
 
@@ -20,12 +20,8 @@ def add_gui_command(sub: Any) -> None:
         "switches the theme; --presentation and --light start in them "
         "(BATCHSCOPE_PRESENTATION=1 and BATCHSCOPE_THEME=light do the same).",
     )
-    gui.add_argument(
-        "sources",
-        nargs="*",
-        metavar="SOURCE",
-        help="video files, camera:N or synthetic (default: the sample videos)",
-    )
+    gui.add_argument("sources", nargs="*", metavar="SOURCE", help=SOURCES_HELP)
+    add_stream_flags(gui)
     gui.add_argument(
         "--screenshot",
         metavar="PNG",
@@ -98,4 +94,5 @@ def cmd_gui(args: argparse.Namespace) -> int:
     # Qt is imported only when the app opens: the headless commands never load it.
     from batchscope.ui.window import run_gui
 
+    args.stream = stream_options(args)  # RunConfig's stream fields, for the first config
     return run_gui(args)

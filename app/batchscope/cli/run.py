@@ -16,10 +16,12 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from batchscope.cli.args import (
+    SOURCES_HELP,
     CliError,
     add_knob,
     add_neighbour_flags,
     add_policy_flags,
+    add_stream_flags,
     configure_threads,
     given_options,
     number,
@@ -53,6 +55,7 @@ from batchscope.engine.snapshot import BusRecords
 from batchscope.experiment import load_experiment
 from batchscope.sim.prediction import add_predictions
 from batchscope.sim.simulator import DEFAULT_WARMUP_S
+from batchscope.urls import mask_credentials
 
 #: The flags ``run --experiment`` accepts; the others set the config, which the file sets.
 EXPERIMENT_FLAGS = ("experiment", "json", "csv", "report", "record", "quiet")
@@ -66,12 +69,7 @@ def add_run_command(sub: Any) -> None:
         "its steps; only --json, --csv, --report, --record and --quiet may be added "
         "(a config flag or a source is refused with one line, never ignored).",
     )
-    run.add_argument(
-        "sources",
-        nargs="*",
-        metavar="SOURCE",
-        help="video files, camera:N or synthetic (default: the sample videos)",
-    )
+    run.add_argument("sources", nargs="*", metavar="SOURCE", help=SOURCES_HELP)
     add_knob(
         run,
         "sessions",
@@ -84,6 +82,7 @@ def add_run_command(sub: Any) -> None:
     )
     add_policy_flags(run)
     add_neighbour_flags(run)
+    add_stream_flags(run)
     run.add_argument(
         "--backend",
         choices=BACKENDS,
@@ -240,6 +239,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         sources=tuple(args.sources),
         policy=args.policy,
         **{knob.name: getattr(args, knob.dest) for knob in KNOBS.values()},
+        stream_transport=args.stream_transport,
         backend=backend,
         device=device,
         profile=args.profile if backend == "emulated" else None,
@@ -352,7 +352,10 @@ def started_engine(config: RunConfig, message: str | None, run_s: float) -> Engi
         raise CliError("no source could be opened")
     for slot in engine.sources:  # a file cut short, looped or still: say so before the figures
         if slot.source is not None and slot.source.note:
-            print(f"batchscope: note: {slot.spec}: {slot.source.note}", file=sys.stderr)
+            print(
+                f"batchscope: note: {mask_credentials(slot.spec)}: {slot.source.note}",
+                file=sys.stderr,
+            )
     engine.start()
     return engine
 

@@ -64,8 +64,10 @@ from batchscope.engine.sources import (
     OpenCancelled,
     SourceError,
 )
+from batchscope.engine.streams import StreamSettings, StreamSource
 from batchscope.engine.worker import Worker, WorkerStopped
 from batchscope.experiment import Fault
+from batchscope.urls import mask_credentials
 
 
 class Engine:
@@ -90,7 +92,11 @@ class Engine:
         self._stopping = threading.Event()
         self._worker: Worker | None = None
         self._feeder = Feeder(
-            self.mailboxes, lambda m: self.event("error", m), clock, seed=config.seed
+            self.mailboxes,
+            lambda m: self.event("error", m),
+            clock,
+            seed=config.seed,
+            on_stream=self._stream_changed,
         )
         self.roster = Roster(self.mailboxes, self._feeder)
         self._monitor = Monitor(self.store, self._sample, lambda m: self.event("error", m))
@@ -203,7 +209,9 @@ class Engine:
             out.append("worker")
         if self.recorder is not None and self.recorder.alive:
             out.append("recorder")
-        out.extend(f"camera {s.spec}" for s in self.roster.slots if s.source and s.source.alive)
+        out.extend(
+            f"capture of {s.source.name}" for s in self.roster.slots if s.source and s.source.alive
+        )
         if self._load is not None and self._load.alive():
             out.append(f"{self._load.alive()} neighbour processes")
         return out
@@ -227,6 +235,9 @@ class Engine:
         """
         self.store.reset()
         self.mailboxes.reset_counts()
+        for slot in self.roster.slots:
+            if isinstance(slot.source, StreamSource):
+                slot.source.reset_counts()
         self._stats_t0 = self.clock()
         if self.running:
             self.segments.open(self._stats_t0, self.config, caption="statistics reset")
@@ -240,7 +251,7 @@ class Engine:
         return self.clock() - self._t0
 
     def event(self, kind: str, message: str) -> Event:
-        ev = self.store.add_event(self.now(), kind, message)
+        ev = self.store.add_event(self.now(), kind, mask_credentials(message))
         for listener in list(self._listeners):
             listener(ev)
         return ev
@@ -296,11 +307,22 @@ class Engine:
                 progress=progress,
                 run_s=self.run_s,
                 paced_fps=config.fps,
+                stream=StreamSettings.of(config),
             )
         except OpenCancelled:
             raise EngineStopped() from None
         finally:
             self.progress = None
+
+    def _stream_changed(self, source: StreamSource, lost: bool, phrase: str) -> None:
+        """A stream's capture thread: it was lost (its sessions reconnect) or is back.
+
+        A fault that happened by itself: a ``fault`` event marks it on the plots, and a
+        segment opens at it, as at the start and end of a fault on cue.
+        """
+        self.event("fault", phrase)
+        if self.running:
+            self.segments.open(self.clock(), self.config, {}, phrase, faults=self.faults.on())
 
     def _report_bad(self, slots: list[SourceSlot]) -> None:
         for slot in slots:
@@ -508,6 +530,7 @@ class Engine:
 def _info(session: Session, state: str) -> SessionInfo:
     """What a report says of ``session`` (in ``state``)."""
     source = session.source
+    stream = source.status().as_json() if isinstance(source, StreamSource) else None
     return SessionInfo(
-        session.id, source.spec, state, session.error, source.own_fps, source.has_truth
+        session.id, source.spec, state, session.error, source.own_fps, source.has_truth, stream
     )

@@ -18,6 +18,11 @@ It also keeps the run's timers (:meth:`Feeder.at`): a fault that ends by itself
 clock, and a session's pace can be scaled for a while (:meth:`Feeder.scale`:
 0 stalls it, K > 1 is a burst).
 
+A network stream is not paced (``source.paced`` is False): it arrives at its own rate,
+and the feeder publishes a window for each of its sessions when its capture thread says
+a frame arrived (:meth:`Feeder._stream_frame`), within one wake-up. A stall holds such a
+session as any other; a burst cannot speed a live stream up and leaves it as it is.
+
 Publishing happens under the feeder's lock, so once :meth:`Feeder.set_sessions`
 returns, no window of a session it dropped is still on its way to a mailbox
 (the roster empties a retired session's mailbox only after that).
@@ -33,6 +38,10 @@ from collections.abc import Callable
 
 from batchscope.engine.loop import LoopThread
 from batchscope.engine.session import Mailboxes, Session, first_frame_delay
+from batchscope.engine.streams import StreamSource
+
+#: ``on_stream(source, lost, phrase)``: a stream was lost (True) or is back (False).
+StreamListener = Callable[[StreamSource, bool, str], None]
 
 
 class Feeder(LoopThread):
@@ -44,8 +53,12 @@ class Feeder(LoopThread):
         on_error: Callable[[str], object],
         clock: Callable[[], float] = time.perf_counter,
         seed: int = 0,
+        on_stream: StreamListener | None = None,
     ) -> None:
         super().__init__("batchscope-feeder")
+        self._on_stream = on_stream
+        self._streams: dict[int, list[int]] = {}  # id(stream source) -> its sessions
+        self._ready: set[int] = set()  # stream sessions with a frame not yet published
         self._mailboxes = mailboxes
         self._on_error = on_error
         self._clock = clock
@@ -62,13 +75,22 @@ class Feeder(LoopThread):
     def set_sessions(self, sessions: list[Session], fps: float | None) -> None:
         """Replace the set of paced sessions; sessions kept keep their schedule."""
         now = self._clock()
+        streams = [s for s in sessions if not s.source.paced]
+        for s in streams:
+            if isinstance(s.source, StreamSource):
+                s.source.subscribe(self, self._stream_frame, self._stream_status)
         with self._lock:
             self._sessions = {s.id: s for s in sessions}
             self._fps = {s.id: fps or s.source.fps for s in sessions}
+            self._streams = {}
+            for s in streams:
+                self._streams.setdefault(id(s.source), []).append(s.id)
+            self._ready &= {s.id for s in streams}
             kept = [(due, sid) for due, sid in self._heap if sid in self._sessions]
+            kept = [(due, sid) for due, sid in kept if self._sessions[sid].source.paced]
             scheduled = {sid for _, sid in kept}
             for s in sessions:
-                if s.id not in scheduled:
+                if s.id not in scheduled and s.source.paced:
                     kept.append((now + first_frame_delay(self._rng, self._fps[s.id]), s.id))
             heapq.heapify(kept)
             self._heap = kept
@@ -114,7 +136,10 @@ class Feeder(LoopThread):
                     due = self._heap[0][0] if self._heap else None
                     if self._timers and (due is None or self._timers[0][0] < due):
                         due = self._timers[0][0]
+                    arrived = bool(self._ready)
                 now = self._clock()
+                if arrived:
+                    self._publish_arrived(now)
                 if due is None or due > now:
                     self._wake.wait(0.1 if due is None else min(0.1, due - now))
                     self._wake.clear()
@@ -135,6 +160,45 @@ class Feeder(LoopThread):
             except Exception as exc:  # one timer failing must not stop the pacing
                 self._on_error(f"feeder timer: {type(exc).__name__}: {exc}")
 
+    def _stream_frame(self, source: StreamSource) -> None:
+        """A stream's capture thread: a frame arrived; its sessions publish it."""
+        with self._lock:
+            sids = self._streams.get(id(source))
+            if not sids:
+                return
+            self._ready.update(sids)
+        self._wake.set()
+
+    def _stream_status(self, source: StreamSource, lost: bool, phrase: str) -> None:
+        with self._lock:
+            playing = id(source) in self._streams
+        if playing and self._on_stream is not None:
+            self._on_stream(source, lost, phrase)
+
+    def _publish_arrived(self, now: float) -> None:
+        """Publish a window for each stream session whose source has a new frame."""
+        with self._lock:
+            ready, self._ready = self._ready, set()
+            for sid in sorted(ready):
+                session = self._sessions.get(sid)
+                if session is None or session.state != "running":
+                    continue
+                if self._scale.get(sid, 1.0) == 0 or self._paused:
+                    continue  # stalled (or all paused): the frame goes by unsent
+                self._publish(session, now)
+
+    def _publish(self, session: Session, now: float) -> None:
+        """Session's next window into its mailbox (under the lock); a failing source marks
+        the session failed, the others go on."""
+        try:
+            window = session.next_window(now)
+        except Exception as exc:  # a source failing must not stop the others
+            session.fail(str(exc))
+            self._on_error(f"session {session.id}: {exc}")
+            return
+        if window is not None:
+            self._mailboxes.publish(window)
+
     def _publish_due(self, now: float) -> None:
         with self._lock:
             due_sessions = []
@@ -152,11 +216,4 @@ class Feeder(LoopThread):
                     if factor > 0 and not self._paused:
                         due_sessions.append(session)
             for session in due_sessions:
-                try:
-                    window = session.next_window(now)
-                except Exception as exc:  # a source failing must not stop the others
-                    session.fail(str(exc))
-                    self._on_error(f"session {session.id}: {exc}")
-                    continue
-                if window is not None:
-                    self._mailboxes.publish(window)
+                self._publish(session, now)

@@ -27,7 +27,9 @@ from batchscope.engine.sources import (
     is_live_or_synthetic,
     open_source,
 )
+from batchscope.engine.streams import StreamSettings, StreamSource
 from batchscope.paths import sample_videos
+from batchscope.urls import is_stream
 
 GOLDEN = (math.sqrt(5) - 1) / 2  # spreads frame phases evenly for any session count
 
@@ -54,13 +56,15 @@ def open_slots(
     progress: Callable[[str, int, int], None] | None = None,
     run_s: float | None = None,
     paced_fps: float | None = None,
+    stream: StreamSettings | None = None,
 ) -> list[SourceSlot]:
     """Open each source; a bad one keeps its reason. OpenCancelled leaves none open.
 
     Video files share one frame-cache budget (CACHE_BYTES in all, not each), so
     three long files take the memory one would. ``progress(spec, done, total)`` follows
     each file's decoding; ``run_s`` and ``paced_fps``: the run a clip's note says it
-    loops in (:func:`~batchscope.engine.sources.loop_note`).
+    loops in (:func:`~batchscope.engine.sources.loop_note`); ``stream``: how network
+    streams connect.
     """
     specs = list(specs)
     files = sum(not is_live_or_synthetic(s) for s in specs)
@@ -70,9 +74,13 @@ def open_slots(
         for spec in specs:
             try:
                 told = _progress_of(spec, progress)
-                source = open_source(
-                    spec, resolution, cancel, budget, fit, told, run_s=run_s, paced_fps=paced_fps
-                )
+                source: FrameSource
+                if is_stream(spec):
+                    source = StreamSource(spec, resolution, stream, fit, cancel)
+                else:
+                    source = open_source(
+                        spec, resolution, cancel, budget, fit, told, run_s, paced_fps
+                    )
                 slots.append(SourceSlot(spec, source))
             except SourceError as exc:
                 slots.append(SourceSlot(spec, error=exc.reason))

@@ -86,12 +86,18 @@ class Session:
 
 
 def shown_state(session: Session, stalled: bool) -> str:
-    """The state views and reports show: ``stalled`` for a running session a stall holds.
+    """The state views and reports show: ``stalled`` for a running session a stall holds,
+    ``reconnecting (n)`` for one whose network stream is lost (its source's trouble).
 
     A stall is a fault on the feeder's pace (the session stays in the feeder's
-    schedule and sends nothing), so :attr:`Session.state` stays ``running``.
+    schedule and sends nothing), and a stream that reconnects sends nothing until it is
+    back, so :attr:`Session.state` stays ``running`` through both.
     """
-    return "stalled" if stalled and session.state == "running" else session.state
+    if session.state != "running":
+        return session.state
+    if stalled:
+        return "stalled"
+    return session.source.trouble or session.state
 
 
 class Mailboxes:

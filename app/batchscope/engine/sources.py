@@ -31,6 +31,7 @@ import numpy as np
 
 from batchscope.config import FITS
 from batchscope.scene.synthetic import BallTruth, SyntheticScene
+from batchscope.urls import URL, is_stream, mask_credentials
 
 # OpenCV and its FFmpeg print their own warnings on stderr for every failed open
 # ("moov atom not found"); our errors say it once. FFmpeg's level is read when its
@@ -99,7 +100,7 @@ class SourceError(ValueError):
     def __init__(self, spec: str, reason: str) -> None:
         self.spec = spec
         self.reason = reason
-        super().__init__(f"{spec}: {reason}")
+        super().__init__(f"{mask_credentials(spec)}: {reason}")  # a URL's password never shown
 
 
 class OpenCancelled(Exception):
@@ -122,6 +123,7 @@ class FrameSource(ABC):
     resolution: tuple[int, int]  # (width, height) of the frames handed out
     fit: str = FITS[0]  # how frames of another aspect were fitted (letterbox or stretch)
     live: bool = False
+    paced: bool = True  # the feeder paces it; a network stream arrives at its own rate
     note: str = ""  # something the user should know (e.g. cache truncated)
 
     @abstractmethod
@@ -150,6 +152,11 @@ class FrameSource(ABC):
     def alive(self) -> bool:
         """Whether a thread of this source is running (a camera's capture)."""
         return False
+
+    @property
+    def trouble(self) -> str | None:
+        """What keeps a live source from delivering now (``reconnecting (2)``), else None."""
+        return None
 
     def close(self) -> None:
         """Release devices and threads."""
@@ -427,17 +434,18 @@ def open_source(
     run_s: float | None = None,
     paced_fps: float | None = None,
 ) -> FrameSource:
-    """Open a source spec: a video path, ``camera:N``, ``synthetic`` or ``synthetic:SEED``.
+    """Open a source spec: a video path, ``camera:N``, ``synthetic`` or ``synthetic:SEED``
+    (a network stream: :class:`~batchscope.engine.streams.StreamSource`).
 
     Decoding a file stops half-way with OpenCancelled once ``cancel`` is set; ``fit``:
     how frames of another aspect than ``resolution`` become model frames; ``run_s`` and
     ``paced_fps``: the run a file's note compares its length with (VideoFileSource).
     """
-    if URL.match(spec):
+    if URL.match(spec):  # streams are engine/streams.py's (the roster opens them there)
         raise SourceError(
             spec,
-            "a URL: network streams (rtsp://, http://) are not supported yet; "
-            "give a video file, camera:N or synthetic",
+            "not a stream kind BatchScope reads: use rtsp://, rtsps://, http(s)://, udp://, "
+            "rtp:// or an .m3u8 playlist, or give a video file, camera:N or synthetic",
         )
     if spec == "synthetic" or spec.startswith("synthetic:"):
         seed_text = spec.partition(":")[2] or "0"
@@ -452,10 +460,6 @@ def open_source(
     return VideoFileSource(
         Path(spec), resolution, cancel, budget_bytes, fit, progress, run_s, paced_fps
     )
-
-
-#: ``scheme://``: a URL (a network stream), not a path; a Windows drive (``C:\``) is not one.
-URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+://")
 
 
 def loop_note(frames: int, fps: float, run_s: float | None, paced_fps: float | None) -> str:
@@ -484,8 +488,9 @@ def loop_note(frames: int, fps: float, run_s: float | None, paced_fps: float | N
 
 
 def is_live_or_synthetic(spec: str) -> bool:
-    """A camera or the synthetic scene: not a file, no share of the file cache."""
-    return spec == "synthetic" or spec.startswith(("synthetic:", "camera:"))
+    """A camera, a network stream or the synthetic scene: not a file, no share of the file
+    cache."""
+    return spec == "synthetic" or spec.startswith(("synthetic:", "camera:")) or is_stream(spec)
 
 
 @dataclass(frozen=True)

@@ -114,9 +114,13 @@ def jain(values: Sequence[float]) -> float:
     return float(x.sum() ** 2 / (x.size * np.square(x).sum()))
 
 
+RECONNECTING = "reconnecting"  # a network stream's state while it is lost ("reconnecting (2)")
+
+
 def served(state: str) -> bool:
     """Whether a session in ``state`` counts in the fps figures (see the module doc)."""
-    return state in ("running", "stalled")  # a stalled client is served: it sends nothing
+    # a stalled client is served: it sends nothing; so is a stream reconnecting
+    return state in ("running", "stalled") or state.startswith(RECONNECTING)
 
 
 def fps_figures(states_and_fps: Iterable[tuple[str, float]]) -> dict[str, float]:

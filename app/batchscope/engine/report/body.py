@@ -20,6 +20,7 @@ from batchscope.engine.stats import (
     latency_summary,
     stage_means,
 )
+from batchscope.urls import mask_credentials
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,9 @@ class SessionInfo:
     error: str | None = None
     source_fps: float | None = None  # the source's own frame rate, where it has one
     has_truth: bool = False  # its source knows the ball's position: results are scored
+    # a network stream's own figures (StreamStatus.as_json: rate declared and arriving,
+    # jitter, age, reconnects), None for every other source
+    stream: Mapping[str, Any] | None = None
 
 
 def build_report(
@@ -59,7 +63,7 @@ def build_report(
         states_and_fps.append((s.state, fps))
         entry: dict[str, Any] = {
             "id": s.id,
-            "source": s.source,
+            "source": mask_credentials(s.source),
             "fps": round(fps, 3),
             "delivered": len(mine),
             "overwritten": int(overwritten.get(s.id, 0)),
@@ -69,7 +73,9 @@ def build_report(
         }
         if s.has_truth:
             entry["accuracy"] = accuracy_summary(mine)
-        if s.source_fps is not None:
+        if s.stream is not None:  # live: never paced, so no paced_fps
+            entry["stream"] = dict(s.stream)
+        elif s.source_fps is not None:
             paced = config.fps or s.source_fps
             entry["source_fps"] = round(s.source_fps, 3)
             entry["paced_fps"] = round(paced, 3)

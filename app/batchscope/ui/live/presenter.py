@@ -29,6 +29,7 @@ from batchscope.engine.snapshot import SCOPES
 from batchscope.experiment import Experiment, ExperimentError, load_experiment
 from batchscope.ui.experiments_menu import on_sources
 from batchscope.ui.live.commands import ConfigurableEngine, EngineCommands
+from batchscope.urls import mask_credentials
 
 if TYPE_CHECKING:
     from batchscope.engine.roster import SourceSlot
@@ -384,7 +385,8 @@ class Presenter(QObject):
                 "ok",
             )
         elif label.startswith(("add ", "remove ")) and not self.commands.busy:
-            self.status.emit(f"Sources: {', '.join(s.spec for s in self.engine.sources)}", "ok")
+            shown = ", ".join(mask_credentials(s.spec) for s in self.engine.sources)
+            self.status.emit(f"Sources: {shown}", "ok")
 
     def _start_player(self, experiment: Experiment) -> None:
         """Play ``experiment`` on an engine that started on its first config."""

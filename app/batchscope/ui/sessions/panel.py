@@ -30,9 +30,12 @@ from superqt.utils import qdebounced
 from batchscope.config import KNOBS
 from batchscope.engine.roster import SourceSlot
 from batchscope.engine.snapshot import SessionView
+from batchscope.engine.stats import RECONNECTING
+from batchscope.engine.streams import StreamSource
 from batchscope.render.palette import session_colour
 from batchscope.ui.plain_text import menu_text, plain_tip
 from batchscope.ui.theme import Look
+from batchscope.urls import mask_credentials
 
 COLUMNS = ("", "Source", "State", "fps", "p50 ms", "Overwr.", "Expired")
 #: header tooltips
@@ -63,6 +66,8 @@ class _Row:
 def _note(slot: SourceSlot | None) -> str:
     """What the user should know about a slot's source ("long file: looping…"), or ""."""
     source = slot.source if slot is not None else None
+    if isinstance(source, StreamSource):  # its live figures: rate, jitter, age, reconnects
+        return source.describe()
     return getattr(source, "note", "") or ""
 
 
@@ -214,17 +219,20 @@ class SessionsPanel(QWidget):
             str(s.expired),
         )
         slot = slots[s.id % len(slots)] if slots else None
-        path = slot.spec if slot is not None else s.source
+        path = mask_credentials(slot.spec) if slot is not None else s.source
         note = _note(slot)
         tip = "\n".join(t for t in (s.error or "", note) if t)
         if note:
             cells = (*cells[:2], state + NOTE_MARK, *cells[3:])
         colour = {"running": t.ok, "error": t.error, "stalled": t.warn}.get(s.state, t.muted)
+        if s.state.startswith(RECONNECTING):
+            colour = t.warn
         return _Row(cells, s.id, path, tip, colour, session_colour(s.id), note)
 
     def _slot_row(self, index: int, slot: SourceSlot) -> _Row:
         t = self._look.theme
-        name = slot.source.name if slot.source is not None else Path(slot.spec).name or slot.spec
+        shown = mask_credentials(slot.spec)
+        name = slot.source.name if slot.source is not None else Path(shown).name or shown
         if slot.error:
             state, tip, colour = f"error: {slot.error}", slot.error, t.error
         else:
@@ -232,7 +240,7 @@ class SessionsPanel(QWidget):
         if _note(slot):
             state, tip = state + NOTE_MARK, f"{tip}\n{_note(slot)}"
         cells = ("–", name, state, "–", "–", "–", "–")
-        return _Row(cells, index, slot.spec, tip, colour, None, _note(slot))
+        return _Row(cells, index, shown, tip, colour, None, _note(slot))
 
     def _paint_row(self, row: int, spec: _Row) -> None:
         t = self._look.theme

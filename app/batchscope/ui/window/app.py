@@ -104,6 +104,7 @@ def run_gui(args: argparse.Namespace) -> int:
     from batchscope.ui.window.main_window import MainWindow
 
     config, note = initial_config(settings, args.sources, cuda_available())
+    config = config.with_changes(**getattr(args, "stream", {}))  # --stream-* flags
     if experiment is not None:  # start on its first step rather than switching right away
         experiment = on_sources(experiment, config.sources)
         config = first_config(experiment)

@@ -1,0 +1,461 @@
+"""Network streams as sources: RTSP, HTTP(S), UDP/RTP and HLS, live, with reconnects.
+
+A stream is the opposite of a file: it arrives at its own rate, with jitter, gaps and
+disconnects, and can be neither paced nor looped. So a :class:`StreamSource` is never
+paced by the feeder (``paced = False``): its capture thread reads frames as they
+arrive, keeps only the latest (the mailbox rule: a slow worker overwrites, never
+queues) and tells its listeners, and the feeder publishes a window for each of the
+stream's sessions at that instant. A session's fps is what arrives.
+
+Why OpenCV's FFmpeg backend and not PyAV: it is already a dependency, reads every kind
+listed (its wheels bundle FFmpeg with the network protocols), takes connect and read
+timeouts as open parameters (``CAP_PROP_OPEN_TIMEOUT_MSEC``, ``…READ…``), and gives the
+RTCP wall clock of an RTSP stream (``CAP_PROP_STREAM_OPEN_TIME_USEC``, FFmpeg's
+``start_time_realtime``), which is what the frame's age needs. FFmpeg's per-open options
+(RTSP transport) go through the ``OPENCV_FFMPEG_CAPTURE_OPTIONS`` variable, set under a
+lock for the one open that reads it.
+
+Faults that happen by themselves: a read that fails (the stream ended, the server went
+away) or no frame within the read timeout (a stall) closes the capture, and the thread
+reconnects with backoff (:data:`BACKOFF_S`), each attempt bounded by the connect
+timeout; its sessions show ``reconnecting (n)`` and its listeners hear ``lost`` and
+``back``. The first open is stricter: a URL that does not answer within the connect
+timeout is a :class:`~batchscope.engine.sources.SourceError` in one line.
+
+Credentials: the source's ``spec`` is the URL as given (the session connects with it);
+its ``name`` and everything it says are masked (:func:`batchscope.urls.mask_credentials`).
+
+How it stops: ``close()`` sets the stop event that every wait (backoff, reads bounded by
+the read timeout) ends on, joins the thread and releases the capture.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import cv2
+import numpy as np
+
+from batchscope.config import FITS, KNOBS, STREAM_TRANSPORTS, RunConfig
+from batchscope.engine.sources import FrameSource, OpenCancelled, SourceError, to_model
+from batchscope.engine.stats import RECONNECTING
+from batchscope.urls import is_url, mask_credentials, stream_host
+
+#: Waits before reconnect attempts 1, 2, 3…: doubling from half a second, then every 8 s.
+BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0)
+
+#: Ports a URL implies when it names none (for the connection check).
+DEFAULT_PORTS = {"rtsp": 554, "rtsps": 322, "http": 80, "https": 443}
+
+#: Arrivals kept for the live rate and the jitter (about 4 s at 30 fps).
+RECENT = 128
+
+_OPTIONS_ENV = "OPENCV_FFMPEG_CAPTURE_OPTIONS"
+_OPEN_LOCK = threading.Lock()  # one open at a time reads the options variable
+
+
+@dataclass(frozen=True)
+class StreamSettings:
+    """How streams connect: RTSP transport, connect timeout, read timeout (s)."""
+
+    transport: str = STREAM_TRANSPORTS[0]
+    connect_timeout_s: float = KNOBS["stream_timeout_s"].default
+    read_timeout_s: float = KNOBS["stream_read_timeout_s"].default
+
+    @classmethod
+    def of(cls, config: RunConfig) -> StreamSettings:
+        return cls(config.stream_transport, config.stream_timeout_s, config.stream_read_timeout_s)
+
+    def ffmpeg_options(self, url: str) -> str:
+        """FFmpeg's options for ``url`` in OpenCV's ``key;value|key;value`` form."""
+        if url.lower().startswith(("rtsp://", "rtsps://")) and self.transport != "auto":
+            return f"rtsp_transport;{self.transport}"
+        return ""
+
+
+class Capture(Protocol):
+    """What a stream needs of a capture (cv2.VideoCapture, or a test's fake)."""
+
+    def isOpened(self) -> bool: ...
+
+    def read(self) -> tuple[bool, Any]: ...
+
+    def get(self, prop: int) -> float: ...
+
+    def release(self) -> None: ...
+
+
+Opener = Callable[[str, StreamSettings], Capture]
+
+
+def open_capture(url: str, settings: StreamSettings) -> Capture:
+    """A cv2.VideoCapture on ``url`` with the settings' timeouts and options."""
+    params = [
+        cv2.CAP_PROP_OPEN_TIMEOUT_MSEC,
+        int(settings.connect_timeout_s * 1000),
+        cv2.CAP_PROP_READ_TIMEOUT_MSEC,
+        int(settings.read_timeout_s * 1000),
+    ]
+    with _OPEN_LOCK:
+        before = os.environ.get(_OPTIONS_ENV)
+        options = settings.ffmpeg_options(url)
+        if options:
+            os.environ[_OPTIONS_ENV] = options
+        else:
+            os.environ.pop(_OPTIONS_ENV, None)
+        try:
+            return cv2.VideoCapture(url, cv2.CAP_FFMPEG, params)
+        finally:
+            if before is None:
+                os.environ.pop(_OPTIONS_ENV, None)
+            else:
+                os.environ[_OPTIONS_ENV] = before
+
+
+def check_reachable(url: str, timeout_s: float) -> str | None:
+    """Why a TCP stream's server cannot be reached (one phrase), or None if it answers.
+
+    OpenCV says only "not opened"; a connection tried first tells a wrong port
+    (refused), a host that does not answer (timeout) and a name that does not resolve
+    apart. UDP and RTP have no connection to try: None.
+    """
+    scheme = url.split(":", 1)[0].lower()
+    if scheme not in DEFAULT_PORTS:
+        return None
+    host, port = stream_host(url)
+    if not host:
+        return "no host in the URL"
+    port = port or DEFAULT_PORTS[scheme]
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return None
+    except socket.gaierror:
+        return f"unknown host {host!r}"
+    except ConnectionRefusedError:
+        return f"connection refused: nothing listens on {host}:{port}"
+    except TimeoutError:
+        return f"no answer from {host}:{port} within {timeout_s:g} s"
+    except OSError as exc:
+        return f"cannot connect to {host}:{port} ({exc.strerror or exc})"
+
+
+@dataclass(frozen=True)
+class StreamStatus:
+    """A stream's state and figures at one instant (what views and reports show)."""
+
+    state: str  # "playing" or "reconnecting (n)"
+    own_fps: float | None  # the rate the stream declares
+    arrival_fps: float  # frames received per second while connected
+    recent_fps: float  # over the last RECENT arrivals (live)
+    jitter_ms: float  # RFC 3550 interarrival jitter
+    age_ms: float | None  # median age of a frame at arrival (stream wall clock), if known
+    frames: int
+    reconnects: int  # times it came back
+    down_s: float  # seconds without a connection in all
+    last_error: str | None  # why it was last lost
+
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "state": self.state,
+            "own_fps": None if self.own_fps is None else round(self.own_fps, 3),
+            "arrival_fps": round(self.arrival_fps, 3),
+            "jitter_ms": round(self.jitter_ms, 3),
+            "age_ms": None if self.age_ms is None else round(self.age_ms, 2),
+            "frames": self.frames,
+            "reconnects": self.reconnects,
+            "down_s": round(self.down_s, 3),
+        }
+        if self.last_error:
+            out["last_error"] = self.last_error
+        return out
+
+
+FrameListener = Callable[["StreamSource"], None]
+StatusListener = Callable[["StreamSource", bool, str], None]  # (source, lost, phrase)
+
+
+class StreamSource(FrameSource):
+    """A live network stream: one capture thread, its latest frame, reconnects."""
+
+    live = True
+    paced = False
+
+    def __init__(
+        self,
+        url: str,
+        resolution: tuple[int, int],
+        settings: StreamSettings | None = None,
+        fit: str = FITS[0],
+        cancel: threading.Event | None = None,
+        opener: Opener = open_capture,
+        clock: Callable[[], float] = time.perf_counter,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.spec = url
+        self.name = mask_credentials(url)
+        self.fit = fit
+        self.resolution = resolution
+        self.settings = settings or StreamSettings()
+        self._opener, self._clock, self._wall = opener, clock, wall
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._frame_listeners: dict[int, FrameListener] = {}
+        self._status_listeners: dict[int, StatusListener] = {}
+        self._recent: deque[tuple[float, float | None]] = deque(maxlen=RECENT)
+        self._ages: deque[float] = deque(maxlen=RECENT)
+        self._jitter = 0.0
+        self._frames = 0
+        self._connected_s = 0.0
+        self._connected_at: float | None = None
+        self._down_s = 0.0
+        self._reconnects = 0
+        self._attempt = 0  # the reconnect attempt under way (0: playing)
+        self._lost_at: float | None = None
+        self.last_error: str | None = None
+        if cancel is not None and cancel.is_set():
+            raise OpenCancelled()
+        cap, bgr = self._connect()
+        fps = cap.get(cv2.CAP_PROP_FPS)
+        self.own_fps = fps if fps and math.isfinite(fps) and 0 < fps <= 1000 else None
+        self.fps = self.own_fps or 30.0
+        self.source_size = (bgr.shape[1], bgr.shape[0])
+        self._cap: Capture | None = cap
+        self._latest = to_model(bgr, resolution, fit)
+        self.note = "live stream: never paced or looped; its sessions get its frames as they arrive"
+        self._arrived(cap, self._clock())
+        self._thread = threading.Thread(target=self._run, name="stream", daemon=True)
+        self._thread.start()
+
+    # -- what the engine asks --------------------------------------------------------
+
+    def frame(self, index: int) -> np.ndarray:
+        with self._lock:
+            return self._latest
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    @property
+    def trouble(self) -> str | None:
+        with self._lock:
+            return f"{RECONNECTING} ({self._attempt})" if self._attempt else None
+
+    def subscribe(self, key: object, on_frame: FrameListener, on_status: StatusListener) -> None:
+        """Call ``on_frame(source)`` at each new frame (capture thread), and
+        ``on_status(source, lost, phrase)`` when it is lost or back; one pair per ``key``."""
+        with self._lock:
+            self._frame_listeners[id(key)] = on_frame
+            self._status_listeners[id(key)] = on_status
+
+    def status(self) -> StreamStatus:
+        now = self._clock()
+        with self._lock:
+            recent = list(self._recent)
+            connected = self._connected_s + (
+                now - self._connected_at if self._connected_at is not None else 0.0
+            )
+            ages = sorted(self._ages)
+            state = f"{RECONNECTING} ({self._attempt})" if self._attempt else "playing"
+            frames, reconnects, down = self._frames, self._reconnects, self._down_s
+            jitter = self._jitter
+            if self._lost_at is not None:  # down now: the gap so far counts
+                down += now - self._lost_at
+        span = recent[-1][0] - recent[0][0] if len(recent) > 1 else 0.0
+        return StreamStatus(
+            state=state,
+            own_fps=self.own_fps,
+            arrival_fps=frames / connected if connected > 0 else 0.0,
+            recent_fps=(len(recent) - 1) / span if span > 0 else 0.0,
+            jitter_ms=1000.0 * jitter,
+            age_ms=ages[len(ages) // 2] if ages else None,
+            frames=frames,
+            reconnects=reconnects,
+            down_s=down,
+            last_error=self.last_error,
+        )
+
+    def reset_counts(self) -> None:
+        """Count afresh from now (the end of a warm-up, a statistics reset), as the
+        report's other figures do; the state and the latest frame stay."""
+        now = self._clock()
+        with self._lock:
+            self._frames, self._reconnects, self._down_s = 0, 0, 0.0
+            self._connected_s = 0.0
+            if self._connected_at is not None:
+                self._connected_at = now
+            if self._lost_at is not None:
+                self._lost_at = now
+            self._ages.clear()
+
+    def describe(self) -> str:
+        """The stream in one line: live, its rates, jitter, age, reconnects."""
+        st = self.status()
+        declared = f"{st.own_fps:g} fps declared" if st.own_fps else "no declared rate"
+        parts = [
+            f"live stream (never paced or looped): {st.recent_fps or st.arrival_fps:.1f} fps "
+            f"arriving, {declared}",
+            f"jitter {st.jitter_ms:.1f} ms",
+        ]
+        if st.age_ms is not None:
+            parts.append(f"frame age at arrival {st.age_ms:.0f} ms")
+        if st.reconnects:
+            parts.append(f"reconnected {st.reconnects}× ({st.down_s:.1f} s down)")
+        if st.state != "playing" and st.last_error:
+            parts.append(f"{st.state}: {st.last_error}")
+        return "; ".join(parts)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=max(1.0, self.settings.read_timeout_s + 0.5))
+        with self._lock:
+            cap, self._cap = self._cap, None
+        if cap is not None:
+            cap.release()
+
+    # -- the capture thread ----------------------------------------------------------
+
+    def _connect(self) -> tuple[Capture, np.ndarray]:
+        """An open capture and its first frame, or SourceError(spec, reason)."""
+        timeout = self.settings.connect_timeout_s
+        if is_url(self.spec) and (why := check_reachable(self.spec, timeout)):
+            raise SourceError(self.spec, why)
+        cap = self._opener(self.spec, self.settings)
+        if not cap.isOpened():
+            cap.release()
+            raise SourceError(
+                self.spec,
+                f"no video stream opened within {timeout:g} s (a wrong path or credentials, "
+                "no packets arriving, or a codec this FFmpeg lacks)",
+            )
+        ok, bgr = cap.read()
+        if not ok or bgr is None:
+            cap.release()
+            raise SourceError(
+                self.spec,
+                f"connected, but no frame arrived within {self.settings.read_timeout_s:g} s",
+            )
+        return cap, bgr
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            cap = self._cap
+            if cap is None:
+                self._reconnect()
+                continue
+            started = self._clock()
+            try:
+                ok, bgr = cap.read()
+                frame = to_model(bgr, self.resolution, self.fit) if ok and bgr is not None else None
+            except Exception as exc:  # a frame that cannot be converted: the stream is bad
+                frame, why = None, f"frame failed: {type(exc).__name__}: {exc}"
+            else:
+                waited = self._clock() - started
+                why = (
+                    f"no frame for {waited:.1f} s (stalled)"
+                    if waited >= 0.9 * self.settings.read_timeout_s
+                    else "the stream ended or the connection closed"
+                )
+            if self._stop.is_set():
+                return
+            if frame is None:
+                self._lose(cap, why)
+                continue
+            now = self._clock()
+            with self._lock:
+                self._latest = frame
+            self._arrived(cap, now)
+            self._tell_frame()
+
+    def _arrived(self, cap: Capture, now: float) -> None:
+        """Count a frame that arrived at ``now``: rate, RFC 3550 jitter, age."""
+        pos = cap.get(cv2.CAP_PROP_POS_MSEC)
+        pts = pos / 1000.0 if pos and math.isfinite(pos) and pos > 0 else None
+        start_us = cap.get(cv2.CAP_PROP_STREAM_OPEN_TIME_USEC)
+        with self._lock:
+            if self._connected_at is None:
+                self._connected_at = now
+            if self._recent:
+                last_t, last_pts = self._recent[-1]
+                if pts is not None and last_pts is not None:
+                    expected = pts - last_pts
+                else:
+                    expected = 1.0 / (self.own_fps or 30.0) if self.own_fps else now - last_t
+                d = abs((now - last_t) - expected)
+                self._jitter += (d - self._jitter) / 16.0  # RFC 3550, section 6.4.1
+            self._recent.append((now, pts))
+            self._frames += 1
+            if pts is not None and start_us and 0 < start_us < 1e17:  # an RTCP wall clock
+                self._ages.append(1000.0 * (self._wall() - (start_us / 1e6 + pts)))
+
+    def _lose(self, cap: Capture, why: str) -> None:
+        cap.release()
+        now = self._clock()
+        with self._lock:
+            self._cap = None
+            self._attempt = 1
+            self._lost_at = now
+            if self._connected_at is not None:
+                self._connected_s += now - self._connected_at
+                self._connected_at = None
+            self._recent.clear()  # the rate and jitter start again after the gap
+            self.last_error = why
+        self._tell(True, f"stream lost on {self.name}: {why}; reconnecting")
+
+    def _reconnect(self) -> None:
+        wait = BACKOFF_S[min(self._attempt, len(BACKOFF_S)) - 1]
+        if self._stop.wait(wait):
+            return
+        try:
+            cap, bgr = self._connect()
+        except SourceError as exc:
+            with self._lock:
+                self._attempt += 1
+                self.last_error = exc.reason
+            return
+        if self._stop.is_set():
+            cap.release()
+            return
+        frame = to_model(bgr, self.resolution, self.fit)
+        now = self._clock()
+        with self._lock:
+            attempts, self._attempt = self._attempt, 0
+            down = now - (self._lost_at or now)
+            self._down_s += down
+            self._lost_at = None
+            self._reconnects += 1
+            self._cap, self._latest = cap, frame
+        self._arrived(cap, now)
+        self._tell(
+            False,
+            f"stream back on {self.name} after {down:.1f} s "
+            f"({attempts} attempt{'s' if attempts != 1 else ''})",
+        )
+        self._tell_frame()
+
+    def _listeners(self, table: dict[int, Any]) -> list[Any]:
+        with self._lock:
+            return list(table.values())
+
+    def _tell_frame(self) -> None:
+        for listener in self._listeners(self._frame_listeners):
+            self._safely(listener, self)
+
+    def _tell(self, lost: bool, phrase: str) -> None:
+        for listener in self._listeners(self._status_listeners):
+            self._safely(listener, self, lost, phrase)
+
+    def _safely(self, listener: Callable[..., object], *args: Any) -> None:
+        """Call a listener; one that fails must not end the capture (its error is kept)."""
+        try:
+            listener(*args)
+        except Exception as exc:
+            self.last_error = f"a listener failed: {type(exc).__name__}: {exc}"
