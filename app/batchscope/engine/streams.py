@@ -37,7 +37,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -160,7 +160,8 @@ class StreamStatus:
     frames: int
     reconnects: int  # times it came back
     down_s: float  # seconds without a connection in all
-    last_error: str | None  # why it was last lost
+    lost_reason: str | None  # why it was last lost
+    last_error: str | None  # why the last reconnect attempt failed (while reconnecting)
 
     def as_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -173,6 +174,8 @@ class StreamStatus:
             "reconnects": self.reconnects,
             "down_s": round(self.down_s, 3),
         }
+        if self.lost_reason:
+            out["lost_reason"] = self.lost_reason
         if self.last_error:
             out["last_error"] = self.last_error
         return out
@@ -198,8 +201,10 @@ class StreamSource(FrameSource):
         opener: Opener = open_capture,
         clock: Callable[[], float] = time.perf_counter,
         wall: Callable[[], float] = time.time,
+        backoff: Sequence[float] = BACKOFF_S,
     ) -> None:
         self.spec = url
+        self._backoff = tuple(backoff)
         self.name = mask_credentials(url)
         self.fit = fit
         self.resolution = resolution
@@ -219,6 +224,7 @@ class StreamSource(FrameSource):
         self._reconnects = 0
         self._attempt = 0  # the reconnect attempt under way (0: playing)
         self._lost_at: float | None = None
+        self.lost_reason: str | None = None
         self.last_error: str | None = None
         if cancel is not None and cancel.is_set():
             raise OpenCancelled()
@@ -280,6 +286,7 @@ class StreamSource(FrameSource):
             frames=frames,
             reconnects=reconnects,
             down_s=down,
+            lost_reason=self.lost_reason,
             last_error=self.last_error,
         )
 
@@ -309,8 +316,10 @@ class StreamSource(FrameSource):
             parts.append(f"frame age at arrival {st.age_ms:.0f} ms")
         if st.reconnects:
             parts.append(f"reconnected {st.reconnects}× ({st.down_s:.1f} s down)")
-        if st.state != "playing" and st.last_error:
-            parts.append(f"{st.state}: {st.last_error}")
+        if st.state != "playing":
+            why = f"lost: {st.lost_reason}" if st.lost_reason else "lost"
+            tried = f"; last attempt: {st.last_error}" if st.last_error else ""
+            parts.append(f"{st.state} ({why}{tried})")
         return "; ".join(parts)
 
     def close(self) -> None:
@@ -324,16 +333,21 @@ class StreamSource(FrameSource):
     # -- the capture thread ----------------------------------------------------------
 
     def _connect(self) -> tuple[Capture, np.ndarray]:
-        """An open capture and its first frame, or SourceError(spec, reason)."""
+        """An open capture and its first frame, or SourceError(spec, reason).
+
+        Only a failed open tries a plain connection, to say why (refused, no answer,
+        unknown host): a server for one client (ffmpeg's ``-listen 1``, some cameras)
+        would take a probe made first for its client.
+        """
         timeout = self.settings.connect_timeout_s
-        if is_url(self.spec) and (why := check_reachable(self.spec, timeout)):
-            raise SourceError(self.spec, why)
         cap = self._opener(self.spec, self.settings)
         if not cap.isOpened():
             cap.release()
+            why = check_reachable(self.spec, timeout) if is_url(self.spec) else None
             raise SourceError(
                 self.spec,
-                f"no video stream opened within {timeout:g} s (a wrong path or credentials, "
+                why
+                or f"no video stream opened within {timeout:g} s (a wrong path or credentials, "
                 "no packets arriving, or a codec this FFmpeg lacks)",
             )
         ok, bgr = cap.read()
@@ -407,11 +421,11 @@ class StreamSource(FrameSource):
                 self._connected_s += now - self._connected_at
                 self._connected_at = None
             self._recent.clear()  # the rate and jitter start again after the gap
-            self.last_error = why
+            self.lost_reason = why
         self._tell(True, f"stream lost on {self.name}: {why}; reconnecting")
 
     def _reconnect(self) -> None:
-        wait = BACKOFF_S[min(self._attempt, len(BACKOFF_S)) - 1]
+        wait = self._backoff[min(self._attempt, len(self._backoff)) - 1]
         if self._stop.wait(wait):
             return
         try:
@@ -433,6 +447,7 @@ class StreamSource(FrameSource):
             self._lost_at = None
             self._reconnects += 1
             self._cap, self._latest = cap, frame
+            self.last_error = None
         self._arrived(cap, now)
         self._tell(
             False,

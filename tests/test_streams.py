@@ -1,0 +1,282 @@
+"""Network streams: addresses, masking, the capture's reconnects and the feeder's rule
+(a stream is never paced), on fake captures; real streams are in test_streams_live.py."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import cv2
+import numpy as np
+import pytest
+
+from batchscope.config import ConfigError, RunConfig
+from batchscope.engine.feeder import Feeder
+from batchscope.engine.session import Mailboxes, Session, shown_state
+from batchscope.engine.sources import SourceError, is_live_or_synthetic
+from batchscope.engine.stats import served
+from batchscope.engine.streams import StreamSettings, StreamSource, check_reachable
+from batchscope.urls import is_stream, mask_credentials
+from contract import wait_for
+from stream_servers import free_port
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("rtsp://admin:pw@cam.local/live", "rtsp://admin:***@cam.local/live"),
+        ("rtsp://token@cam:554/x", "rtsp://***@cam:554/x"),
+        ("rtsp://u:p@ss@host/x", "rtsp://u:***@host/x"),  # an @ inside the password
+        ("http://cam/mjpg?user=a&password=b&fps=5", "http://cam/mjpg?user=a&password=***&fps=5"),
+        ("https://h/live.m3u8?token=abc", "https://h/live.m3u8?token=***"),
+        ("rtsp://cam/live", "rtsp://cam/live"),
+        ("/videos/a@b.mp4", "/videos/a@b.mp4"),
+        ("S0: rtsp://a:secret@h/x failed; rtsp://b:other@h/y too", "S0: rtsp://a:***@h/x failed; rtsp://b:***@h/y too"),
+    ],
+)  # fmt: skip
+def test_mask_credentials_hides_passwords_and_tokens(text, shown):
+    assert mask_credentials(text) == shown
+
+
+@pytest.mark.parametrize(
+    ("spec", "stream"),
+    [
+        ("rtsp://cam/live", True),
+        ("RTSPS://cam/live", True),
+        ("http://cam/video.mjpg", True),
+        ("https://cdn/clip.mp4", True),
+        ("udp://@:5000", True),
+        ("rtp://239.0.0.1:5004", True),
+        ("/data/playlist.m3u8", True),
+        ("ftp://host/clip.mp4", False),
+        ("clip.mp4", False),
+        ("camera:0", False),
+        ("synthetic", False),
+    ],
+)
+def test_which_specs_are_streams(spec, stream):
+    assert is_stream(spec) is stream
+    assert is_live_or_synthetic(spec) is (stream or spec in ("camera:0", "synthetic"))
+
+
+def test_the_report_config_never_carries_a_password():
+    config = RunConfig(sources=("rtsp://admin:hunter2@cam/live", "synthetic"))
+    assert config.to_json()["sources"] == ["rtsp://admin:***@cam/live", "synthetic"]
+    assert config.sources[0] == "rtsp://admin:hunter2@cam/live"  # it still connects with it
+
+
+def test_a_source_error_names_the_url_masked():
+    error = SourceError("rtsp://admin:hunter2@cam/live", "connection refused")
+    assert str(error) == "rtsp://admin:***@cam/live: connection refused"
+    assert error.spec == "rtsp://admin:hunter2@cam/live"
+
+
+def test_stream_settings_are_validated_knobs():
+    with pytest.raises(ConfigError, match="stream_transport"):
+        RunConfig(stream_transport="quic")
+    with pytest.raises(ConfigError, match="stream_timeout_s"):
+        RunConfig(stream_timeout_s=0)
+    settings = StreamSettings.of(RunConfig(stream_transport="udp", stream_timeout_s=2.5))
+    assert settings.ffmpeg_options("rtsp://h/x") == "rtsp_transport;udp"
+    assert settings.ffmpeg_options("http://h/x") == ""  # only RTSP has a transport
+    assert StreamSettings(transport="auto").ffmpeg_options("rtsp://h/x") == ""
+
+
+def test_check_reachable_tells_refused_from_unknown_host():
+    port = free_port()  # free: nothing listens there
+    assert check_reachable(f"rtsp://127.0.0.1:{port}/x", 2.0) == (
+        f"connection refused: nothing listens on 127.0.0.1:{port}"
+    )
+    assert "unknown host" in (check_reachable("rtsp://no-such-host.invalid/x", 2.0) or "")
+    assert check_reachable("udp://127.0.0.1:5000", 2.0) is None  # no connection to try
+
+
+class FakeStream:
+    """A capture whose frames the test hands out one at a time; ``drop()`` ends it."""
+
+    def __init__(self, network: FakeNetwork, size=(64, 48), fps=25.0) -> None:
+        self.network = network
+        self.size, self.fps = size, fps
+        self.frames: list[np.ndarray] = []
+        self.cond = threading.Condition()
+        self.ended = False
+        self.released = False
+        self.pos_ms = 0.0
+        self.first = np.zeros((size[1], size[0], 3), np.uint8)
+
+    def isOpened(self) -> bool:  # noqa: N802
+        return True
+
+    def read(self):
+        if self.first is not None:
+            first, self.first = self.first, None
+            return True, first
+        with self.cond:  # as a real read, bounded: by the network's end in the tests
+            self.cond.wait_for(
+                lambda: self.frames or self.ended or self.released or self.network.closed,
+                timeout=5,
+            )
+            if self.frames:
+                self.pos_ms += 1000 / self.fps
+                return True, self.frames.pop(0)
+            return False, None
+
+    def get(self, prop: int) -> float:
+        return {cv2.CAP_PROP_FPS: self.fps, cv2.CAP_PROP_POS_MSEC: self.pos_ms}.get(prop, 0.0)
+
+    def release(self) -> None:
+        with self.cond:
+            self.released = True
+            self.cond.notify_all()
+
+    def push(self, value: int = 128) -> None:
+        with self.cond:
+            self.frames.append(np.full((self.size[1], self.size[0], 3), value, np.uint8))
+            self.cond.notify_all()
+
+    def drop(self) -> None:
+        with self.cond:
+            self.ended = True
+            self.cond.notify_all()
+
+
+class FakeNetwork:
+    """Opens FakeStreams while ``up``; each open is recorded."""
+
+    def __init__(self) -> None:
+        self.up = True
+        self.closed = False
+        self.opened: list[FakeStream] = []
+
+    def __call__(self, url: str, settings: StreamSettings) -> FakeStream:
+        stream = FakeStream(self)
+        if not self.up:
+            stream.isOpened = lambda: False  # type: ignore[method-assign]
+        self.opened.append(stream)
+        return stream
+
+    @property
+    def current(self) -> FakeStream:
+        return self.opened[-1]
+
+    def close(self, source: StreamSource) -> None:
+        """Close ``source`` with its reads ended (a real read ends within its timeout)."""
+        self.closed = True
+        for stream in self.opened:
+            with stream.cond:
+                stream.cond.notify_all()
+        source.close()
+
+
+URL = "udp://127.0.0.1:5000"  # no connection check: the fake network answers
+
+
+def fake_source(network: FakeNetwork, **kw) -> StreamSource:
+    return StreamSource(URL, (32, 24), StreamSettings(), opener=network, backoff=(0.01,), **kw)
+
+
+def test_a_lost_stream_reconnects_with_attempts_counted_and_says_lost_and_back():
+    network = FakeNetwork()
+    source = fake_source(network)
+    heard: list[tuple[bool, str]] = []
+    source.subscribe(object(), lambda s: None, lambda s, lost, text: heard.append((lost, text)))
+    try:
+        assert source.trouble is None and source.paced is False and source.live
+        network.up = False
+        network.current.drop()  # the stream ends: the capture's read fails
+        assert wait_for(lambda: (source.trouble or "").startswith("reconnecting ("))
+        assert wait_for(lambda: len(network.opened) >= 4)  # it keeps trying
+        assert heard[0][0] is True and "stream lost on udp://127.0.0.1:5000" in heard[0][1]
+        attempt = int(source.trouble.split("(")[1].rstrip(")"))
+        assert attempt >= 2
+        assert "no video stream opened" in (source.status().last_error or "")
+        assert "reconnecting (" in source.describe() and "lost: the stream ended" in source.describe()
+        network.up = True
+        assert wait_for(lambda: source.trouble is None)
+        assert wait_for(lambda: len(heard) == 2)
+        assert heard[1][0] is False and "stream back on" in heard[1][1]
+        status = source.status()
+        assert status.reconnects == 1 and status.down_s > 0
+        assert status.lost_reason == "the stream ended or the connection closed"
+        assert status.last_error is None  # the attempts' failures are over
+        assert all(s.released for s in network.opened[:-1])  # every lost capture let go
+    finally:
+        network.close(source)
+    assert not source.alive
+
+
+def test_frames_arrive_to_listeners_and_the_latest_is_kept():
+    network = FakeNetwork()
+    source = fake_source(network)
+    arrived = []
+    source.subscribe(object(), lambda s: arrived.append(int(s.frame(0)[0, 0, 0])), lambda *a: None)
+    try:
+        for value in (10, 20, 30):
+            network.current.push(value)
+        assert wait_for(lambda: len(arrived) == 3)
+        assert int(source.frame(0)[0, 0, 0]) == 30
+        status = source.status()
+        assert status.frames == 4 and status.own_fps == 25.0  # the first frame at open too
+        assert status.age_ms is None  # no RTCP wall clock in this stream
+    finally:
+        network.close(source)
+
+
+def test_a_stream_that_never_gives_a_frame_fails_with_one_line():
+    class Silent(FakeStream):
+        def read(self):
+            return False, None
+
+    with pytest.raises(SourceError, match=r"connected, but no frame arrived within 5 s"):
+        StreamSource(URL, (32, 24), opener=lambda url, settings: Silent(FakeNetwork()))
+
+
+def test_the_feeder_publishes_a_stream_as_it_arrives_never_paced():
+    network = FakeNetwork()
+    source = fake_source(network)
+    boxes = Mailboxes()
+    published: list[int] = []
+    real_publish = boxes.publish
+
+    def publish(window):
+        published.append(window.session)
+        return real_publish(window)
+
+    boxes.publish = publish  # type: ignore[method-assign]
+    feeder = Feeder(boxes, lambda m: None)
+    sessions = [Session(0, source), Session(1, source)]
+    feeder.set_sessions(sessions, fps=1000.0)  # a pace it must not follow
+    feeder.start()
+    try:
+        assert wait_for(lambda: feeder.alive)
+        for _ in range(2):  # the window needs 3 frames: 2 arrivals more
+            network.current.push()
+            assert wait_for(lambda: sessions[0].seq == sessions[1].seq and sessions[0].seq)
+        time.sleep(0.05)
+        assert published == []  # nothing until a frame arrives: no pace of its own
+        for k in range(1, 4):
+            network.current.push()
+            assert wait_for(lambda k=k: len(published) == 2 * k)
+        assert sorted(published) == [0, 0, 0, 1, 1, 1]
+        feeder.scale(0, 0.0)  # a stall holds session 0, not session 1
+        network.current.push()
+        assert wait_for(lambda: len(published) == 7)
+        assert published[-1] == 1
+    finally:
+        feeder.stop(1.0)
+        network.close(source)
+
+
+def test_a_reconnecting_session_shows_it_and_counts_as_served():
+    network = FakeNetwork()
+    source = fake_source(network)
+    session = Session(0, source)
+    try:
+        assert shown_state(session, stalled=False) == "running"
+        network.up = False
+        network.current.drop()
+        assert wait_for(lambda: shown_state(session, False).startswith("reconnecting ("))
+        assert served(shown_state(session, False))  # its client sends nothing, as stalled
+        assert shown_state(session, stalled=True) == "stalled"
+    finally:
+        network.close(source)

@@ -1,0 +1,173 @@
+"""Real network streams on loopback, served by ffmpeg and rtsp-server-perl (see
+stream_servers.py): sessions play them at the stream's own rate, a server killed mid-run
+gives "reconnecting" and recovery, a wrong port fails in time, credentials never show."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from batchscope.cli import main
+from batchscope.config import RunConfig
+from batchscope.engine.engine import Engine
+from batchscope.engine.sources import SourceError
+from batchscope.engine.streams import StreamSettings, StreamSource
+from contract import SMALL_EMULATED, wait_for
+from stream_servers import CLIP_FPS, RtspRelay, free_port, http_server, make_clip, udp_sender
+
+SECRET = "hunter2"
+QUICK = dict(stream_timeout_s=3.0, stream_read_timeout_s=1.5)
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_clip(tmp_path_factory.mktemp("streams"))
+
+
+def engine_on(sources: tuple[str, ...], sessions: int, **config) -> Engine:
+    cfg = {**SMALL_EMULATED, **QUICK, **config, "sources": sources, "sessions": sessions}
+    engine = Engine(RunConfig(**cfg))
+    engine.open()
+    engine.start()
+    return engine
+
+
+def delivered(engine: Engine, sid: int) -> int:
+    return next(s.delivered for s in engine.snapshot().sessions if s.id == sid)
+
+
+def state(engine: Engine, sid: int) -> str:
+    return next(s.state for s in engine.snapshot().sessions if s.id == sid)
+
+
+@pytest.mark.parametrize("kind", ["mjpeg", "ts"])
+def test_an_http_stream_plays_at_its_own_rate_never_paced(clip, kind):
+    with http_server(clip, kind) as server:
+        # paced sessions would send 10 fps; the stream's sessions get its 30
+        engine = engine_on((server.url,), 2, fps=10.0)
+        try:
+            assert wait_for(lambda: min(delivered(engine, s) for s in (0, 1)) >= 30, 20)
+            engine.reset_stats(announce=False)
+            assert wait_for(lambda: min(delivered(engine, s) for s in (0, 1)) >= 45, 20)
+            report = engine.report()
+        finally:
+            engine.stop()
+    for session in report["sessions"]:
+        stream = session["stream"]
+        assert session["fps"] > 15  # far above the 10 fps pace: arrivals drive it
+        assert "paced_fps" not in session and "pacing" not in session
+        assert stream["state"] == "playing" and stream["reconnects"] == 0
+        assert stream["frames"] >= 40  # counted since the reset, as delivered is
+        assert 15 < stream["arrival_fps"] < 2 * CLIP_FPS
+        assert stream["jitter_ms"] >= 0
+    assert report["sessions"][0]["source"] == server.url
+
+
+def test_udp_stream_plays(clip):
+    with udp_sender(clip) as sender:
+        engine = engine_on((sender.url, "synthetic"), 2)
+        try:
+            assert wait_for(lambda: delivered(engine, 0) >= 30, 20)
+            report = engine.report()
+        finally:
+            engine.stop()
+    assert report["sessions"][0]["stream"]["frames"] >= 30
+    assert "stream" not in report["sessions"][1]  # the synthetic scene is paced as before
+
+
+def test_rtsp_server_killed_mid_run_reconnects_and_the_other_session_goes_on(clip):
+    relay = RtspRelay(clip).start()
+    engine = engine_on((relay.url, "synthetic"), 2, stream_transport="udp")
+    try:
+        assert wait_for(lambda: delivered(engine, 0) >= 30, 20)
+        relay.stop()  # by PID: the server and its pusher
+        assert wait_for(lambda: state(engine, 0).startswith("reconnecting ("), 15)
+        other = delivered(engine, 1)
+        assert wait_for(lambda: delivered(engine, 1) >= other + 30, 15)  # S1 keeps running
+        down_at = delivered(engine, 0)
+        relay.start()  # the same ports: the stream returns
+        assert wait_for(lambda: state(engine, 0) == "running", 30)
+        assert wait_for(lambda: delivered(engine, 0) >= down_at + 30, 20)
+        report = engine.report()
+        messages = [e.message for e in engine.events()]
+    finally:
+        engine.stop()
+        relay.stop()
+    stream = report["sessions"][0]["stream"]
+    assert stream["reconnects"] >= 1 and stream["down_s"] > 0
+    assert any(m.startswith("stream lost on rtsp://127.0.0.1") for m in messages)
+    assert any(m.startswith("stream back on rtsp://127.0.0.1") for m in messages)
+    captions = [s["caption"] for s in report["segments"]]
+    assert any(c.startswith("stream lost") for c in captions)
+    assert any(c.startswith("stream back") for c in captions)
+
+
+def test_rtsp_frame_age_comes_from_the_rtcp_wall_clock(clip):
+    with RtspRelay(clip) as relay:
+        source = StreamSource(relay.url, (128, 72), StreamSettings("udp", 3.0, 3.0))
+        try:  # ffmpeg's RTP muxer sends its first sender report within seconds
+            assert wait_for(lambda: source.status().age_ms is not None, 20)
+            age = source.status().age_ms
+        finally:
+            source.close()
+    assert 0 <= age < 2000  # loopback: network ~0, plus the decoder's and relay's delay
+
+
+def test_a_wrong_port_fails_within_the_connect_timeout_in_one_line():
+    port = free_port()
+    started = time.monotonic()
+    with pytest.raises(SourceError) as caught:
+        StreamSource(f"rtsp://admin:{SECRET}@127.0.0.1:{port}/cam", (128, 72))
+    assert time.monotonic() - started < StreamSettings().connect_timeout_s + 1
+    assert str(caught.value) == (
+        f"rtsp://admin:***@127.0.0.1:{port}/cam: connection refused: nothing listens on "
+        f"127.0.0.1:{port}"
+    )
+
+
+def test_a_udp_stream_with_no_sender_fails_after_the_connect_timeout():
+    port = free_port()
+    settings = StreamSettings(connect_timeout_s=1.0, read_timeout_s=1.0)
+    started = time.monotonic()
+    with pytest.raises(SourceError, match="no video stream opened within 1 s"):
+        StreamSource(f"udp://127.0.0.1:{port}", (128, 72), settings)
+    assert time.monotonic() - started < 30  # bounded by its timeouts, not hanging
+
+
+def test_cli_a_stream_that_does_not_answer_is_one_line_exit_2(capsys):
+    port = free_port()
+    code = main(["run", f"rtsp://u:{SECRET}@127.0.0.1:{port}/x", "--duration", "1"])
+    err = capsys.readouterr().err
+    assert code == 2
+    lines = [line for line in err.splitlines() if line.startswith("batchscope: error")]
+    assert lines == [
+        f"batchscope: error: rtsp://u:***@127.0.0.1:{port}/x: connection refused: nothing "
+        f"listens on 127.0.0.1:{port}"
+    ]
+    assert SECRET not in err and "Traceback" not in err
+
+
+def test_credentials_never_reach_the_report_recording_events_or_terminal(
+    clip, tmp_path, capsys
+):
+    with RtspRelay(clip, user=f"viewer:{SECRET}") as relay:
+        assert SECRET in relay.url
+        out = tmp_path / "report.json"
+        code = main(
+            ["run", relay.url, "synthetic", "--sessions", "2", "--duration", "2",
+             "--warmup", "0.5", "--resolution", "256x144", "--stream-transport", "udp",
+             "--json", str(out), "--record", str(tmp_path / "rec")]
+        )  # fmt: skip
+        terminal = capsys.readouterr()
+    assert code == 0, terminal.err
+    report = json.loads(out.read_text())
+    assert report["sessions"][0]["stream"]["frames"] > 0
+    assert report["config"]["sources"][0].startswith("rtsp://viewer:***@127.0.0.1:")
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert len(written) >= 3  # the report and the recording's files
+    for path in written:
+        assert SECRET.encode() not in path.read_bytes(), path
+    assert SECRET not in terminal.out + terminal.err
