@@ -1,8 +1,8 @@
 """What a first-time user hands BatchScope: each file is named for what it is, not guessed.
 
 A valid MOV with an edit list is not corrupt, a still image is a still image, a clip
-shorter than the run says it loops, a URL is a network stream (not supported yet), an
-image given as a profile or a checkpoint is said not to be one; and plain `pytest`
+shorter than the run says it loops, a URL says what is wrong with it (a stream whose host
+does not resolve, a kind that is no stream), an image given as a profile or a checkpoint is said not to be one; and plain `pytest`
 collects every test, as `python -m pytest` does.
 """
 
@@ -208,17 +208,28 @@ def test_the_app_says_on_the_row_how_long_a_clip_is_and_that_it_loops(dashboard,
 # -- a URL ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("spec", ["rtsp://cam.local/stream", "http://example.com/a.mp4"])
-def test_a_network_stream_is_said_to_be_not_supported_yet(spec, capsys):
-    # before: "rtsp://cam.local/stream: no such file"
+def test_a_url_of_a_kind_that_is_no_stream_says_which_kinds_are(capsys):
+    # before streams: "a URL: network streams (rtsp://, http://) are not supported yet"
+    spec = "ftp://host/clip.mp4"
     with pytest.raises(SourceError) as caught:
         open_source(spec, SMALL)
-    assert caught.value.reason.startswith("a URL: network streams (rtsp://, http://) are not")
+    assert caught.value.reason.startswith("not a stream kind BatchScope reads: use rtsp://")
     code, err = run(["run", spec, "--duration", "1", "--quiet"], capsys)
     assert code == 2
     assert err.strip().splitlines() == [
-        f"batchscope: error: {spec}: a URL: network streams (rtsp://, http://) are not "
-        "supported yet; give a video file, camera:N or synthetic"
+        f"batchscope: error: {spec}: not a stream kind BatchScope reads: use rtsp://, "
+        "rtsps://, http(s)://, udp://, rtp:// or an .m3u8 playlist, or give a video file, "
+        "camera:N or synthetic"
+    ]
+
+
+def test_a_stream_whose_host_does_not_resolve_is_one_line(capsys):
+    spec = "rtsp://admin:pw@no-such-camera.invalid/stream"
+    code, err = run(["run", spec, "--duration", "1", "--quiet"], capsys)
+    assert code == 2
+    assert err.strip().splitlines() == [
+        "batchscope: error: rtsp://admin:***@no-such-camera.invalid/stream: unknown host "
+        "'no-such-camera.invalid'"
     ]
 
 

@@ -31,7 +31,8 @@ from stream_servers import free_port
         ("https://h/live.m3u8?token=abc", "https://h/live.m3u8?token=***"),
         ("rtsp://cam/live", "rtsp://cam/live"),
         ("/videos/a@b.mp4", "/videos/a@b.mp4"),
-        ("S0: rtsp://a:secret@h/x failed; rtsp://b:other@h/y too", "S0: rtsp://a:***@h/x failed; rtsp://b:***@h/y too"),
+        ("S0: rtsp://a:pw@h/x failed; rtsp://b:pw2@h/y too",
+         "S0: rtsp://a:***@h/x failed; rtsp://b:***@h/y too"),
     ],
 )  # fmt: skip
 def test_mask_credentials_hides_passwords_and_tokens(text, shown):
@@ -104,7 +105,7 @@ class FakeStream:
         self.pos_ms = 0.0
         self.first = np.zeros((size[1], size[0], 3), np.uint8)
 
-    def isOpened(self) -> bool:  # noqa: N802
+    def isOpened(self) -> bool:
         return True
 
     def read(self):
@@ -190,7 +191,9 @@ def test_a_lost_stream_reconnects_with_attempts_counted_and_says_lost_and_back()
         attempt = int(source.trouble.split("(")[1].rstrip(")"))
         assert attempt >= 2
         assert "no video stream opened" in (source.status().last_error or "")
-        assert "reconnecting (" in source.describe() and "lost: the stream ended" in source.describe()
+        assert (
+            "reconnecting (" in source.describe() and "lost: the stream ended" in source.describe()
+        )
         network.up = True
         assert wait_for(lambda: source.trouble is None)
         assert wait_for(lambda: len(heard) == 2)

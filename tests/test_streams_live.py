@@ -150,9 +150,7 @@ def test_cli_a_stream_that_does_not_answer_is_one_line_exit_2(capsys):
     assert SECRET not in err and "Traceback" not in err
 
 
-def test_credentials_never_reach_the_report_recording_events_or_terminal(
-    clip, tmp_path, capsys
-):
+def test_credentials_never_reach_the_report_recording_events_or_terminal(clip, tmp_path, capsys):
     with RtspRelay(clip, user=f"viewer:{SECRET}") as relay:
         assert SECRET in relay.url
         out = tmp_path / "report.json"

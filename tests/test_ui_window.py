@@ -260,11 +260,15 @@ def test_camera_menu_says_when_there_is_none(dashboard, monkeypatch):
 
     monkeypatch.setattr(sources, "list_cameras", lambda: [])
     dashboard.sessions._fill_cameras()
-    actions = dashboard.sessions.camera_menu.actions()
-    assert [a.text() for a in actions] == ["no camera found"] and not actions[0].isEnabled()
+    actions = [a for a in dashboard.sessions.camera_menu.actions() if not a.isSeparator()]
+    assert [a.text() for a in actions] == [
+        "IP camera or network stream (URL)…",
+        "no camera found on this machine",
+    ]
+    assert not actions[-1].isEnabled()
     monkeypatch.setattr(sources, "list_cameras", lambda: [CameraInfo(2, "USB Cam")])
     dashboard.sessions._fill_cameras()
-    assert [a.text() for a in dashboard.sessions.camera_menu.actions()] == ["USB Cam  (camera:2)"]
+    assert [a.text() for a in dashboard.sessions.camera_menu.actions()][-1] == "USB Cam  (camera:2)"
 
 
 def test_a_start_failure_is_shown_and_close_stays_clean(qtbot, tiny_video, ui_settings):

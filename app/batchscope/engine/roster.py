@@ -79,7 +79,14 @@ def open_slots(
                     source = StreamSource(spec, resolution, stream, fit, cancel)
                 else:
                     source = open_source(
-                        spec, resolution, cancel, budget, fit, told, run_s, paced_fps
+                        spec,
+                        resolution,
+                        cancel,
+                        budget,
+                        fit,
+                        told,
+                        run_s=run_s,
+                        paced_fps=paced_fps,
                     )
                 slots.append(SourceSlot(spec, source))
             except SourceError as exc:

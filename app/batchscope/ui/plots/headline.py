@@ -81,7 +81,8 @@ def session_summary(sessions: Sequence[SessionView]) -> tuple[str, str, str]:
     figure names every session that is not running ("1 in error", "1 stalled") and
     how many sessions the fps figures cover ("fps over 2 of 3").
     """
-    others = Counter(s.state for s in sessions if s.state != "running")
+    # "reconnecting (3)" and "(1)" are one kind here: the attempt is each session's own
+    others = Counter(s.state.split(" (")[0] for s in sessions if s.state != "running")
     if not others:
         return "", "", ""
     value = " · ".join(f"{k} {STATE_WORDS.get(state, state)}" for state, k in others.items())

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from PySide6.QtCore import QModelIndex, Qt, Signal
+from PySide6.QtCore import QModelIndex, QSettings, Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -34,6 +34,7 @@ from batchscope.engine.stats import RECONNECTING
 from batchscope.engine.streams import StreamSource
 from batchscope.render.palette import session_colour
 from batchscope.ui.plain_text import menu_text, plain_tip
+from batchscope.ui.sessions.stream_dialog import StreamDialog, recent_streams, remember_stream
 from batchscope.ui.theme import Look
 from batchscope.urls import mask_credentials
 
@@ -81,13 +82,16 @@ class _ElideMiddle(QStyledItemDelegate):
 
 class SessionsPanel(QWidget):
     add_files = Signal(list)  # paths
-    add_source = Signal(str)  # spec (camera:N, synthetic)
+    add_source = Signal(str)  # spec (camera:N, synthetic, a stream URL)
     remove_source = Signal(int)  # session id whose source to remove; -1: none selected
     sessions_changed = Signal(int)
 
     def __init__(self, look: Look, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._look = look
+        # where Add stream… keeps its recent URLs, and how streams connect (the window sets)
+        self.settings: QSettings | None = None
+        self.stream_line: Callable[[], str] = lambda: ""
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 4, 6, 4)
 
@@ -124,6 +128,10 @@ class SessionsPanel(QWidget):
         self.files_button = QPushButton("Add videos…")
         self.camera_button = QToolButton()
         self.camera_button.setText("Add camera")
+        self.camera_button.setToolTip(
+            "An IP camera or network stream by its URL (RTSP, HTTP, HLS, UDP), "
+            "or a camera on this machine"
+        )
         self.camera_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         self.camera_menu = QMenu(self.camera_button)
         self.camera_menu.aboutToShow.connect(self._fill_cameras)
@@ -292,13 +300,31 @@ class SessionsPanel(QWidget):
         if paths:
             self.add_files.emit(paths)
 
+    def ask_stream(self) -> None:
+        """Add stream…: the dialog; a URL it accepts is added and remembered."""
+        dialog = StreamDialog(recent_streams(self.settings), self.stream_line(), self)
+        if dialog.exec() == StreamDialog.DialogCode.Accepted:
+            self._add_stream(dialog.url())
+
+    def _add_stream(self, url: str) -> None:
+        remember_stream(self.settings, url)
+        self.add_source.emit(url)
+
     def _fill_cameras(self) -> None:
         from batchscope.engine.sources import list_cameras
 
         self.camera_menu.clear()
+        self.camera_menu.addAction("IP camera or network stream (URL)…").triggered.connect(
+            self.ask_stream
+        )
+        for url in recent_streams(self.settings):
+            action = self.camera_menu.addAction(menu_text(f"   {mask_credentials(url)}"))
+            action.setToolTip("added before: open it again")
+            action.triggered.connect(lambda _=False, u=url: self._add_stream(u))
+        self.camera_menu.addSeparator()
         cameras = list_cameras()
         if not cameras:
-            self.camera_menu.addAction("no camera found").setEnabled(False)
+            self.camera_menu.addAction("no camera found on this machine").setEnabled(False)
         for cam in cameras:
             action = self.camera_menu.addAction(menu_text(f"{cam.name}  (camera:{cam.index})"))
             action.triggered.connect(

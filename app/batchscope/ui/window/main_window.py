@@ -63,7 +63,7 @@ from batchscope.ui.plots import (
     time_window,
 )
 from batchscope.ui.segment_table import SegmentFeed, SegmentTable
-from batchscope.ui.sessions import SessionsPanel, VideoWall
+from batchscope.ui.sessions import SessionsPanel, VideoWall, stream_settings_line
 from batchscope.ui.theme import Look, apply_look
 from batchscope.ui.window.export import (
     ExportError,
@@ -134,6 +134,8 @@ class MainWindow(QMainWindow):
 
         self.controls = ControlsPanel(devices if devices is not None else device_choices())
         self.sessions = SessionsPanel(look)
+        self.sessions.settings = settings  # Add stream…'s recent URLs
+        self.sessions.stream_line = lambda: stream_settings_line(self.engine.config)
         self.video = VideoWall(look)
         self.fps_plot = FpsPlot(look)
         self.latency = LatencyHistogram(look)
@@ -314,6 +316,9 @@ class MainWindow(QMainWindow):
         file_menu = menu.addMenu("&File")
         add = file_menu.addAction("Add video files…")
         add.triggered.connect(self.sessions._choose_files)
+        stream = file_menu.addAction("Add network stream…")
+        stream.setShortcut("Ctrl+Shift+N")
+        stream.triggered.connect(self.sessions.ask_stream)
         file_menu.addAction("Load BlurBall checkpoint…").triggered.connect(self._load_checkpoint)
         file_menu.addAction("Use the demo weights").triggered.connect(
             lambda: self.presenter.load_checkpoint(None)

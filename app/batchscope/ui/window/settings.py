@@ -21,6 +21,7 @@ from batchscope.config import (
     RunConfig,
     parse_resolution,
 )
+from batchscope.urls import is_stream
 
 #: RunConfig fields the dashboard remembers between launches.
 NO_CUDA_NOTE = (
@@ -116,5 +117,10 @@ def _load_list(settings: QSettings, key: str) -> list[str]:
 
 
 def _existing(specs: list[str]) -> list[str]:
-    """Saved sources that can still be opened: files that still exist, cameras, synthetic."""
-    return [s for s in specs if s.startswith(("camera:", "synthetic")) or Path(s).is_file()]
+    """Saved sources that can still be opened: files that still exist, cameras, synthetic,
+    network streams (whether a stream answers is told when it opens)."""
+    return [
+        s
+        for s in specs
+        if s.startswith(("camera:", "synthetic")) or is_stream(s) or Path(s).is_file()
+    ]
