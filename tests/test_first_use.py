@@ -2,8 +2,8 @@
 
 A valid MOV with an edit list is not corrupt, a still image is a still image, a clip
 shorter than the run says it loops, a URL says what is wrong with it (a stream whose host
-does not resolve, a kind that is no stream), an image given as a profile or a checkpoint is said not to be one; and plain `pytest`
-collects every test, as `python -m pytest` does.
+does not resolve, a kind that is no stream), an image given as a profile or a checkpoint
+is said not to be one; and plain `pytest` collects every test, as `python -m pytest` does.
 """
 
 from __future__ import annotations

@@ -59,9 +59,7 @@ def test_the_settings_line_names_the_transport_and_timeouts():
     assert "UDP, then TCP" in stream_settings_line(RunConfig(stream_transport="auto"))
 
 
-def test_a_recent_stream_in_the_menu_is_masked_and_adds_the_real_url(
-    dashboard, monkeypatch, qtbot
-):
+def test_a_recent_stream_in_the_menu_is_masked_and_adds_the_real_url(dashboard, monkeypatch, qtbot):
     import batchscope.engine.sources as sources
 
     monkeypatch.setattr(sources, "list_cameras", lambda: [])
@@ -73,9 +71,7 @@ def test_a_recent_stream_in_the_menu_is_masked_and_adds_the_real_url(
     added: list[str] = []
     dashboard.sessions.add_source.disconnect()
     dashboard.sessions.add_source.connect(added.append)
-    recent = next(
-        a for a in dashboard.sessions.camera_menu.actions() if "cam.local" in a.text()
-    )
+    recent = next(a for a in dashboard.sessions.camera_menu.actions() if "cam.local" in a.text())
     recent.trigger()
     assert added == [SECRET_URL]
 
