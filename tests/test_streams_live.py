@@ -169,3 +169,30 @@ def test_credentials_never_reach_the_report_recording_events_or_terminal(clip, t
     for path in written:
         assert SECRET.encode() not in path.read_bytes(), path
     assert SECRET not in terminal.out + terminal.err
+
+
+def test_an_on_demand_playlist_plays_at_its_own_rate_and_ends_as_a_stream_does(tmp_path):
+    """An HLS playlist of known length arrives as fast as it is read (240 frames in 0.1 s
+    here): it is read at its own timestamps, and its end is a stream that ended."""
+    import subprocess
+
+    from stream_servers import FFMPEG
+
+    clip = make_clip(tmp_path, seconds=2.0)
+    playlist = tmp_path / "vod.m3u8"
+    subprocess.run(
+        [FFMPEG, "-hide_banner", "-loglevel", "error", "-i", str(clip), "-c", "copy",
+         "-f", "hls", "-hls_time", "1", "-hls_list_size", "0", str(playlist)],
+        check=True, timeout=60,
+    )  # fmt: skip
+    source = StreamSource(str(playlist), (128, 72), StreamSettings(read_timeout_s=2.0))
+    heard: list[bool] = []
+    source.subscribe(object(), lambda s: None, lambda s, lost, text: heard.append(lost))
+    try:
+        assert source.on_demand
+        assert wait_for(lambda: source.status().frames >= 40, 10)
+        assert source.status().recent_fps < 1.5 * CLIP_FPS  # not the decoder's speed
+        assert wait_for(lambda: heard[:2] == [True, False], 20)  # it ended, and came back
+    finally:
+        source.close()
+    assert source.status().lost_reason == "the stream ended or the connection closed"

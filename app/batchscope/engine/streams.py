@@ -162,6 +162,7 @@ class StreamStatus:
     down_s: float  # seconds without a connection in all
     lost_reason: str | None  # why it was last lost
     last_error: str | None  # why the last reconnect attempt failed (while reconnecting)
+    on_demand: bool = False  # of known length: read at its own timestamps
 
     def as_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -173,6 +174,7 @@ class StreamStatus:
             "frames": self.frames,
             "reconnects": self.reconnects,
             "down_s": round(self.down_s, 3),
+            "on_demand": self.on_demand,
         }
         if self.lost_reason:
             out["lost_reason"] = self.lost_reason
@@ -233,6 +235,11 @@ class StreamSource(FrameSource):
         self.own_fps = fps if fps and math.isfinite(fps) and 0 < fps <= 1000 else None
         self.fps = self.own_fps or 30.0
         self.source_size = (bgr.shape[1], bgr.shape[0])
+        # a stream of known length (an HLS playlist on demand, a progressive file over
+        # HTTP) arrives as fast as it downloads: it is read at its own timestamps, as a
+        # player shows it; a live one is read as it comes
+        self.on_demand = (cap.get(cv2.CAP_PROP_FRAME_COUNT) or 0) > 0
+        self._started: tuple[float, float] | None = None  # (clock, stream s) of its start
         self._cap: Capture | None = cap
         self._latest = to_model(bgr, resolution, fit)
         self.note = "live stream: never paced or looped; its sessions get its frames as they arrive"
@@ -288,6 +295,7 @@ class StreamSource(FrameSource):
             down_s=down,
             lost_reason=self.lost_reason,
             last_error=self.last_error,
+            on_demand=self.on_demand,
         )
 
     def reset_counts(self) -> None:
@@ -307,9 +315,13 @@ class StreamSource(FrameSource):
         """The stream in one line: live, its rates, jitter, age, reconnects."""
         st = self.status()
         declared = f"{st.own_fps:g} fps declared" if st.own_fps else "no declared rate"
+        kind = (
+            "on-demand stream (read at its own timestamps, never looped)"
+            if st.on_demand
+            else "live stream (never paced or looped)"
+        )
         parts = [
-            f"live stream (never paced or looped): {st.recent_fps or st.arrival_fps:.1f} fps "
-            f"arriving, {declared}",
+            f"{kind}: {st.recent_fps or st.arrival_fps:.1f} fps arriving, {declared}",
             f"jitter {st.jitter_ms:.1f} ms",
         ]
         if st.age_ms is not None:
@@ -383,11 +395,24 @@ class StreamSource(FrameSource):
             if frame is None:
                 self._lose(cap, why)
                 continue
+            if self.on_demand and self._hold(cap):
+                return
             now = self._clock()
             with self._lock:
                 self._latest = frame
             self._arrived(cap, now)
             self._tell_frame()
+
+    def _hold(self, cap: Capture) -> bool:
+        """Wait until an on-demand frame is due by its timestamp; True if stopped."""
+        pos = cap.get(cv2.CAP_PROP_POS_MSEC)
+        at = pos / 1000.0 if pos and math.isfinite(pos) else 0.0
+        now = self._clock()
+        if self._started is None or at < self._started[1]:  # its start, or it began again
+            self._started = (now, at)
+            return False
+        due = self._started[0] + (at - self._started[1])
+        return due > now and self._stop.wait(due - now)
 
     def _arrived(self, cap: Capture, now: float) -> None:
         """Count a frame that arrived at ``now``: rate, RFC 3550 jitter, age."""
@@ -447,6 +472,7 @@ class StreamSource(FrameSource):
             self._lost_at = None
             self._reconnects += 1
             self._cap, self._latest = cap, frame
+            self._started = None
             self.last_error = None
         self._arrived(cap, now)
         self._tell(
