@@ -7,12 +7,15 @@ SIGTERM if pytest dies) and stopped by its PID (:meth:`Server.stop`), never by n
 - HTTP: ffmpeg's own server (``-listen 1``) sends MJPEG (``mpjpeg``) or MPEG-TS to one
   client; it ends when that client goes.
 - UDP: ffmpeg sends MPEG-TS datagrams to 127.0.0.1:PORT, where the client listens.
-- RTSP: ``rtsp-server-perl`` (Debian) relays what an ffmpeg pushes to it (ANNOUNCE and
-  RECORD on its source port) to RTSP clients on its client port. It sends RTP over UDP
-  only, so its clients use ``stream_transport="udp"``.
+- RTSP, two servers: GStreamer's gst-rtsp-server (``gst_rtsp_server.py``, run by Debian's
+  python3) serves a live test pattern as RTP/JPEG over TCP (BatchScope's default) or
+  UDP, with RTCP sender reports; ``rtsp-server-perl`` (Debian) relays the H.264 an ffmpeg
+  pushes to it (ANNOUNCE and RECORD on its source port) to its clients, over UDP only
+  (they use ``stream_transport="udp"``).
 
 Without the tools the stream tests skip here, and fail under CI (``.ci/run`` installs
-them), so a CI run cannot pass by skipping them.
+them: ffmpeg, rtsp-server-perl, gir1.2-gst-rtsp-server-1.0, python3-gi,
+gstreamer1.0-plugins-base and -good), so a CI run cannot pass by skipping them.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ import pytest
 
 FFMPEG = shutil.which("ffmpeg")
 RTSP_SERVER = shutil.which("rtsp-server-perl")
+SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, with python3-gi (the venv has no gi)
+GST_SERVER = Path(__file__).with_name("gst_rtsp_server.py")
 CLIP_FPS = 30
 CLIP_SIZE = "160x96"
 
@@ -39,7 +44,7 @@ def need(tool: str | None, name: str) -> str:
     """The tool's path; skip the test without it (fail under CI, which installs it)."""
     if tool:
         return tool
-    message = f"{name} is not installed (Debian: apt-get install ffmpeg rtsp-server-perl)"
+    message = f"{name} is not installed (Debian: see .ci/run's apt-get install)"
     if os.environ.get("CI"):
         pytest.fail(f"{message}: .ci/run installs it")
     pytest.skip(message)
@@ -238,6 +243,27 @@ class RtspRelay:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def gst_rtsp_available() -> str | None:
+    """Debian's python3 if it has GStreamer's RTSP server bindings, else None."""
+    if not Path(SYSTEM_PYTHON).exists():
+        return None
+    probe = "import gi; gi.require_version('GstRtspServer', '1.0'); gi.require_version('Gst', '1.0'); from gi.repository import GstRtspServer"  # noqa: E501
+    done = subprocess.run([SYSTEM_PYTHON, "-c", probe], capture_output=True, timeout=30)
+    return SYSTEM_PYTHON if done.returncode == 0 else None
+
+
+def gst_rtsp_server(fps: int = 30, user: str | None = None) -> Server:
+    """GStreamer's RTSP server on a free loopback port: ``url`` ends in ``/cam``."""
+    python = need(gst_rtsp_available(), "GStreamer's RTSP server (python3-gi)")
+    port = free_port()
+    auth = f"{user}@" if user else ""
+    return Server(
+        [python, str(GST_SERVER), str(port), str(fps)],
+        f"rtsp://{auth}127.0.0.1:{port}/cam",
+        ready_port=port,
+    )
 
 
 def wait_mounted(port: int, timeout: float = 15.0) -> None:
