@@ -283,3 +283,22 @@ def test_a_reconnecting_session_shows_it_and_counts_as_served():
         assert shown_state(session, stalled=True) == "stalled"
     finally:
         network.close(source)
+
+
+def test_the_terminal_says_each_streams_rate_jitter_age_and_reconnects_once():
+    from batchscope.engine.report.text import stream_lines
+
+    stream = {"state": "reconnecting (2)", "own_fps": 25.0, "arrival_fps": 24.6,
+              "jitter_ms": 3.14, "age_ms": 120.0, "frames": 400, "reconnects": 1,
+              "down_s": 4.2, "on_demand": False}  # fmt: skip
+    report = {
+        "sessions": [
+            {"source": "rtsp://u:***@cam/live", "stream": stream},
+            {"source": "synthetic"},
+            {"source": "rtsp://u:***@cam/live", "stream": stream},  # the same stream again
+        ]
+    }
+    assert stream_lines(report) == [
+        "  stream rtsp://u:***@cam/live: 24.6 fps arriving (25 declared), jitter 3.1 ms, "
+        "frame age at arrival 120.0 ms, 1 reconnect (4.2 s down), now reconnecting (2)"
+    ]

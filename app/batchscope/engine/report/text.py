@@ -113,7 +113,32 @@ def format_sessions(report: Mapping[str, Any]) -> str:
             + (f"  ({s['pacing']})" if s.get("pacing") else "")
         )
     lines += [f"  {note}" for note in accuracy_notes(report)]
+    lines += stream_lines(report)
     return "\n".join(lines)
+
+
+def stream_lines(report: Mapping[str, Any]) -> list[str]:
+    """A line for each network stream its sessions play (once per source): its rate
+    declared and arriving, jitter, the frames' age at arrival (network and camera delay,
+    beside the latency above, which starts at arrival) and its reconnects."""
+    lines, seen = [], set()
+    for s in report["sessions"]:
+        stream = s.get("stream")
+        if stream is None or s["source"] in seen:
+            continue
+        seen.add(s["source"])
+        own = f"{stream['own_fps']:g}" if stream.get("own_fps") else "no"
+        age = stream.get("age_ms")
+        lines.append(
+            f"  stream {s['source']}: {stream['arrival_fps']:.1f} fps arriving ({own} declared"
+            + (", on demand: read at its own timestamps" if stream.get("on_demand") else "")
+            + f"), jitter {stream['jitter_ms']:.1f} ms, frame age at arrival "
+            + ("unknown (no RTCP wall clock)" if age is None else f"{age:.1f} ms")
+            + f", {stream['reconnects']} reconnect{'s' if stream['reconnects'] != 1 else ''}"
+            + (f" ({stream['down_s']:.1f} s down)" if stream["reconnects"] else "")
+            + (f", now {stream['state']}" if stream["state"] != "playing" else "")
+        )
+    return lines
 
 
 def _accuracy_cells(accuracy: Mapping[str, Any] | None) -> str:
