@@ -302,3 +302,90 @@ def test_the_terminal_says_each_streams_rate_jitter_age_and_reconnects_once():
         "  stream rtsp://u:***@cam/live: 24.6 fps arriving (25 declared), jitter 3.1 ms, "
         "frame age at arrival 120.0 ms, 1 reconnect (4.2 s down), now reconnecting (2)"
     ]
+
+
+def test_an_hls_burst_is_held_to_its_timestamps_not_dropped():
+    """Live HLS hands a segment's frames over within a millisecond; read as they came, the
+    latest-only rule kept about 1 frame in 5 (5.7 of 30 fps in benchmarks/stream_kinds)."""
+    network = FakeNetwork()
+    source = StreamSource(
+        "http://127.0.0.1:8080/live/index.m3u8", (32, 24), opener=network, backoff=(0.01,)
+    )
+    times: list[float] = []
+    source.subscribe(object(), lambda s: times.append(time.perf_counter()), lambda *a: None)
+    try:
+        assert source.held and not source.on_demand  # a live playlist, held nonetheless
+        for _ in range(11):  # one burst: 11 frames 40 ms apart by their timestamps
+            network.current.push()
+        assert wait_for(lambda: len(times) == 11)
+    finally:
+        network.close(source)
+    # the first sets the clock; the other 10 come at their times: 0.4 s after it at least
+    assert times[-1] - times[0] >= 0.35
+
+
+def test_an_rtcp_clock_counts_for_rtsp_only_and_a_skewed_one_not_at_all():
+    class Clocked(FakeStream):
+        start_us = 0.0
+
+        def get(self, prop):
+            if prop == cv2.CAP_PROP_STREAM_OPEN_TIME_USEC:
+                return self.start_us
+            return super().get(prop)
+
+    def age_of(url: str, start_s: float) -> float | None:
+        network = FakeNetwork()
+
+        def opener(u, settings):
+            stream = Clocked(network)
+            stream.start_us = start_s * 1e6
+            network.opened.append(stream)
+            return stream
+
+        source = StreamSource(url, (32, 24), opener=opener, wall=lambda: 1000.0)
+        try:
+            network.current.push()
+            assert wait_for(lambda: source.status().frames == 2)
+            return source.status().age_ms
+        finally:
+            network.close(source)
+
+    # the frame at 0.04 s of a stream whose time 0 was at wall 999.9: 60 ms old
+    assert age_of("rtsp://127.0.0.1:1/cam", 999.9) == pytest.approx(60.0)
+    assert age_of("udp://127.0.0.1:5000", 999.9) is None  # RTP's MPEG-TS times: no
+    assert age_of("rtsp://127.0.0.1:1/cam", 1004.5) is None  # -4.5 s: clocks disagree
+
+
+def test_mjpeg_over_http_has_no_declared_rate_and_jitter_against_its_own_gaps():
+    """FFmpeg stamps MJPEG over HTTP at an assumed 25 fps (40 ms) whatever arrives: frames
+    arriving evenly 30 ms apart read as 7 ms of jitter against those stamps."""
+
+    class Mjpeg(FakeStream):
+        def get(self, prop):
+            if prop == cv2.CAP_PROP_FOURCC:
+                return float(cv2.VideoWriter_fourcc(*"MJPG"))
+            return super().get(prop)
+
+    def jitter(kind: type[FakeStream]) -> tuple[float, float | None]:
+        network, now = FakeNetwork(), [0.0]
+
+        def opener(url, settings):
+            network.opened.append(kind(network))
+            return network.current
+
+        source = StreamSource(
+            "http://127.0.0.1:8080/video", (32, 24), opener=opener, clock=lambda: now[0]
+        )
+        try:
+            for k in range(1, 21):  # evenly 30 ms apart on the source's clock
+                now[0] = 0.03 * k
+                network.current.push()
+                assert wait_for(lambda k=k: source.status().frames == k + 1)
+            status = source.status()
+            return status.jitter_ms, status.own_fps
+        finally:
+            network.close(source)
+
+    assert jitter(Mjpeg) == (pytest.approx(0.0, abs=1e-6), None)
+    stamped, own = jitter(FakeStream)  # a stream whose stamps are its own: 40 ms apart
+    assert own == 25.0 and stamped > 5.0

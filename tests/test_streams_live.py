@@ -217,3 +217,17 @@ def test_an_on_demand_playlist_plays_at_its_own_rate_and_ends_as_a_stream_does(t
     finally:
         source.close()
     assert source.status().lost_reason == "the stream ended or the connection closed"
+
+
+def test_a_server_that_refuses_says_why_not_no_stream_within_5_s(clip):
+    """OpenCV passes on none of FFmpeg's words; the server's own answer says why."""
+    with RtspRelay(clip) as relay, pytest.raises(SourceError) as caught:  # RTP over UDP only
+        StreamSource(relay.url, (128, 72), StreamSettings("tcp"))
+    assert caught.value.reason == (
+        "the server describes the stream but did not play it over TCP (some servers offer RTP "
+        "over UDP only): try --stream-transport udp or auto"
+    )
+    with gst_rtsp_server() as server, pytest.raises(SourceError) as caught:
+        StreamSource(server.url.replace("/cam", "/nothing"), (128, 72))
+    assert caught.value.reason.startswith("the server answered 404")
+    assert caught.value.reason.endswith(": no stream at this path")

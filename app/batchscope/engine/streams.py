@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import socket
 import threading
 import time
@@ -47,7 +48,7 @@ import numpy as np
 from batchscope.config import FITS, KNOBS, STREAM_TRANSPORTS, RunConfig
 from batchscope.engine.sources import FrameSource, OpenCancelled, SourceError, to_model
 from batchscope.engine.stats import RECONNECTING
-from batchscope.urls import is_url, mask_credentials, stream_host
+from batchscope.urls import has_credentials, is_url, mask_credentials, stream_host
 
 #: Waits before reconnect attempts 1, 2, 3…: doubling from half a second, then every 8 s.
 BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0)
@@ -57,6 +58,11 @@ DEFAULT_PORTS = {"rtsp": 554, "rtsps": 322, "http": 80, "https": 443}
 
 #: Arrivals kept for the live rate and the jitter (about 4 s at 30 fps).
 RECENT = 128
+
+#: A frame age outside (-MAX_CLOCK_SKEW_MS, MAX_AGE_MS) says the camera's clock and this
+#: machine's disagree, not how old the frame is: no age is shown.
+MAX_CLOCK_SKEW_MS = 1000.0
+MAX_AGE_MS = 60_000.0
 
 _OPTIONS_ENV = "OPENCV_FFMPEG_CAPTURE_OPTIONS"
 _OPEN_LOCK = threading.Lock()  # one open at a time reads the options variable
@@ -147,6 +153,78 @@ def check_reachable(url: str, timeout_s: float) -> str | None:
         return f"cannot connect to {host}:{port} ({exc.strerror or exc})"
 
 
+def _scheme(url: str) -> str:
+    return url.split("://", 1)[0].lower() if is_url(url) else ""
+
+
+def _is_hls(url: str) -> bool:
+    return url.lower().split("?")[0].endswith(".m3u8")
+
+
+def _fourcc(cap: Capture) -> str:
+    code = int(cap.get(cv2.CAP_PROP_FOURCC) or 0)
+    return "".join(chr((code >> (8 * i)) & 0xFF) for i in range(4))
+
+
+def rtsp_answer(url: str, timeout_s: float) -> tuple[int, str] | None:
+    """(status code, reason) of the server's answer to DESCRIBE ``url`` (plain RTSP), or
+    None when it gives none. Asked only after an open failed, to say why: OpenCV passes
+    on none of FFmpeg's words."""
+    if _scheme(url) != "rtsp":
+        return None
+    host, port = stream_host(url)
+    shown = re.sub(r"//[^/@]*@", "//", url)  # no credentials on the wire in clear
+    request = f"DESCRIBE {shown} RTSP/1.0\r\nCSeq: 1\r\nAccept: application/sdp\r\n\r\n"
+    try:
+        with socket.create_connection((host, port or DEFAULT_PORTS["rtsp"]), timeout_s) as conn:
+            conn.settimeout(timeout_s)
+            conn.sendall(request.encode())
+            first = conn.recv(4096).split(b"\r\n", 1)[0].decode("latin-1")
+    except OSError:
+        return None
+    m = re.match(r"RTSP/\d\.\d (\d{3}) ?(.*)", first)
+    return (int(m.group(1)), m.group(2).strip()) if m else None
+
+
+def refused_why(url: str, settings: StreamSettings, elapsed_s: float) -> str:
+    """Why a stream that did not open did not, as far as can be told (its server, if it
+    has one, answered a connection)."""
+    timeout = settings.connect_timeout_s
+    if _scheme(url) in ("udp", "rtp"):
+        return (
+            f"no video stream opened within {timeout:g} s (nothing sending to this port, or "
+            "packets FFmpeg cannot read as video)"
+        )
+    answer = rtsp_answer(url, timeout)
+    if answer is not None:
+        code, reason = answer
+        said = f"the server answered {code} {reason}".rstrip()
+        if code == 401:
+            return f"{said}: " + (
+                "it refused the credentials in the URL"
+                if has_credentials(url)
+                else "it needs a user and password (rtsp://user:password@host/…)"
+            )
+        if code == 404:
+            return f"{said}: no stream at this path"
+        if code == 200 and settings.transport == "tcp":
+            return (
+                "the server describes the stream but did not play it over TCP (some servers "
+                "offer RTP over UDP only): try --stream-transport udp or auto"
+            )
+        if code != 200:
+            return said
+    if elapsed_s < 0.9 * timeout and _scheme(url) in DEFAULT_PORTS:
+        return (
+            f"the server would not play it (after {elapsed_s:.1f} s: a wrong path or "
+            "credentials, a transport it does not offer, or a codec this FFmpeg lacks)"
+        )
+    return (
+        f"no video stream opened within {timeout:g} s (no packets arriving, a wrong path "
+        "or credentials, or a codec this FFmpeg lacks)"
+    )
+
+
 @dataclass(frozen=True)
 class StreamStatus:
     """A stream's state and figures at one instant (what views and reports show)."""
@@ -162,7 +240,8 @@ class StreamStatus:
     down_s: float  # seconds without a connection in all
     lost_reason: str | None  # why it was last lost
     last_error: str | None  # why the last reconnect attempt failed (while reconnecting)
-    on_demand: bool = False  # of known length: read at its own timestamps
+    on_demand: bool = False  # of known length
+    held: bool = False  # read at its own timestamps (on demand, or HLS)
 
     def as_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -175,6 +254,7 @@ class StreamStatus:
             "reconnects": self.reconnects,
             "down_s": round(self.down_s, 3),
             "on_demand": self.on_demand,
+            "held": self.held,
         }
         if self.lost_reason:
             out["lost_reason"] = self.lost_reason
@@ -233,12 +313,22 @@ class StreamSource(FrameSource):
         cap, bgr = self._connect()
         fps = cap.get(cv2.CAP_PROP_FPS)
         self.own_fps = fps if fps and math.isfinite(fps) and 0 < fps <= 1000 else None
+        # MJPEG over HTTP carries no times: FFmpeg stamps its frames at an assumed 25 fps,
+        # so neither that rate nor those stamps say anything (jitter is then measured
+        # against the stream's own mean gap)
+        self._clocked = not (_fourcc(cap) == "MJPG" and _scheme(url) in ("http", "https"))
+        if not self._clocked:
+            self.own_fps = None
         self.fps = self.own_fps or 30.0
         self.source_size = (bgr.shape[1], bgr.shape[0])
         # a stream of known length (an HLS playlist on demand, a progressive file over
         # HTTP) arrives as fast as it downloads: it is read at its own timestamps, as a
         # player shows it; a live one is read as it comes
         self.on_demand = (cap.get(cv2.CAP_PROP_FRAME_COUNT) or 0) > 0
+        # HLS, live too, comes a segment at a time (a second's frames within a
+        # millisecond): read as it came, the latest-only rule kept 1 frame in 5; a player
+        # holds such frames to their times, and so does this
+        self.held = self.on_demand or _is_hls(url)
         self._started: tuple[float, float] | None = None  # (clock, stream s) of its start
         self._cap: Capture | None = cap
         self._latest = to_model(bgr, resolution, fit)
@@ -296,6 +386,7 @@ class StreamSource(FrameSource):
             lost_reason=self.lost_reason,
             last_error=self.last_error,
             on_demand=self.on_demand,
+            held=self.held,
         )
 
     def reset_counts(self) -> None:
@@ -315,11 +406,12 @@ class StreamSource(FrameSource):
         """The stream in one line: live, its rates, jitter, age, reconnects."""
         st = self.status()
         declared = f"{st.own_fps:g} fps declared" if st.own_fps else "no declared rate"
-        kind = (
-            "on-demand stream (read at its own timestamps, never looped)"
-            if st.on_demand
-            else "live stream (never paced or looped)"
-        )
+        if st.on_demand:
+            kind = "on-demand stream (read at its own timestamps, never looped)"
+        elif st.held:
+            kind = "live HLS stream (its segments' frames held to their timestamps)"
+        else:
+            kind = "live stream (never paced or looped)"
         parts = [
             f"{kind}: {st.recent_fps or st.arrival_fps:.1f} fps arriving, {declared}",
             f"jitter {st.jitter_ms:.1f} ms",
@@ -352,16 +444,13 @@ class StreamSource(FrameSource):
         would take a probe made first for its client.
         """
         timeout = self.settings.connect_timeout_s
+        started = self._clock()
         cap = self._opener(self.spec, self.settings)
         if not cap.isOpened():
             cap.release()
+            elapsed = self._clock() - started
             why = check_reachable(self.spec, timeout) if is_url(self.spec) else None
-            raise SourceError(
-                self.spec,
-                why
-                or f"no video stream opened within {timeout:g} s (a wrong path or credentials, "
-                "no packets arriving, or a codec this FFmpeg lacks)",
-            )
+            raise SourceError(self.spec, why or refused_why(self.spec, self.settings, elapsed))
         ok, bgr = cap.read()
         if not ok or bgr is None:
             cap.release()
@@ -395,7 +484,7 @@ class StreamSource(FrameSource):
             if frame is None:
                 self._lose(cap, why)
                 continue
-            if self.on_demand and self._hold(cap):
+            if self.held and self._hold(cap):
                 return
             now = self._clock()
             with self._lock:
@@ -404,7 +493,12 @@ class StreamSource(FrameSource):
             self._tell_frame()
 
     def _hold(self, cap: Capture) -> bool:
-        """Wait until an on-demand frame is due by its timestamp; True if stopped."""
+        """Wait until a held frame is due by its timestamp; True if stopped.
+
+        A frame that comes after its time (the next HLS segment came late) moves the
+        schedule back by its lateness, as a player's buffer grows: the frames after it
+        keep their spacing rather than coming at once (where all but the last would be
+        overwritten)."""
         pos = cap.get(cv2.CAP_PROP_POS_MSEC)
         at = pos / 1000.0 if pos and math.isfinite(pos) else 0.0
         now = self._clock()
@@ -412,28 +506,38 @@ class StreamSource(FrameSource):
             self._started = (now, at)
             return False
         due = self._started[0] + (at - self._started[1])
-        return due > now and self._stop.wait(due - now)
+        if due < now:
+            self._started = (self._started[0] + (now - due), self._started[1])
+            return False
+        return self._stop.wait(due - now)
 
     def _arrived(self, cap: Capture, now: float) -> None:
         """Count a frame that arrived at ``now``: rate, RFC 3550 jitter, age."""
-        pos = cap.get(cv2.CAP_PROP_POS_MSEC)
+        pos = cap.get(cv2.CAP_PROP_POS_MSEC) if self._clocked else None
         pts = pos / 1000.0 if pos and math.isfinite(pos) and pos > 0 else None
-        start_us = cap.get(cv2.CAP_PROP_STREAM_OPEN_TIME_USEC)
+        # RTSP lines its times up with the sender reports' wall clock; plain RTP's
+        # MPEG-TS times are the encoder's own (an "age" of -4.5 s came out of them)
+        rtsp = _scheme(self.spec) in ("rtsp", "rtsps")
+        start_us = cap.get(cv2.CAP_PROP_STREAM_OPEN_TIME_USEC) if rtsp else 0.0
         with self._lock:
             if self._connected_at is None:
                 self._connected_at = now
+            expected: float | None = None
             if self._recent:
                 last_t, last_pts = self._recent[-1]
                 if pts is not None and last_pts is not None:
                     expected = pts - last_pts
-                else:
-                    expected = 1.0 / (self.own_fps or 30.0) if self.own_fps else now - last_t
+                elif len(self._recent) > 1:  # no media clock: against the mean gap so far
+                    expected = (last_t - self._recent[0][0]) / (len(self._recent) - 1)
+            if expected is not None:
                 d = abs((now - last_t) - expected)
                 self._jitter += (d - self._jitter) / 16.0  # RFC 3550, section 6.4.1
             self._recent.append((now, pts))
             self._frames += 1
             if pts is not None and start_us and 0 < start_us < 1e17:  # an RTCP wall clock
-                self._ages.append(1000.0 * (self._wall() - (start_us / 1e6 + pts)))
+                age = 1000.0 * (self._wall() - (start_us / 1e6 + pts))
+                if -MAX_CLOCK_SKEW_MS < age < MAX_AGE_MS:  # else the clocks do not agree
+                    self._ages.append(age)
 
     def _lose(self, cap: Capture, why: str) -> None:
         cap.release()
