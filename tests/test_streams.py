@@ -389,3 +389,34 @@ def test_mjpeg_over_http_has_no_declared_rate_and_jitter_against_its_own_gaps():
     assert jitter(Mjpeg) == (pytest.approx(0.0, abs=1e-6), None)
     stamped, own = jitter(FakeStream)  # a stream whose stamps are its own: 40 ms apart
     assert own == 25.0 and stamped > 5.0
+
+
+def test_an_experiment_with_a_password_in_a_url_reports_it_masked(tmp_path, capsys):
+    from batchscope.cli import main
+
+    exp = tmp_path / "cams.toml"
+    exp.write_text(
+        'name = "cams"\ncaption = "a camera joins"\nduration = 4\n'
+        '[base]\nsources = ["synthetic"]\nresolution = "256x144"\n'
+        '[[step]]\nat = 2\nsources = ["synthetic", "rtsp://u:hunter2@127.0.0.1:9/x"]\n'
+        'caption = "camera rtsp://u:hunter2@127.0.0.1:9/x joins"\n'
+    )
+    out = tmp_path / "sim.json"
+    assert main(["simulate", "--experiment", str(exp), "--json", str(out)]) == 0
+    printed = capsys.readouterr()
+    text = out.read_text()
+    assert "hunter2" not in text + printed.out + printed.err
+    assert "rtsp://u:***@127.0.0.1:9/x joins" in text  # the caption, and the file's text
+    assert '"rtsp://u:***@127.0.0.1:9/x"' in text  # the step's change of sources
+
+
+def test_every_line_a_command_prints_is_masked():
+    import io
+
+    from batchscope.cli import MaskedText
+
+    buffer = io.StringIO()
+    masked = MaskedText(buffer)
+    print("step 1/1 at 2 s: camera rtsp://u:hunter2@cam/x joins", file=masked)
+    assert buffer.getvalue() == "step 1/1 at 2 s: camera rtsp://u:***@cam/x joins\n"
+    assert masked.getvalue() == buffer.getvalue()  # the rest is the stream's own

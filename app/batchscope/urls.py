@@ -9,6 +9,7 @@ was typed (:func:`mask_credentials`). The session still connects with the real U
 from __future__ import annotations
 
 import re
+from typing import Any
 from urllib.parse import urlsplit
 
 #: URL schemes BatchScope opens as live streams (OpenCV's FFmpeg backend reads them).
@@ -64,6 +65,17 @@ def mask_credentials(text: str) -> str:
 
     text = _USERINFO.sub(userinfo, text)
     return _QUERY_SECRET.sub(lambda m: f"{m.group('key')}={MASK}", text)
+
+
+def mask_all(value: Any) -> Any:
+    """``value`` (JSON-like: dicts, lists, tuples, strings) with every string masked."""
+    if isinstance(value, str):
+        return mask_credentials(value)
+    if isinstance(value, dict):
+        return {k: mask_all(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [mask_all(v) for v in value]
+    return value
 
 
 def has_credentials(spec: str) -> bool:

@@ -13,6 +13,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any, TextIO
 
 from batchscope.cli.args import EXIT_BAD_INPUT, Parser, user_errors
 from batchscope.cli.compare import add_compare_command
@@ -55,10 +56,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         args = parser.parse_args(["gui", *argv])
     args.argv = argv  # what was typed: `--experiment` refuses the config flags given
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = MaskedText(sys.stdout), MaskedText(sys.stderr)
     try:
         return args.handler(args)
     except user_errors() as exc:
-        print(f"batchscope: error: {mask_credentials(str(exc))}", file=sys.stderr)
+        print(f"batchscope: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("batchscope: interrupted", file=sys.stderr)
@@ -67,3 +70,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+class MaskedText:
+    """A text stream whose every write has URLs' passwords masked: whatever a command
+    prints (a step's caption, a note, an error), the terminal never shows one."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(mask_credentials(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:  # flush, fileno, isatty, encoding…
+        return getattr(self._stream, name)

@@ -18,6 +18,7 @@ from batchscope.engine.report.segment import segment_report
 from batchscope.engine.segments import Segment
 from batchscope.engine.session import Mailboxes
 from batchscope.experiment import Experiment
+from batchscope.urls import mask_credentials
 
 
 def run_report(
@@ -78,5 +79,5 @@ def experiment_block(experiment: Experiment) -> dict[str, Any]:
         "caption": experiment.caption,
         "duration": experiment.duration,
         "source": experiment.source,
-        "text": experiment.text,
+        "text": mask_credentials(experiment.text),  # a stream URL's password stays out
     }

@@ -10,6 +10,7 @@ import numpy as np
 
 from batchscope.engine.report.body import SessionInfo, build_report
 from batchscope.engine.segments import MIN_MEASURED_S, Segment, is_stable
+from batchscope.urls import mask_all, mask_credentials
 
 
 def segment_report(
@@ -47,7 +48,7 @@ def segment_report(
         "end_s": round(end - t0, 3),
         "changes": {k: _json(v) for k, v in segment.changes.items()},
         "config": body["config"],
-        "caption": segment.caption,
+        "caption": mask_credentials(segment.caption),
         "stable": is_stable(mine, lo, end),
         "measured_s": round(measured, 3),
         "too_short": measured < MIN_MEASURED_S,
@@ -81,4 +82,5 @@ def _counts(records: np.ndarray | None, lo: float, hi: float) -> dict[int, int]:
 
 
 def _json(value: Any) -> Any:
-    return list(value) if isinstance(value, tuple) else value
+    """A change's value as JSON: tuples as lists, a URL's password masked (sources)."""
+    return mask_all(list(value) if isinstance(value, tuple) else value)
