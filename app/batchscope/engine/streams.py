@@ -56,6 +56,10 @@ BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0)
 #: Ports a URL implies when it names none (for the connection check).
 DEFAULT_PORTS = {"rtsp": 554, "rtsps": 322, "http": 80, "https": 443}
 
+#: A connection's first second is left out of its arrival rate: the frames FFmpeg read
+#: while it probed the stream come out at once (42 fps "arriving" from a 30 fps camera).
+CONNECT_SETTLE_S = 1.0
+
 #: Arrivals kept for the live rate and the jitter (about 4 s at 30 fps).
 RECENT = 128
 
@@ -231,7 +235,7 @@ class StreamStatus:
 
     state: str  # "playing" or "reconnecting (n)"
     own_fps: float | None  # the rate the stream declares
-    arrival_fps: float  # frames received per second while connected
+    arrival_fps: float  # frames received per second connected, past each connection's 1st s
     recent_fps: float  # over the last RECENT arrivals (live)
     jitter_ms: float  # RFC 3550 interarrival jitter
     age_ms: float | None  # median age of a frame at arrival (stream wall clock), if known
@@ -300,6 +304,7 @@ class StreamSource(FrameSource):
         self._ages: deque[float] = deque(maxlen=RECENT)
         self._jitter = 0.0
         self._frames = 0
+        self._counted = 0  # frames past each connection's first CONNECT_SETTLE_S
         self._connected_s = 0.0
         self._connected_at: float | None = None
         self._down_s = 0.0
@@ -364,11 +369,12 @@ class StreamSource(FrameSource):
         with self._lock:
             recent = list(self._recent)
             connected = self._connected_s + (
-                now - self._connected_at if self._connected_at is not None else 0.0
+                max(0.0, now - self._connected_at) if self._connected_at is not None else 0.0
             )
             ages = sorted(self._ages)
             state = f"{RECONNECTING} ({self._attempt})" if self._attempt else "playing"
             frames, reconnects, down = self._frames, self._reconnects, self._down_s
+            counted = self._counted
             jitter = self._jitter
             if self._lost_at is not None:  # down now: the gap so far counts
                 down += now - self._lost_at
@@ -376,7 +382,7 @@ class StreamSource(FrameSource):
         return StreamStatus(
             state=state,
             own_fps=self.own_fps,
-            arrival_fps=frames / connected if connected > 0 else 0.0,
+            arrival_fps=counted / connected if connected > 0 else 0.0,
             recent_fps=(len(recent) - 1) / span if span > 0 else 0.0,
             jitter_ms=1000.0 * jitter,
             age_ms=ages[len(ages) // 2] if ages else None,
@@ -395,9 +401,9 @@ class StreamSource(FrameSource):
         now = self._clock()
         with self._lock:
             self._frames, self._reconnects, self._down_s = 0, 0, 0.0
-            self._connected_s = 0.0
+            self._counted, self._connected_s = 0, 0.0
             if self._connected_at is not None:
-                self._connected_at = now
+                self._connected_at = max(now, self._connected_at)
             if self._lost_at is not None:
                 self._lost_at = now
             self._ages.clear()
@@ -520,8 +526,8 @@ class StreamSource(FrameSource):
         rtsp = _scheme(self.spec) in ("rtsp", "rtsps")
         start_us = cap.get(cv2.CAP_PROP_STREAM_OPEN_TIME_USEC) if rtsp else 0.0
         with self._lock:
-            if self._connected_at is None:
-                self._connected_at = now
+            if self._connected_at is None:  # a connection: its rate counts after it settles
+                self._connected_at = now + CONNECT_SETTLE_S
             expected: float | None = None
             if self._recent:
                 last_t, last_pts = self._recent[-1]
@@ -534,6 +540,8 @@ class StreamSource(FrameSource):
                 self._jitter += (d - self._jitter) / 16.0  # RFC 3550, section 6.4.1
             self._recent.append((now, pts))
             self._frames += 1
+            if now >= self._connected_at:
+                self._counted += 1
             if pts is not None and start_us and 0 < start_us < 1e17:  # an RTCP wall clock
                 age = 1000.0 * (self._wall() - (start_us / 1e6 + pts))
                 if -MAX_CLOCK_SKEW_MS < age < MAX_AGE_MS:  # else the clocks do not agree
@@ -547,7 +555,7 @@ class StreamSource(FrameSource):
             self._attempt = 1
             self._lost_at = now
             if self._connected_at is not None:
-                self._connected_s += now - self._connected_at
+                self._connected_s += max(0.0, now - self._connected_at)
                 self._connected_at = None
             self._recent.clear()  # the rate and jitter start again after the gap
             self.lost_reason = why
