@@ -82,6 +82,7 @@ def test_a_stream_session_shows_reconnecting_and_the_others_keep_running(
     from stream_servers import http_server, make_clip
 
     server = http_server(make_clip(tmp_path)).start()
+    url = server.url.replace("http://", "http://viewer:hunter2@")  # ffmpeg ignores it
     table = dashboard.sessions.table
 
     def row_of(source_text: str) -> int | None:
@@ -95,9 +96,10 @@ def test_a_stream_session_shows_reconnecting_and_the_others_keep_running(
         return table.item(row, 2).text()
 
     try:
-        dashboard.presenter.add_sources([server.url])
-        qtbot.waitUntil(lambda: row_of(server.url) is not None, timeout=20_000)
-        row = row_of(server.url)
+        dashboard.presenter.add_sources([url])
+        shown = url.replace("hunter2", "***")
+        qtbot.waitUntil(lambda: row_of(shown) is not None, timeout=20_000)
+        row = row_of(shown)
         assert row is not None
         qtbot.waitUntil(lambda: state(row).startswith("running"), timeout=20_000)
         assert "live stream (never paced or looped)" in table.item(row, 2).toolTip()
@@ -108,6 +110,16 @@ def test_a_stream_session_shows_reconnecting_and_the_others_keep_running(
         assert others and all(state(r).startswith("running") for r in others)
         server.start()  # the same port: it comes back
         qtbot.waitUntil(lambda: state(row).startswith("running"), timeout=30_000)
+        texts = [
+            text
+            for r in range(table.rowCount())
+            for c in range(table.columnCount())
+            if (item := table.item(r, c)) is not None
+            for text in (item.text(), item.toolTip())
+        ]
+        texts += [e.message for e in dashboard.engine.events()]
+        texts.append(dashboard.status_line.message.text())
+        assert not [t for t in texts if "hunter2" in t]
     finally:
         server.stop()
 
