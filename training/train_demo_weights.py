@@ -36,7 +36,7 @@ import json
 import math
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
@@ -66,13 +66,6 @@ GAIN = (0.6, 1.4)
 OFFSET = (-25.0, 25.0)  # grey levels
 JPEG_SHARE = 0.3  # windows whose frames go through JPEG
 JPEG_QUALITY = (12, 90)
-# windows with no ball in view, on purpose, under heavy compression or strong noise: with
-# only the clip's pauses (a tenth) the last weights fired in 16 of 18 no-ball windows at
-# JPEG q20 and 7 at noise sigma 16, blocking and grain taken for a ball (issue 29)
-HARD_NEGATIVE_SHARE = 0.12
-HARD_JPEG_QUALITY = (12, 40)
-HARD_NOISE_SIGMA = 8.0  # a hard negative's scene: one at least this noisy, or JPEG
-NO_BALL_TRIES = 40  # frames tried for one with the ball out of view
 VALIDATION_SEEDS = (0, 1, 2, 3)
 
 
@@ -163,9 +156,6 @@ class Scenes:
     def __len__(self) -> int:
         return len(self._specs)
 
-    def style(self, i: int) -> SceneStyle:
-        return self._specs[i][2]
-
     def get(self, i: int) -> SyntheticScene:
         if i not in self._built:
             scene_seed, fps, style = self._specs[i]
@@ -217,36 +207,14 @@ def render_window(
     return np.stack(frames), truths
 
 
-def hard_negative(scenes: Scenes, rng: np.random.Generator) -> tuple[SyntheticScene, int, Look]:
-    """A scene, a frame with the ball out of view and a harsh look: its scene noisy, or its
-    frames put through heavy JPEG."""
-    noisy = [i for i in range(len(scenes)) if scenes.style(i).noise_sigma >= HARD_NOISE_SIGMA]
-    look = random_look(rng)
-    if noisy and rng.random() < 0.4:
-        scene = scenes.get(int(rng.choice(noisy)))
-    else:
-        scene = scenes.get(int(rng.integers(len(scenes))))
-        quality = int(rng.integers(HARD_JPEG_QUALITY[0], HARD_JPEG_QUALITY[1] + 1))
-        look = replace(look, jpeg_quality=quality)
-    newest = int(rng.integers(2, scene.period_frames))
-    for _ in range(NO_BALL_TRIES):
-        if not scene.render(newest)[1].visible:
-            break
-        newest = int(rng.integers(2, scene.period_frames))
-    return scene, newest, look
-
-
 def sample(scenes: Scenes, rng: np.random.Generator) -> Window:
+    scene = scenes.get(int(rng.integers(len(scenes))))
     size = RESOLUTIONS[int(rng.integers(len(RESOLUTIONS)))]
-    if rng.random() < HARD_NEGATIVE_SHARE:
-        scene, newest, look = hard_negative(scenes, rng)
-    else:
-        scene = scenes.get(int(rng.integers(len(scenes))))
-        look = random_look(rng)
-        # uniform over the clip, so the pauses between points (about a tenth of the
-        # windows, as in the held-out check) teach what is not a ball: the first demo
-        # weights, shown a sixth of that, fired on static features of an unseen look
-        newest = int(rng.integers(2, scene.period_frames))
+    look = random_look(rng)
+    # uniform over the clip, so the pauses between points (about a tenth of the windows,
+    # as in the held-out check) teach what is not a ball: the first demo weights, shown a
+    # sixth of that, fired on static scene features of an unseen look (issue 29)
+    newest = int(rng.integers(2, scene.period_frames))
     frames, truths = render_window(scene, newest, size, look)
     targets = np.stack([draw_target(size, t) for t in truths])
     if look.mirror:  # pixel centres at integers: x -> width - 1 - x, the target's too
