@@ -27,7 +27,9 @@ live run because it shares everything except the device:
   definition it has in ``run``.
 
 There is one event loop, :func:`play`, and it plays an experiment: a plain
-``simulate(config)`` is an experiment of one step at 0 s. A step applies at its
+``simulate(config)`` is an experiment of one step at 0 s (a run with no step after
+it, no fault, no ``drop_after_ms`` and no neighbours plays in the leaner loop of
+:mod:`batchscope.sim.plain`, to the same records). A step applies at its
 time as ``Engine.apply(..., step=True)`` applies it live: a new policy kind is a
 new policy, a knob change retunes the running one, more sessions join with a
 phase drawn from the run's generator (as the feeder draws it), fewer retire
@@ -82,6 +84,8 @@ from batchscope.experiment import Experiment, Step
 from batchscope.profiles.profile import BatchCurve, DeviceProfile, load_profile
 from batchscope.sim.changes import Changes, CurveFor, need_fps
 from batchscope.sim.clock import NEVER, Clock
+from batchscope.sim.plain import Delivered, Measured, Stop, play_plain
+from batchscope.sim.plain import kind as plain_kind
 
 DEFAULT_WARMUP_S = 1.0  # the same default as `batchscope run --warmup`
 
@@ -161,6 +165,51 @@ def play(experiment: Experiment, curve_for: CurveFor, warmup_s: float = DEFAULT_
     run would not start); a later step that cannot be made is a segment with
     the error (see the module doc).
     """
+    played = play_records(experiment, curve_for, warmup_s)
+    assert played is not None, "no stop: the run plays to its end"
+    return played.trace()
+
+
+@dataclass
+class Played:
+    """A played run's records, before they are a :class:`Trace` (made when asked: the
+    planner needs only the figures of most of its runs)."""
+
+    measured: Measured
+    delivered: Delivered
+    expired: list[tuple[int, float]]
+    changes: Changes
+    clock: Clock
+    t0: float
+    t_end: float
+    n_ids: int
+
+    def trace(self) -> Trace:
+        return _trace(
+            self.measured,
+            self.delivered,
+            self.expired,
+            self.changes,
+            self.clock,
+            self.t0,
+            self.t_end,
+            self.n_ids,
+        )
+
+
+def play_records(
+    experiment: Experiment,
+    curve_for: CurveFor,
+    warmup_s: float = DEFAULT_WARMUP_S,
+    stop: Stop | None = None,
+) -> Played | None:
+    """:func:`play`'s records, or None when ``stop`` ended the run early.
+
+    A plain run (one config throughout, no fault, no ``drop_after_ms``, no neighbours,
+    a built-in policy) plays in :func:`~batchscope.sim.plain.play_plain`, where ``stop``
+    is asked every :data:`~batchscope.sim.plain.CHECK_EVERY_S`; any other plays in the
+    general loop below, to its end.
+    """
     if not warmup_s >= 0:
         raise ConfigError("warmup", warmup_s, "must be 0 or more seconds")
     steps = experiment.steps
@@ -183,6 +232,18 @@ def play(experiment: Experiment, curve_for: CurveFor, warmup_s: float = DEFAULT_
     change_at = changes.next_at()
 
     frames = clock.schedule(0.0, change_at)
+    if (
+        change_at == NEVER
+        and drop_s is None
+        and not neighbours
+        and slowdown == 1.0
+        and plain_kind(policy) is not None
+    ):
+        records = play_plain(policy, frames, clock, curve, t0, t_end, stop)
+        if records is None:
+            return None
+        segments.close(t_end)
+        return Played(*records, expired, changes, clock, t0, t_end, n_ids)
     ft, fs = frames.times, frames.sessions  # the windows published, in event order
     i = 0  # the next of them
     opened = frames.opened  # indices into ft of windows published into an empty mailbox
@@ -203,7 +264,8 @@ def play(experiment: Experiment, curve_for: CurveFor, warmup_s: float = DEFAULT_
 
     # (start, size, end, curve index, why it left, the policy's cap then, padded rows)
     measured: list[tuple[float, int, float, int, int, int, int]] = []
-    delivered: list[list[Any]] = []  # their windows, batch after batch
+    delivered: Delivered = ([], [])  # their windows' arrivals and sessions, batch after batch
+    add_arrivals, add_sessions = delivered[0].extend, delivered[1].extend
 
     while True:
         # busy: nothing before free_at asks the policy, it only changes state;
@@ -245,7 +307,8 @@ def play(experiment: Experiment, curve_for: CurveFor, warmup_s: float = DEFAULT_
             n = len(taken)
             if now >= t0:  # delivered in the measured interval
                 measured.append((start, n, now, batch_k, reason, cap, pad))
-                delivered.extend(taken)
+                add_arrivals(map(_arrival_of, taken))
+                add_sessions(map(_session_of, taken))
             if chooser.learns:
                 chooser.observe(n, (now - min(map(_arrival_of, taken))) * 1000.0)
         if drop_s is not None and pending:  # Mailboxes.expire's rule
@@ -280,12 +343,12 @@ def play(experiment: Experiment, curve_for: CurveFor, warmup_s: float = DEFAULT_
 
     frames.published = i
     segments.close(t_end)
-    return _trace(measured, delivered, expired, changes, clock, t0, t_end, n_ids)
+    return Played(measured, delivered, expired, changes, clock, t0, t_end, n_ids)
 
 
 def _trace(
-    measured: list[tuple[float, int, float, int, int, int, int]],
-    delivered: list[list[Any]],
+    measured: Measured,
+    delivered: Delivered,
     expired: list[tuple[int, float]],
     changes: Changes,
     clock: Clock,
@@ -319,13 +382,12 @@ def _trace(
     )
 
 
-def _records(
-    measured: list[tuple[float, int, float, int, int, int, int]], delivered: list[list[Any]]
-) -> tuple[np.ndarray, np.ndarray]:
+def _records(measured: Measured, delivered: Delivered) -> tuple[np.ndarray, np.ndarray]:
     """:data:`ITEM_DTYPE` and :data:`BATCH_DTYPE` rows of the measured batches (filled by
     column: a row per item from a list of tuples cost 1 ms a run)."""
     batches = np.zeros(len(measured), BATCH_DTYPE)
-    items = item_records(len(delivered))
+    arrivals, sessions = delivered
+    items = item_records(len(arrivals))
     if not measured:
         return items, batches
     starts, sizes, ends, _, reasons, caps, pads = zip(*measured, strict=True)
@@ -336,8 +398,8 @@ def _records(
     batches["cap"] = caps
     batches["padded"] = pads
     batches["compute_s"] = batches["end"] - batches["start"]
-    items["session"] = np.fromiter(map(_session_of, delivered), np.int32, len(delivered))
-    items["arrival"] = np.fromiter(map(_arrival_of, delivered), np.float64, len(delivered))
+    items["session"] = np.array(sessions, np.int32)
+    items["arrival"] = np.array(arrivals, np.float64)
     items["batch"] = np.repeat(batches["size"], batches["size"])
     items["start"] = items["prep_end"] = np.repeat(batches["start"], batches["size"])
     items["compute_end"] = items["result"] = np.repeat(batches["end"], batches["size"])

@@ -34,11 +34,27 @@ before it and ended inside adds at most ``min(cap, n)`` more. No count above
 :func:`capacity_bound` can fit: a measured fps moves in steps of 1 /
 ``duration_s``, so a device a hair short of ``n × min fps`` windows/s still
 fits ``n`` (113.999 windows/s serve 4 sessions at 28.5 fps for 30 s). The
-search scans down from that bound and stops at the first count that fits for
-every seed: exact on the grid, because every count above it was simulated and
-failed (or is above the bound). A count's seeds are tried worst-first (the seed
-that failed last), and the first failing seed rejects it. Once a policy has an
-answer, its other settings are scanned only down to that answer.
+search scans the counts down from the largest bound, level by level: at each
+count, every setting whose bound reaches it, in grid order; the first count at
+which a setting fits for every seed is the answer, exact on the grid, because at
+every count above it every setting was simulated and failed (or is above its
+bound). The answer's count is the largest of the settings' own largest fitting
+counts, so the level scan meets at it the same settings, and only those, as a
+scan setting by setting (each from its bound down to the best so far) does: the
+plan is the same, whichever order the settings are scanned in.
+A count's seeds are tried worst-first (the seed that failed last), and the first
+failing seed rejects it. At the answer's count a later setting in the grid must
+beat the best so far on the tie-break below (a lower worst-seed p99), so a seed at
+or over the best's p99 rejects it too; the seeds are then tried in the order of
+the best's p99, highest first.
+
+**Early rejection** (``measure.Tally``): a run that can no longer meet the budget
+(or the p99 to beat) stops at the next check, every 0.5 s of virtual time: when a
+session cannot reach the fps floor even if it delivered every frame it has left,
+or when more windows already took over the p99 limit than the report's percentile
+allows among the most windows the run can still deliver. Only rejections are made
+early; a run that fits is always played to its end, and a rejected run's figures,
+if asked for later (the plot), come from a full run.
 
 **The recommendation** (:func:`recommend`): the most sessions; ties broken by
 the lower worst-seed p99, then by the simpler policy in the order of
@@ -158,17 +174,22 @@ def candidates(
     """The (setting, sessions) pairs to try for ``policy``, told after each whether it fit.
 
     A generator of candidates, as Model Analyzer's config generators are: it knows the
-    grid and the bound, not how a candidate is measured. Each setting is scanned down
-    from its :func:`capacity_bound` and stops at the first count that fits; once one
-    fits, the next settings are scanned only down to that count (see the module doc).
+    grid and the bound, not how a candidate is measured. It scans the counts down from
+    the largest :func:`capacity_bound`, and at each count every setting whose bound
+    reaches it, in grid order; the first count at which one fits is the answer, so it
+    stops after that count's settings (see the module doc).
     """
-    best = 0
-    for params in settings(policy, budget):
-        bound = capacity_bound(curve, _cap(policy, params), budget, max_sessions, duration_s)
-        for n in range(bound, max(best, 1) - 1, -1):
-            if (yield params, n):
-                best = max(best, n)
-                break
+    grid = settings(policy, budget)
+    bounds = [
+        capacity_bound(curve, _cap(policy, p), budget, max_sessions, duration_s) for p in grid
+    ]
+    for n in range(max(bounds), 0, -1):
+        found = False
+        for params, bound in zip(grid, bounds, strict=True):
+            if bound >= n and (yield params, n):
+                found = True
+        if found:
+            return
 
 
 def plan_policy(
@@ -189,12 +210,18 @@ def plan_policy(
             params, n = search.send(fits) if fits is not None else next(search)
         except StopIteration:
             break
-        fits = evaluator.fits(policy, params, n, order)
+        # at the count of the best so far (the only count left), a later setting in the
+        # grid wins only with a lower worst-seed p99: a seed at or over it rejects it
+        below = best_point.p99_worst if best_point is not None else None
+        fits = evaluator.fits(policy, params, n, order, below)
         if fits:
             point = evaluator.point(policy, params, n, seeds)
             rank = (n, -point.p99_worst, -grid.index(params))
             if best is None or rank > best:
                 best, best_point, best_params = rank, point, params
+                # the next settings' likeliest p99 miss first: this one's worst seeds
+                p99s = {s: evaluator.run(policy, params, n, s)[2] for s in order}
+                order.sort(key=lambda s: -p99s[s])
     if best_point is None:  # nothing fits: the closest point, at 1 session
         scored = [(evaluator.point(policy, p, 1, seeds), p) for p in grid]
         best_point, best_params = min(scored, key=lambda c: c[0].shortfall(budget))
