@@ -20,6 +20,7 @@ SESSION_KEYS = {
     "expired",
     "latency_ms",
     "stages_ms",
+    "host_late_ms",
 }
 OVERALL_KEYS = {
     "throughput_wps",
@@ -29,6 +30,7 @@ OVERALL_KEYS = {
     "overwritten",
     "expired",
     "latency_ms",
+    "host_late_ms",
     "batch_sizes",
     "batch_reasons",
     "busy",
@@ -53,7 +55,7 @@ SMALL_EMULATED = dict(
     backend="emulated",
 )
 LATENCY_KEYS = {"mean", "p50", "p95", "p99", "max"}
-STAGE_KEYS = {"wait", "prep", "compute", "post"}
+STAGE_KEYS = {"wait", "host", "prep", "compute", "post"}
 
 
 def wait_for(cond: Callable[[], object], timeout: float = 10.0) -> bool:

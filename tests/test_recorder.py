@@ -140,7 +140,7 @@ def test_kill_9_leaves_valid_files_up_to_the_last_second(tmp_path):
     (folder / "items.csv").write_text(whole + "\n")
     items = rows(folder / "items.csv")
     assert len(items) > 100
-    assert all(len(r) == 13 and None not in r.values() for r in items)
+    assert all(len(r) == 15 and None not in r.values() for r in items)
     timeline = rows(folder / "timeline.csv")
     last_item = max(float(r["result"]) for r in items)
     last_sample = float(timeline[-1]["t"])

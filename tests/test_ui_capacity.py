@@ -17,6 +17,7 @@ from batchscope.ui.capacity.planning import PlanInputs, Search, compute
 from batchscope.ui.capacity.presenter import CapacityPresenter, setting_changes
 from batchscope.ui.capacity.view import CapacityView
 from batchscope.ui.theme import Look
+from contract import wait_for
 
 QUICK = Search(duration_s=5.0, seeds=2, max_sessions=32)  # a plan in about a second
 SLOW = Search()  # the CLI's defaults: tens of seconds at 256x144
@@ -157,7 +158,7 @@ def test_a_frame_rate_of_source_is_nothing_to_plan(view, qtbot):
 
 
 def test_torch_without_a_sweep_profile_says_how_to_make_one(monkeypatch):
-    from batchscope.ui.capacity import planning as capacity_planner
+    from batchscope.sim.planner import background as capacity_planner
 
     monkeypatch.setattr(capacity_planner, "sweep_profile", lambda device: None)
     inputs = PlanInputs(None, "cpu", "fp32", (256, 144), Budget(30.0, 50.0), QUICK)
@@ -172,14 +173,17 @@ def test_torch_without_a_sweep_profile_says_how_to_make_one(monkeypatch):
 
 
 def test_the_torch_backend_plans_on_its_sweep_profile(qtbot, monkeypatch):
-    from batchscope.ui.capacity import planning as capacity_planner
+    from batchscope.sim.planner import background as capacity_planner
+    from batchscope.ui.capacity.planning import CapacityPlanner
 
     seen = []
     monkeypatch.setattr(
         capacity_planner, "sweep_profile", lambda d: seen.append(d) or load_profile("laptop-8gb")
     )
     torch_config = laptop(backend="torch", device="cpu")
-    presenter = CapacityPresenter(FakeDashboard(torch_config), QUICK)
+    # planned on the planner's thread (compute): the patch is in this process, not a child
+    planner = CapacityPlanner(compute)
+    presenter = CapacityPresenter(FakeDashboard(torch_config), QUICK, planner)
     try:
         presenter.refresh()
         qtbot.waitUntil(lambda: presenter.result is not None, timeout=PLAN_MS)
@@ -273,3 +277,82 @@ def test_export_then_open_gives_the_same_setting(dashboard, qtbot, tmp_path: Pat
     blocker.write_text("")
     assert capacity.presenter.export_current(blocker / "sub") is None
     assert "cannot write" in dashboard.status_line.message.text()
+
+
+# -- the plan in a child process ------------------------------------------------------------
+
+
+def test_the_plan_runs_in_a_child_of_lower_priority_and_equals_the_one_here():
+    import os
+
+    from batchscope.sim.planner.background import NICENESS, PlanProcess
+
+    inputs = PlanInputs("laptop-8gb", "cpu", "fp16", (512, 288), Budget(30.0, 50.0), QUICK)
+    process = PlanProcess()
+    seen: list[str] = []
+    try:
+        there = process.compute(inputs, lambda done, total, what: seen.append(what), lambda: False)
+        child = process.pid
+        assert child is not None and child != os.getpid()
+        assert (
+            os.getpriority(os.PRIO_PROCESS, child) >= os.getpriority(os.PRIO_PROCESS, 0) + NICENESS
+        )
+    finally:
+        process.stop()
+    here = compute(inputs, lambda *a: None, lambda: False)
+    assert there.plan.to_json() == here.plan.to_json()
+    assert [s.policy for s in there.series] == [s.policy for s in here.series]
+    assert "searched oldest" in seen and "drew adaptive" in seen  # progress came back
+    assert gone(child)  # stopped
+
+
+def test_a_cancelled_plan_in_the_child_raises_plan_cancelled():
+    from batchscope.sim.planner import PlanCancelled
+    from batchscope.sim.planner.background import PlanProcess
+
+    inputs = PlanInputs("laptop-8gb", "cpu", "fp16", (256, 144), Budget(30.0, 50.0), Search())
+    process = PlanProcess()
+    try:
+        with pytest.raises(PlanCancelled):
+            process.compute(inputs, lambda *a: None, lambda: True)
+    finally:
+        process.stop()
+
+
+def test_the_planner_child_ends_when_the_app_is_killed(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    script = (
+        "from batchscope.sim.planner.background import PlanProcess, PlanInputs, Search\n"
+        "from batchscope.sim.planner import Budget\n"
+        "p = PlanProcess()\n"
+        "i = PlanInputs('laptop-8gb', 'cpu', 'fp16', (512, 288), Budget(30.0, 50.0),"
+        " Search(duration_s=5.0, seeds=2, max_sessions=16))\n"
+        "p.compute(i, lambda *a: None, lambda: False)\n"
+        "print(p.pid, flush=True)\n"
+        "import time; time.sleep(60)\n"
+    )
+    app = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        child = int(app.stdout.readline())
+        assert os.path.exists(f"/proc/{child}")
+        app.send_signal(signal.SIGKILL)  # no clean-up of any kind
+        app.wait(10)
+        assert wait_for(lambda: gone(child), timeout=10)
+    finally:
+        if app.poll() is None:
+            app.kill()
+
+
+def gone(pid: int) -> bool:
+    """Whether process ``pid`` has ended (a zombie no one reaped yet counts as ended)."""
+    from pathlib import Path
+
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return True
+    return "State:\tZ" in status

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from batchscope.cli.args import CliError
+from batchscope.engine.host_check import probe_phrase
+from batchscope.engine.report.host import host_verdict
 from batchscope.engine.report.rows import segments_csv
 from batchscope.engine.report.text import format_segments, format_table
 
@@ -19,9 +21,20 @@ def print_experiment_report(report: dict[str, Any], out: Any) -> None:
     print(format_table([report]), file=out)
     print("\nsegments (each leaves out its first second, which settles):", file=out)
     print(format_segments(report), file=out)
+    print_host(report, out)
     for ev in report.get("events", []):
         if ev["kind"] in ("error", "oom"):
             print(f"  event at {ev['t']:.1f} s [{ev['kind']}] {ev['message']}", file=out)
+
+
+def print_host(report: dict[str, Any], out: Any) -> None:
+    """The machine's share, where it matters: the start's timer probe when it found the
+    host busy, and the run's verdict on its tail (:mod:`batchscope.engine.report.host`)."""
+    probe = report.get("host_probe")
+    if probe and probe["verdict"] != "quiet":
+        print(f"  {probe_phrase(probe)}", file=out)
+    if verdict := host_verdict({"overall": report["overall"]}):
+        print(f"  whole run: {verdict}", file=out)
 
 
 def write_report(

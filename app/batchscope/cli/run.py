@@ -29,7 +29,7 @@ from batchscope.cli.args import (
     resolution,
     write_json,
 )
-from batchscope.cli.reports import print_experiment_report, write_csv, write_report
+from batchscope.cli.reports import print_experiment_report, print_host, write_csv, write_report
 from batchscope.config import (
     BACKENDS,
     DEFAULT_RESOLUTION,
@@ -412,6 +412,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(format_table([report]), file=out_stream)
     print(file=out_stream)
     print(format_sessions(report), file=out_stream)
+    print_host(report, out_stream)
     for ev in report["events"]:
         if ev["kind"] in ("error", "oom"):
             print(f"  event at {ev['t']:.1f} s [{ev['kind']}] {ev['message']}", file=out_stream)

@@ -34,6 +34,7 @@ from batchscope.engine.backends import (
 )
 from batchscope.engine.fault_actions import RunFaults
 from batchscope.engine.feeder import Feeder
+from batchscope.engine.host_check import HostProbe
 from batchscope.engine.live_change import EngineStopped, LiveChange
 from batchscope.engine.metrics import Event, MetricsStore, TimelineSample
 from batchscope.engine.monitor import Monitor, sample_timeline
@@ -115,6 +116,7 @@ class Engine:
         self._load: NeighbourLoad | None = None  # real neighbours (torch backend)
         self.progress: str | None = None  # what is being decoded, and how far (or None)
         self._live = LiveChange(self)  # live changes, one at a time (engine/live_change.py)
+        self.host_probe: HostProbe | None = None  # the timers' check at the start
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -129,6 +131,8 @@ class Engine:
         with self._lifecycle:
             if self._stopping.is_set():
                 raise EngineStopped()
+            if self.host_probe is None:  # while the sources open: it costs no time
+                self.host_probe = HostProbe(self._stopping)
             self._worker = Worker(
                 self.mailboxes, self.store, make_policy(config), self.event, self.clock
             )
@@ -512,7 +516,7 @@ class Engine:
         """The JSON report over the interval since the last statistics reset (or start)."""
         stalled = self.faults.stalled
         infos = [_info(s, shown_state(s, stalled(s.id))) for s in self.roster.sessions()]
-        return run_report(
+        report = run_report(
             kind,
             self.config,
             self.store,
@@ -525,6 +529,10 @@ class Engine:
             self._stats_t0,
             [_info(s, state) for s, state in self.roster.retired()],
         )
+        probe = self.host_probe.result if self.host_probe is not None else None
+        if probe is not None:
+            report["host_probe"] = probe
+        return report
 
 
 def _info(session: Session, state: str) -> SessionInfo:

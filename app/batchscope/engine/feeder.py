@@ -187,11 +187,11 @@ class Feeder(LoopThread):
                     continue  # stalled (or all paused): the frame goes by unsent
                 self._publish(session, now)
 
-    def _publish(self, session: Session, now: float) -> None:
+    def _publish(self, session: Session, now: float, late: float = 0.0) -> None:
         """Session's next window into its mailbox (under the lock); a failing source marks
-        the session failed, the others go on."""
+        the session failed, the others go on. ``late``: s past its due time (the host's)."""
         try:
-            window = session.next_window(now)
+            window = session.next_window(now, late)
         except Exception as exc:  # a source failing must not stop the others
             session.fail(str(exc))
             self._on_error(f"session {session.id}: {exc}")
@@ -214,6 +214,6 @@ class Feeder(LoopThread):
                     heapq.heappush(self._heap, (nxt, sid))
                     # a stalled session (or all, paused) keeps its schedule, sends nothing
                     if factor > 0 and not self._paused:
-                        due_sessions.append(session)
-            for session in due_sessions:
-                self._publish(session, now)
+                        due_sessions.append((session, due))
+            for session, due in due_sessions:
+                self._publish(session, now, max(0.0, now - due))

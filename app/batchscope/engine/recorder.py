@@ -7,11 +7,13 @@ Layout of a recording (times in s since the engine started):
 - ``items.csv``     one row per processed window: session, batch, arrival, start,
                     prep_end, compute_end, result, and its scoring against ground truth
                     (engine/accuracy.py): scored and hit (0/1), error_px and fresh_px
-                    (empty where they do not apply)
+                    (empty where they do not apply); host_ms and late_ms (how late the
+                    host served it: the worker's share inside its wait, and in all)
 - ``batches.csv``   one row per batch: start, size, prep_ms, compute_ms, post_ms, end,
                     reason (why it left: all waiting, full, deadline, …), cap (the
                     policy's cap then; 0: none), padded (empty rows run to fill a
-                    fixed batch shape; 0 for the other policies)
+                    fixed batch shape; 0 for the other policies), late_ms (how late
+                    the worker woke for it)
 - ``timeline.csv``  one row per monitor sample: t, throughput_wps, busy, mean_batch,
                     fps per session (JSON), memory MB (JSON)
 - ``report.json``   the report when recording stops (it covers the interval since the
@@ -93,10 +95,32 @@ class Recorder:
             name: csv.writer(buf, lineterminator="\n") for name, buf in self._buffers.items()
         }
         self._csv["items.csv"].writerow(
-            ["session", "batch", "arrival", "start", "prep_end", "compute_end", "result", *_SCORES]
+            [
+                "session",
+                "batch",
+                "arrival",
+                "start",
+                "prep_end",
+                "compute_end",
+                "result",
+                *_SCORES,
+                "host_ms",
+                "late_ms",
+            ]
         )
         self._csv["batches.csv"].writerow(
-            ["start", "size", "prep_ms", "compute_ms", "post_ms", "end", "reason", "cap", "padded"]
+            [
+                "start",
+                "size",
+                "prep_ms",
+                "compute_ms",
+                "post_ms",
+                "end",
+                "reason",
+                "cap",
+                "padded",
+                "late_ms",
+            ]
         )
         self._csv["timeline.csv"].writerow(
             ["t", "throughput_wps", "busy", "mean_batch", "fps", "memory_mb"]
@@ -146,6 +170,8 @@ class Recorder:
                 int(r["hit"]),
                 _px(r["error_px"]),
                 _px(r["fresh_px"]),
+                _ms(r["host"]),
+                _ms(r["late"]),
             )
             for r in items
         )
@@ -160,6 +186,7 @@ class Recorder:
                 REASONS[int(b["reason"])],
                 int(b["cap"]),
                 int(b["padded"]),
+                _ms(b["late"]),
             )
             for b in batches
         )

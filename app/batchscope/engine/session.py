@@ -36,6 +36,7 @@ class Window:
     arrival: float  # s, perf_counter clock
     scale: tuple[float, float] = (1.0, 1.0)  # model pixels -> source pixels (x, y)
     offset: tuple[int, int] = (0, 0)  # model pixels of the source's top-left (letterbox bars)
+    late: float = 0.0  # s the feeder published it after it was due (the host's delay)
 
 
 def first_frame_delay(rng: random.Random, fps: float) -> float:
@@ -63,14 +64,16 @@ class Session:
         where = source.placement
         self._scale, self._offset = where.scale, where.offset
 
-    def next_window(self, now: float) -> Window | None:
-        """Advance one frame; the new window once 3 frames are in, else None."""
+    def next_window(self, now: float, late: float = 0.0) -> Window | None:
+        """Advance one frame; the new window once 3 frames are in, else None. ``late``:
+        how long after its due time the feeder publishes it (s)."""
         index = self.phase_frames + self.seq
         self._frames.append(self.source.frame(index))
         self.seq += 1
         if len(self._frames) < WINDOW:
             return None
-        return Window(self.id, self.seq, index, tuple(self._frames), now, self._scale, self._offset)
+        frames = tuple(self._frames)
+        return Window(self.id, self.seq, index, frames, now, self._scale, self._offset, late)
 
     def forget_frames(self) -> None:
         """Drop the window it is building (views of the frame cache, given back next)."""
@@ -121,6 +124,7 @@ class Mailboxes:
         self._waiting: dict[int, Waiting] = {}
         self._overwritten: dict[int, int] = {}
         self._expired: dict[int, int] = {}
+        self.published_at = -float("inf")  # arrival of the newest window (the worker's cue)
 
     def publish(self, window: Window) -> bool:
         """Put ``window`` in its session's mailbox; True if it replaced an untaken one."""
@@ -133,6 +137,7 @@ class Mailboxes:
             )
             if old is not None:
                 self._overwritten[sid] = self._overwritten.get(sid, 0) + 1
+            self.published_at = window.arrival
             if self._sleepers:
                 self._changed.notify()
         if old is not None and self._on_overwrite is not None:

@@ -21,6 +21,7 @@ from batchscope.engine.session import Session, shown_state
 from batchscope.engine.stats import (
     OVERWRITE_DTYPE,
     accuracy_summary,
+    host_late_summary,
     latencies_ms,
     latency_summary,
     live_fps,
@@ -34,6 +35,7 @@ SCOPE_LABELS = {"segment": "current segment", "60s": "last 60 s", "run": "whole 
 MAX_ITEMS = 1 << 16  # the most windows a snapshot copies (15 times a second)
 MAX_BATCHES = 1 << 14
 BUS_S = 10.0  # the bus view's span: the device's last seconds, batch by batch
+HOST_S = 5.0  # the live host indicator's span
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,9 @@ class Snapshot:
     segment: SegmentView | None = None
     truncated: bool = False  # the scope held more than MAX_ITEMS windows: the newest only
     bus: BusRecords | None = None  # the last BUS_S seconds of the device (live scopes only)
+    # how late the host served windows over the last HOST_S seconds (p50, p99 ms): the
+    # status bar's "host: quiet / busy"
+    host_late_ms: dict[str, float] = field(default_factory=lambda: {"p50": 0.0, "p99": 0.0})
 
     @property
     def settling(self) -> bool:
@@ -214,6 +219,7 @@ def take_snapshot(store: MetricsStore, at: SnapshotInputs) -> Snapshot:
             at.t0,
             expiries[expiries["t"] > bus_start],
         )
+    host_late = host_late_summary(items[items["result"] > at.now - HOST_S])
     end = np.inf if at.until is None else at.until
     truncated = len(items) > 0 and items["result"][0] > at.since and len(items) >= MAX_ITEMS
     items = items[(items["result"] >= at.since) & (items["result"] <= end)]
@@ -274,6 +280,7 @@ def take_snapshot(store: MetricsStore, at: SnapshotInputs) -> Snapshot:
         segment=at.segment,
         truncated=bool(truncated),
         bus=bus,
+        host_late_ms=host_late,
     )
 
 

@@ -33,7 +33,10 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 LIVE_FPS_WINDOW_S = 1.0
-STAGES = ("wait", "prep", "compute", "post")
+#: The stages of a window's latency, in order. ``host`` is the part of its wait that was
+#: the machine's: the worker woke later than it meant to (a timer or a notification
+#: served late by a busy OS), so the batch started that much later (see ITEM_DTYPE).
+STAGES = ("wait", "host", "prep", "compute", "post")
 
 
 def latency_summary(ms: np.ndarray | Sequence[float]) -> dict[str, float]:
@@ -52,14 +55,27 @@ def latency_summary(ms: np.ndarray | Sequence[float]) -> dict[str, float]:
 
 
 def stage_means(items: np.ndarray) -> dict[str, float]:
-    """Mean ms of each stage over item records (see :data:`ITEM_DTYPE`)."""
+    """Mean ms of each stage over item records (see :data:`ITEM_DTYPE`): they add up to
+    the mean latency (``wait`` is the time to the batch's start less ``host``)."""
     if items.size == 0:
         return dict.fromkeys(STAGES, 0.0)
-    bounds = ("arrival", "start", "prep_end", "compute_end", "result")
-    return {
-        stage: round(float(np.mean(items[b] - items[a])) * 1000.0, 3)
-        for stage, a, b in zip(STAGES, bounds[:-1], bounds[1:], strict=True)
+    spans = {
+        "wait": items["start"] - items["arrival"] - items["host"],
+        "host": items["host"],
+        "prep": items["prep_end"] - items["start"],
+        "compute": items["compute_end"] - items["prep_end"],
+        "post": items["result"] - items["compute_end"],
     }
+    return {stage: round(float(np.mean(spans[stage])) * 1000.0, 3) for stage in STAGES}
+
+
+def host_late_summary(items: np.ndarray) -> dict[str, float]:
+    """p50 and p99 ms of how late the host served each window (:data:`ITEM_DTYPE`'s
+    ``late``: the feeder's late publish plus the worker's late wake-up)."""
+    if items.size == 0:
+        return {"p50": 0.0, "p99": 0.0}
+    p50, p99 = np.percentile(items["late"] * 1000.0, [50, 99])
+    return {"p50": round(float(p50), 3), "p99": round(float(p99), 3)}
 
 
 def latencies_ms(items: np.ndarray) -> np.ndarray:
@@ -161,6 +177,12 @@ ITEM_DTYPE = np.dtype(
         ("hit", np.bool_),
         ("error_px", np.float32),
         ("fresh_px", np.float32),
+        # the host's share (s): how late the worker woke for its batch against when it
+        # meant to (a deadline, or the publish that woke it), within this window's wait
+        ("host", np.float64),
+        # how late the host served it in all (s): the feeder's publish after its due
+        # time (before arrival, so not in its latency) plus ``host``
+        ("late", np.float64),
     ]
 )
 
@@ -187,6 +209,7 @@ BATCH_DTYPE = np.dtype(
         # empty rows run after the windows to fill the policy's batch shape (fixed's:
         # batch - size), device time that delivers nothing; 0 for every other policy
         ("padded", np.int32),
+        ("late", np.float64),  # how late the worker woke for it (s; 0: it was running)
     ]
 )
 

@@ -81,6 +81,9 @@ class Worker:
         # (window, detection, positions) -> the accuracy.Score of each delivered
         # result, against its source's ground truth (engine/accuracy.py)
         self.scorer: Callable[[Window, Any, bool], tuple] | None = None
+        # how late the worker woke from its last wait (s), against when it meant to: the
+        # policy's deadline, or the publish that woke it; 0 once a batch ran after it
+        self._woke_late = 0.0
         self._thread = threading.Thread(target=self._run, name="batchscope-worker", daemon=True)
         self._thread.start()
 
@@ -215,12 +218,28 @@ class Worker:
                 POLL_S if decision.wait_until is None else min(POLL_S, decision.wait_until - now)
             )
             if timeout > 0:
-                self._mailboxes.wait(timeout)
+                self._wait(now, timeout, decision.wait_until)
             return
         take = decision.take[: self.oom_cap] if self.oom_cap else decision.take
         windows = self._fit(self._mailboxes.take(take))
         if windows:
             self._run_batch(windows, decision.reason)
+
+    def _wait(self, now: float, timeout: float, deadline: float | None) -> None:
+        """Sleep until a window is published or ``timeout`` s pass, and measure how late
+        the host woke the thread: after the publish that ended the wait, or after the
+        policy's ``deadline`` when the wait ran out on it (a poll that ran out has no
+        plan to be late for)."""
+        cue = self._mailboxes.published_at
+        self._mailboxes.wait(timeout)
+        woke = self._clock()
+        published = self._mailboxes.published_at
+        if published > cue:  # a window came in: the thread was due at its arrival
+            self._woke_late = max(0.0, woke - max(published, now))
+        elif deadline is not None and now + timeout >= deadline:
+            self._woke_late = max(0.0, woke - deadline)
+        else:
+            self._woke_late = 0.0
 
     def _fit(self, windows: list[Window]) -> list[Window]:
         """Drop windows made for another resolution (in flight across a resolution change)."""
@@ -252,6 +271,7 @@ class Worker:
             return
         end = result.post_end
         n = len(windows)
+        late, self._woke_late = self._woke_late, 0.0
         records = []
         latest: dict[int, Latest] = {}
         worst = 0.0
@@ -259,7 +279,8 @@ class Worker:
         for win, det in zip(windows, result.detections, strict=True):
             scored = UNSCORED if self.scorer is None else self.scorer(win, det, positions)
             times = (win.arrival, start, result.prep_end, result.compute_end, end)
-            records.append((win.session, n, *times, *scored))
+            host = min(late, max(0.0, start - win.arrival))  # inside this window's wait
+            records.append((win.session, n, *times, *scored, host, win.late + host))
             lat_ms = (end - win.arrival) * 1000.0
             worst = max(worst, lat_ms)
             # a copy: the tiles (and snapshots kept per segment) must not pin the frame
@@ -276,6 +297,7 @@ class Worker:
             reason,
             self.policy.cap or 0,
             pad,
+            late,
         )
         self._store.record_batch(records, batch, latest)
         self.policy.observe(n, worst)

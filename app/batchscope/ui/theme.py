@@ -14,7 +14,13 @@ from PySide6.QtGui import QColor, QFont, QPalette
 from PySide6.QtWidgets import QApplication
 
 #: Stage colours of the stacked latency bars (wait, prep, compute, post).
-STAGE_COLOURS = {"wait": "#8C9BB0", "prep": "#EDC948", "compute": "#F28E2B", "post": "#59C15B"}
+STAGE_COLOURS = {
+    "wait": "#8C9BB0",
+    "host": "#E377C2",  # the machine's share of the wait: a colour no other stage has
+    "prep": "#EDC948",
+    "compute": "#F28E2B",
+    "post": "#59C15B",
+}
 
 #: Memory series: key of TimelineSample.memory -> (legend label, colour, short name).
 MEMORY_SERIES = {

@@ -16,6 +16,7 @@ from batchscope.engine.stats import (
     accuracy_summary,
     busy_fraction,
     fps_figures,
+    host_late_summary,
     latencies_ms,
     latency_summary,
     stage_means,
@@ -70,6 +71,7 @@ def build_report(
             "expired": int(expired.get(s.id, 0)),
             "latency_ms": latency_summary(latencies_ms(mine)),
             "stages_ms": stage_means(mine),
+            "host_late_ms": host_late_summary(mine),
         }
         if s.has_truth:
             entry["accuracy"] = accuracy_summary(mine)
@@ -97,6 +99,7 @@ def build_report(
         "overwritten": int(sum(overwritten.get(s.id, 0) for s in sessions)),
         "expired": int(sum(expired.get(s.id, 0) for s in sessions)),
         "latency_ms": latency_summary(latencies_ms(items)),
+        "host_late_ms": host_late_summary(items),
         "batch_sizes": {str(k): sizes[k] for k in sorted(sizes)},
         "batch_reasons": {r: reasons[r] for r in REASONS if r in reasons},
         "busy": round(busy_fraction(float(batches["compute_s"].sum()), duration_s), 4),

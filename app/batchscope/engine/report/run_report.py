@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from batchscope.config import RunConfig
 from batchscope.engine.backends import Backend
 from batchscope.engine.metrics import MetricsStore
@@ -19,6 +21,27 @@ from batchscope.engine.segments import Segment
 from batchscope.engine.session import Mailboxes
 from batchscope.experiment import Experiment
 from batchscope.urls import mask_credentials
+
+#: How finely a run's host lateness is kept for the simulator to replay: its quantiles.
+JITTER_QUANTILES = 101
+
+
+def host_jitter(items: np.ndarray, batches: np.ndarray) -> dict[str, Any]:
+    """The run's measured host lateness as distributions the simulator replays
+    (``simulate --host-jitter REPORT``): ``publish_ms``, how late the feeder published
+    each frame; ``wake_ms``, how late the worker woke for each batch; each its quantiles
+    0, 1, … 100 % in ms (empty when nothing was measured)."""
+
+    def quantiles(ms: np.ndarray) -> list[float]:
+        if ms.size == 0:
+            return []
+        qs = np.percentile(ms, np.linspace(0, 100, JITTER_QUANTILES))
+        return [round(float(q), 4) for q in qs]
+
+    return {
+        "publish_ms": quantiles((items["late"] - items["host"]) * 1000.0),
+        "wake_ms": quantiles(batches["late"] * 1000.0),
+    }
 
 
 def run_report(
@@ -64,6 +87,7 @@ def run_report(
             "device_label": backend.label if backend else config.device_label,
             "weights": backend.weights if backend else "",
             "events": events,
+            "host_jitter": host_jitter(items, batches),
             "segments": [
                 segment_report(seg, ever, *history, now, t0, kind, expiries) for seg in segments
             ],

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from batchscope.engine.report.body import expired_pct, mean_batch_ms, overwritten_pct
+from batchscope.engine.report.host import host_verdict
 from batchscope.engine.report.phrases import accuracy_notes
 from batchscope.engine.report.rows import (
     LIVE_KEYS,
@@ -219,6 +220,7 @@ def format_segments(report: Mapping[str, Any]) -> str:
         if too_short(seg)
     ]
     notes += [f"  {note}" for note in accuracy_notes(report)]
+    notes += [f"  {seg['index']}: {v}" for seg in segments if (v := host_verdict(seg))]
     if notes:
         parts += ["", *notes]
     return "\n".join(parts)

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from batchscope.engine.report.host import BUSY_MS, host_word
 from batchscope.engine.snapshot import SCOPE_LABELS, SCOPES, SessionView, Snapshot
 from batchscope.engine.stats import fps_figures, latency_summary, served
 from batchscope.ui.plain_text import ElidedLabel
@@ -264,11 +265,13 @@ class StatusLine(QStatusBar):
         self.device = ElidedLabel()
         self.weights = ElidedLabel()
         self.rate = ElidedLabel()
+        self.host = ElidedLabel()
         self.policy = ElidedLabel()
         self.message.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.addWidget(self.message, 1)
-        for w in (self.device, self.weights, self.rate, self.policy):
+        for w in (self.device, self.weights, self.rate, self.host, self.policy):
             self.addPermanentWidget(w)
+        self._host_word = ""
         self._level = "info"
         self._replaced = ""  # the message before this one
 
@@ -313,3 +316,20 @@ class StatusLine(QStatusBar):
         for label, text in texts:
             if label.text() != text:
                 label.setText(text)
+        self._show_host(snap.host_late_ms["p99"])
+
+    def _show_host(self, p99_ms: float) -> None:
+        """``host: quiet`` or ``host: busy · late 7 ms`` (its timers' p99, last 5 s)."""
+        word = host_word(p99_ms)
+        text = "host: quiet" if word == "quiet" else f"host: busy · late {p99_ms:.0f} ms"
+        if text == self.host.text():
+            return
+        self.host.setText(text)
+        t = self._look.theme
+        self.host.setStyleSheet(f"color: {t.warn};" if word == "busy" else "")
+        self.host.setToolTip(
+            f"How late this machine woke BatchScope's threads over the last 5 s (p99 "
+            f"{p99_ms:.1f} ms): the feeder publishing frames, the worker starting batches. "
+            f"Busy from {BUSY_MS:g} ms: latency tails then include the machine's delay, "
+            "not only the policy's (the report's host_late_ms; the stage 'host')."
+        )

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from batchscope.engine.report.host import explained_by_host
 from batchscope.engine.report.rows import (
     ACCURACY_KEYS,
     DASH,
@@ -74,6 +75,9 @@ COLUMNS: tuple[Column, ...] = tuple(
 )
 
 
+HOST_MARK = " host"  # after a p99 ÷ sim that the host's lateness explains (tooltip: why)
+
+
 def segment_row(
     segment: Mapping[str, Any],
     running: bool = False,
@@ -88,6 +92,8 @@ def segment_row(
     """
     cells = segment_cells(segment, previous)
     row = {c.key: cells[c.key] for c in COLUMNS}
+    if explained_by_host(segment):  # its tail over the prediction is the machine's
+        row["ratio_p99"] += HOST_MARK
     if running:
         row["span"] = f"{segment['start_s']:.1f}–{OPEN_END}"
         if not has_figures(segment):

@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
 )
 
 from batchscope.config import RunConfig
+from batchscope.engine.report.host import host_verdict
 from batchscope.engine.report.rows import ACCURACY_KEYS, TEXT_KEYS, has_accuracy
 from batchscope.engine.snapshot import Snapshot
 from batchscope.ui.plain_text import plain_label, plain_tip
@@ -191,7 +192,9 @@ class SegmentTable(QWidget):
             self.table.setColumnWidth(CHANGED, width)
 
     def _fill(self, row: int, segment: Mapping[str, Any], texts: dict[str, str]) -> None:
-        tip = "\n".join(filter(None, (segment.get("caption"), segment.get("error"))))
+        tip = "\n".join(
+            filter(None, (segment.get("caption"), segment.get("error"), host_verdict(segment)))
+        )
         error = QColor(self._look.theme.error) if segment.get("error") else None
         for col, column in enumerate(COLUMNS):
             item = self.table.item(row, col)

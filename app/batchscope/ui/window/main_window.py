@@ -41,6 +41,7 @@ from PySide6.QtWidgets import (
 
 from batchscope.config import UNTRAINED, drop_after_warning
 from batchscope.engine.engine import Engine
+from batchscope.engine.host_check import probe_phrase
 from batchscope.engine.snapshot import Snapshot
 from batchscope.experiment import Experiment
 from batchscope.ui.capacity import CapacityPresenter, CapacityView
@@ -122,6 +123,7 @@ class MainWindow(QMainWindow):
         if isinstance(app, QApplication):  # the widgets below take the look's type
             apply_look(app, look)
         self.settings = settings
+        self._host_said = False  # the start's host probe said (once)
         self.presenter = Presenter(engine, self)
         self.tick_stats = TickStats()
         self._start_note: str | None = None
@@ -435,6 +437,7 @@ class MainWindow(QMainWindow):
         events = self.presenter.drain_events()
         for plot in (self.fps_plot, self.throughput, self.memory):
             plot.add_events(events)
+        self._say_host_probe()
         for ev in events:
             if ev.kind in ("error", "oom"):
                 self.status_line.show_message(f"{ev.kind}: {ev.message}", "error")
@@ -479,6 +482,16 @@ class MainWindow(QMainWindow):
             note("first_result")
 
     # -- reactions ------------------------------------------------------------------------------
+
+    def _say_host_probe(self) -> None:
+        """Once the start's timer probe has its answer: a busy machine said in the status
+        line (the live "host:" part follows it from then on)."""
+        probe = self.engine.host_probe
+        if self._host_said or probe is None or probe.result is None:
+            return
+        self._host_said = True
+        if probe.result["verdict"] != "quiet":
+            self.status_line.show_message(probe_phrase(probe.result), "info")
 
     def _say_notes(self) -> None:
         """Say each source's note ("long file: looping…") once in the status line, as it opens;

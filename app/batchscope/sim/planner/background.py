@@ -1,0 +1,270 @@
+"""The capacity plan the app draws, computed in a child process of lower priority.
+
+Why a process: planning simulates thousands of runs; on a thread of the app's own
+process it held the GIL the live run's threads need (the live run fell from 21 to 16 fps
+beside it, issue 25), however low its thread's priority. In a child process at nice
+:data:`NICENESS` it competes only for a core, and the OS gives the live run first call.
+
+:func:`compute` is a pure function of a :class:`PlanInputs` (the planner's
+:func:`~batchscope.sim.planner.plan`, then each policy's curve for the plot);
+:class:`PlanProcess` runs it in the child: one plan at a time, progress and the result
+sent back over a pipe, a cancel flag the child polls between simulations.
+
+How it stops: :meth:`PlanProcess.stop` asks the child to end, then terminates and at last
+kills it by its PID; the child also ends by itself when its parent is gone (it checks
+between simulations and every second), so a killed app leaves no planner behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import multiprocessing as mp
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+from batchscope.config import ConfigError, format_resolution
+from batchscope.profiles.profile import DeviceProfile, ProfileError, list_profiles, load_profile
+from batchscope.sim.planner import (
+    DEFAULT_DURATION_S,
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_SEEDS,
+    Budget,
+    Plan,
+    PlanCancelled,
+    Series,
+    plan,
+    series,
+)
+
+#: The child's nice value: below the live run's threads (Linux and macOS; ignored elsewhere).
+NICENESS = 10
+
+
+@dataclass(frozen=True)
+class Search:
+    """How hard the planner looks (``plan --duration/--seeds/--max-sessions``; same defaults)."""
+
+    duration_s: float = DEFAULT_DURATION_S
+    seeds: int = DEFAULT_SEEDS
+    max_sessions: int = DEFAULT_MAX_SESSIONS
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    """Everything a plan depends on; a new value cancels the plan in progress."""
+
+    profile: str | None  # name or path; None: the torch backend's sweep profile, found later
+    device: str  # the torch backend's device (cpu, cuda:N), where ``profile`` is None
+    precision: str
+    resolution: tuple[int, int]
+    budget: Budget
+    search: Search
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    inputs: PlanInputs
+    plan: Plan | None = None
+    series: tuple[Series, ...] = ()
+    profile: str = ""  # the profile's name, as planned
+    error: str | None = None  # one line: why there is no plan
+
+
+def sweep_profile(device: str) -> DeviceProfile | None:
+    """The profile ``batchscope sweep --device DEVICE`` saved on this machine, if any."""
+    from batchscope.profiles.machine import default_name, device_facts  # imports torch
+
+    label, _, _ = device_facts(device)
+    name = default_name(label)
+    for _kind, found in list_profiles():
+        if isinstance(found, DeviceProfile) and name in (
+            found.name,
+            getattr(found.path, "stem", ""),
+        ):
+            return found
+    return None
+
+
+def no_profile_text(inputs: PlanInputs) -> str:
+    return (
+        f"No profile for this device yet. Measure one (minutes), then come back: "
+        f"batchscope sweep --device {inputs.device} --precision {inputs.precision} "
+        f"--resolution {format_resolution(inputs.resolution)}"
+    )
+
+
+def compute(
+    inputs: PlanInputs,
+    progress: Callable[[int, int, str], None],
+    cancelled: Callable[[], bool],
+) -> PlanResult:
+    """The plan and each policy's curve for the plot (a pure function of ``inputs``).
+
+    ``progress(done, total, what)`` counts the six policies twice: their search, then
+    their curve; raises PlanCancelled when ``cancelled()`` turns true.
+    """
+    if inputs.profile is None:
+        profile = sweep_profile(inputs.device)
+        if profile is None:
+            return PlanResult(inputs, error=no_profile_text(inputs))
+    else:
+        profile = load_profile(inputs.profile)
+    n = 0
+
+    def searched(done: int, total: int, policy: str) -> None:
+        nonlocal n
+        n = total
+        progress(done, 2 * total, f"searched {policy}")
+
+    s = inputs.search
+    result = plan(
+        profile,
+        inputs.precision,
+        inputs.resolution,
+        inputs.budget,
+        max_sessions=s.max_sessions,
+        duration_s=s.duration_s,
+        seeds=s.seeds,
+        progress=searched,
+        cancelled=cancelled,
+    )
+    top = max(p.max_sessions for p in result.policies)
+    up_to = min(max(top + 3, 6), s.max_sessions)
+    curves: list[Series] = []
+    for k, p in enumerate(result.policies):  # one policy at a time: progress and cancel between
+        if cancelled():
+            raise PlanCancelled()
+        one = dataclasses.replace(result, policies=(p,))
+        curves += series(one, profile, up_to=up_to)
+        progress(n + k + 1, 2 * n, f"drew {p.policy}")
+    return PlanResult(inputs, result, tuple(curves), profile.name)
+
+
+class PlanProcess:
+    """One child process that computes plans (:func:`compute`) on request.
+
+    :meth:`compute` has the signature of :func:`compute` and runs it in the child: it
+    blocks its caller (the app's planner thread), forwarding the child's progress and
+    polling ``cancelled()``, which it passes on to the child. Started on the first plan.
+    """
+
+    def __init__(self) -> None:
+        self._proc: Any = None
+        self._conn: Connection | None = None
+        self._cancel: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def _start(self) -> None:
+        ctx = mp.get_context("spawn")  # a fresh interpreter: no fork of a Qt process
+        here, there = ctx.Pipe()
+        self._cancel = ctx.Event()
+        self._proc = ctx.Process(
+            target=_child,
+            args=(there, self._cancel, os.getpid()),
+            name="batchscope-planner",
+            daemon=True,
+        )
+        self._proc.start()
+        there.close()
+        self._conn = here
+
+    def compute(
+        self,
+        inputs: PlanInputs,
+        progress: Callable[[int, int, str], None],
+        cancelled: Callable[[], bool],
+    ) -> PlanResult:
+        with self._lock:
+            if self._proc is None or not self._proc.is_alive():
+                self._start()
+            assert self._conn is not None and self._cancel is not None
+            self._cancel.clear()
+            self._conn.send(inputs)
+            while True:
+                if cancelled():
+                    self._cancel.set()
+                if not self._conn.poll(0.05):
+                    if not self._proc.is_alive():
+                        self._proc = None
+                        return PlanResult(inputs, error="the planner process ended")
+                    continue
+                kind, payload = self._conn.recv()
+                if kind == "progress":
+                    progress(*payload)
+                elif kind == "cancelled":
+                    raise PlanCancelled()
+                elif kind == "error":
+                    return PlanResult(inputs, error=payload)
+                else:
+                    return payload
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """End the child: asked, then terminated, then killed (by PID)."""
+        with contextlib.suppress(OSError, ValueError):
+            if self._cancel is not None:
+                self._cancel.set()
+            if self._conn is not None:
+                self._conn.send(None)
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        proc.join(timeout / 2)
+        if proc.is_alive():
+            proc.terminate()
+            proc.join(timeout / 2)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(1.0)
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+def _child(conn: Connection, cancel: Any, parent: int) -> None:
+    """The child's loop: a plan per request, until asked to end or the parent is gone."""
+    with contextlib.suppress(AttributeError, OSError):
+        os.nice(NICENESS)
+
+    def orphaned() -> bool:
+        return os.getppid() != parent
+
+    def watch() -> None:  # a child blocked on the pipe still ends with its parent
+        while not orphaned():
+            threading.Event().wait(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
+    while True:
+        try:
+            inputs = conn.recv()
+        except EOFError:
+            return
+        if inputs is None:
+            return
+
+        def progress(done: int, total: int, what: str) -> None:
+            conn.send(("progress", (done, total, what)))
+
+        try:
+            result = compute(inputs, progress, lambda: cancel.is_set() or orphaned())
+        except PlanCancelled:
+            conn.send(("cancelled", None))
+            continue
+        except (ProfileError, ConfigError) as exc:
+            conn.send(("error", str(exc)))
+            continue
+        except Exception as exc:  # the child must answer every request
+            conn.send(("error", f"the plan failed: {type(exc).__name__}: {exc}"))
+            continue
+        if result.plan is not None:  # its search's runs (closures and all) stay here
+            result = dataclasses.replace(result, plan=dataclasses.replace(result.plan, runs=None))
+        conn.send(("result", result))

@@ -1,0 +1,168 @@
+"""The host's share (issue 25): how late the feeder and the worker woke against their
+plan, per window and per batch, as a stage of the latency, in every report, and the
+verdicts and probe that say when it matters. Driven by injected clocks: a late wake-up
+is made, not waited for."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from batchscope.config import RunConfig
+from batchscope.engine.backends.base import Backend, BatchResult
+from batchscope.engine.feeder import Feeder
+from batchscope.engine.host_check import probe_phrase, probe_timers
+from batchscope.engine.metrics import MetricsStore
+from batchscope.engine.policies import make_policy
+from batchscope.engine.report.host import explained_by_host, host_verdict, host_word
+from batchscope.engine.session import Mailboxes, Session, Window
+from batchscope.engine.sources import SyntheticSource
+from batchscope.engine.stats import host_late_summary, item_records, stage_means
+from batchscope.engine.worker import Worker
+from contract import wait_for
+
+
+def test_the_host_stage_is_carved_out_of_the_wait_and_the_stages_still_add_up():
+    items = item_records(2)
+    items["arrival"] = [0.000, 0.010]
+    items["start"] = [0.020, 0.020]
+    items["prep_end"] = [0.021, 0.021]
+    items["compute_end"] = [0.031, 0.031]
+    items["result"] = [0.032, 0.032]
+    items["host"] = [0.006, 0.004]  # the worker woke 6 ms late; item 2 waited only 10 ms
+    items["late"] = [0.009, 0.004]  # and item 1 was published 3 ms late besides
+    stages = stage_means(items)
+    assert stages == {"wait": 10.0, "host": 5.0, "prep": 1.0, "compute": 10.0, "post": 1.0}
+    latency = float(np.mean(items["result"] - items["arrival"])) * 1000
+    assert sum(stages.values()) == pytest.approx(latency)
+    assert host_late_summary(items) == {"p50": 6.5, "p99": 8.95}
+
+
+def test_a_late_publish_is_measured_against_the_frames_due_time():
+    now = [10.0]
+    boxes = Mailboxes()
+    feeder = Feeder(boxes, lambda m: None, clock=lambda: now[0])
+    session = Session(0, SyntheticSource((64, 48)))
+    feeder.set_sessions([session], fps=30.0)
+    for _ in range(3):  # three frames for a window, each 4 ms past its due time
+        due = feeder._heap[0][0]
+        now[0] = due + 0.004
+        feeder._publish_due(now[0])
+    (window,) = boxes.take([0])
+    assert window.late == pytest.approx(0.004)
+    assert window.arrival == now[0]  # its latency still starts at its arrival
+
+
+class _Instant(Backend):
+    """A device that takes no time, on the test's clock."""
+
+    label, resolution, weights = "instant", (64, 48), "timing only"
+
+    def __init__(self, clock) -> None:
+        self._clock = clock
+
+    def run(self, windows, pad: int = 0) -> BatchResult:
+        t = self._clock()
+        return BatchResult([None] * len(windows), t, t, t)
+
+
+class _LateBoxes(Mailboxes):
+    """Mailboxes whose waits end ``late`` s after they should (a busy host), on the test's
+    clock: a wait until a deadline advances the clock past it by ``late``."""
+
+    def __init__(self, now: list[float], late: float) -> None:
+        super().__init__()
+        self.now, self.late = now, late
+
+    def wait(self, timeout: float) -> None:
+        self.now[0] += timeout + self.late
+
+
+def test_a_worker_that_wakes_late_for_its_deadline_records_it_per_batch_and_window():
+    now = [100.0]
+    boxes = _LateBoxes(now, late=0.007)
+    store = MetricsStore()
+    policy = make_policy(RunConfig(policy="dynamic", max_batch=8, max_delay_ms=10.0))
+    worker = Worker(boxes, store, policy, lambda kind, msg: None, clock=lambda: now[0])
+    frame = np.zeros((48, 64, 3), np.uint8)
+    try:
+        worker.swap_backend(_Instant(lambda: now[0]))
+        boxes.publish(Window(0, 3, 2, (frame,) * 3, now[0], late=0.002))
+        worker.start()
+        assert wait_for(lambda: store.batches.total == 1)
+    finally:
+        worker.stop()
+    batch = store.batches.view()[0]
+    item = store.items.view()[0]
+    assert batch["late"] == pytest.approx(0.007)  # woke 7 ms after the 10 ms deadline
+    assert item["host"] == pytest.approx(0.007)
+    assert item["late"] == pytest.approx(0.009)  # and its window was published 2 ms late
+    assert item["start"] - item["arrival"] == pytest.approx(0.017)
+
+
+def test_verdicts_say_when_the_tail_is_the_machines():
+    def segment(p99: float, predicted: float | None, late: float) -> dict:
+        seg = {"overall": {"latency_ms": {"p99": p99}, "host_late_ms": {"p50": 1, "p99": late}}}
+        seg["predicted"] = None if predicted is None else {"latency_ms": {"p99": predicted}}
+        return seg
+
+    explained = segment(24.3, 16.8, 6.0)  # 7.5 ms over the prediction, host late 6 ms
+    assert explained_by_host(explained)
+    assert host_verdict(explained) == (
+        "the host was late by p99 6.0 ms: this tail (+7.5 ms over the prediction) is the "
+        "machine's, not the policy's"
+    )
+    beyond = segment(60.0, 16.8, 6.0)
+    assert not explained_by_host(beyond)
+    assert host_verdict(beyond).endswith("not the machine alone")
+    assert host_verdict(segment(17.0, 16.8, 6.0)) is None  # no gap to explain
+    assert host_verdict(segment(24.3, 16.8, 0.5)) is None  # timer noise
+    assert host_verdict(segment(20.0, None, 5.0)).endswith("part of this tail is the machine's")
+    assert host_verdict(segment(200.0, None, 5.0)) is None  # a twentieth of the tail
+
+
+def test_the_probe_measures_late_sleeps_and_names_the_machine():
+    result = probe_timers(0.05)
+    assert result.keys() == {"p50_ms", "p99_ms", "sleeps", "verdict"}
+    assert result["sleeps"] >= 5 and result["p99_ms"] >= result["p50_ms"] >= 0
+    assert result["verdict"] == host_word(result["p99_ms"])
+    stop = threading.Event()
+    stop.set()
+    assert probe_timers(5.0, stop=stop)["sleeps"] == 0  # a stop ends it at once
+    busy = {"p50_ms": 1.0, "p99_ms": 9.7, "sleeps": 190, "verdict": "busy"}
+    assert probe_phrase(busy).startswith("host: busy (timers late by p99 9.7 ms")
+    assert host_word(1.9) == "quiet" and host_word(2.0) == "busy"
+
+
+def test_a_run_reports_the_host_everywhere_the_contract_says(tmp_path):
+    from contract import SMALL_EMULATED, running_engine
+
+    engine = running_engine(**{**SMALL_EMULATED, "sessions": 2})
+    try:
+        assert wait_for(lambda: engine.host_probe.result is not None)
+        report = engine.report()
+    finally:
+        engine.stop()
+    assert set(report["overall"]["host_late_ms"]) == {"p50", "p99"}
+    for s in report["sessions"]:
+        assert set(s["host_late_ms"]) == {"p50", "p99"}
+        assert "host" in s["stages_ms"]
+    assert all(
+        "host_late_ms" in (seg["overall"] or {"host_late_ms": 1}) for seg in report["segments"]
+    )
+    assert report["host_probe"]["verdict"] in ("quiet", "busy")
+
+
+def test_the_status_line_says_quiet_or_busy(qtbot):
+    from batchscope.ui.plots.headline import StatusLine
+    from batchscope.ui.theme import Look
+
+    line = StatusLine(Look())
+    qtbot.addWidget(line)
+    line._show_host(0.4)
+    assert line.host.text() == "host: quiet"
+    line._show_host(7.2)
+    assert line.host.text() == "host: busy · late 7 ms"
+    assert "p99 7.2 ms" in line.host.toolTip()
