@@ -156,8 +156,11 @@ def grid() -> Iterator[tuple[str, RunConfig | Experiment]]:
 
 #: Record fields added after the dumps this benchmark checks against (reason, cap: issue
 #: 13; visible, detected: issue 29's accuracy split), and config keys (postprocess: 29).
-ADDED_FIELDS = ("reason", "cap", "visible", "detected")
-ADDED_CONFIG = ("postprocess",)
+ADDED_FIELDS = ("reason", "cap", "visible", "detected", "host", "late")
+ADDED_CONFIG = ("postprocess", "stream_transport", "stream_timeout_s", "stream_read_timeout_s")
+#: Report keys added since the dumps, wherever they are: the host's lateness (issue 25; the
+#: simulator's is 0) and its latency stage.
+ADDED_KEYS = ("host_late_ms", "host")
 #: Words, not figures: a segment's caption is worded by engine/report/phrases.py since
 #: issue 27 ("after: burst ×4 on S0 for 5 s", was "after: session 0 bursts at 4× its fps
 #: for 5 s"), so it is left out of the comparison.
@@ -202,7 +205,9 @@ def _without_added(value: Any, key: str = "") -> Any:
         return {
             k: _without_added(v, k)
             for k, v in value.items()
-            if not (key == "config" and k in ADDED_CONFIG) and k not in REWORDED
+            if not (key == "config" and k in ADDED_CONFIG)
+            and k not in REWORDED
+            and k not in ADDED_KEYS
         }
     if isinstance(value, list):
         return [_without_added(v) for v in value]

@@ -166,3 +166,105 @@ def test_the_status_line_says_quiet_or_busy(qtbot):
     line._show_host(7.2)
     assert line.host.text() == "host: busy · late 7 ms"
     assert "p99 7.2 ms" in line.host.toolTip()
+
+
+# -- the host modelled: simulate|plan --host-jitter -----------------------------------------
+
+
+def busy_report(publish_p99: float = 3.0, wake_p99: float = 5.0) -> dict:
+    """A run's report whose host was late: quantiles rising to the p99s (ms)."""
+    q = np.linspace(0.0, 1.0, 101)
+    return {
+        "host_jitter": {
+            "publish_ms": [round(float(v), 4) for v in publish_p99 * q**4],
+            "wake_ms": [round(float(v), 4) for v in wake_p99 * q**4],
+        }
+    }
+
+
+def test_a_replayed_host_lengthens_the_simulated_tail_and_none_changes_nothing():
+    from batchscope.sim.host_jitter import HostJitter
+    from batchscope.sim.simulator import simulate
+
+    config = RunConfig(
+        sources=("synthetic",), sessions=4, backend="emulated", profile="laptop-8gb",
+        precision="fp16", resolution=(256, 144), duration_s=8.0,
+    )  # fmt: skip
+    clean = simulate(config)
+    assert simulate(config, jitter=None) == clean
+    jitter = HostJitter.from_report(busy_report(), "busy.json")
+    late = simulate(config, jitter=jitter)
+    assert late == simulate(config, jitter=jitter)  # a pure function of its inputs
+    assert late["overall"]["latency_ms"]["p99"] > clean["overall"]["latency_ms"]["p99"] + 1.0
+    assert late["host_jitter_model"] == {
+        "source": "busy.json",
+        "publish_ms": {
+            "p50": pytest.approx(3.0 * 0.5**4, abs=1e-3),
+            "p99": pytest.approx(3.0 * 0.99**4, abs=1e-3),
+        },
+        "wake_ms": {
+            "p50": pytest.approx(5.0 * 0.5**4, abs=1e-3),
+            "p99": pytest.approx(5.0 * 0.99**4, abs=1e-3),
+        },
+    }
+
+
+def test_a_host_that_was_never_late_replays_as_none():
+    from batchscope.sim.host_jitter import HostJitter
+    from batchscope.sim.simulator import simulate
+
+    config = RunConfig(sources=("synthetic",), sessions=3, resolution=(256, 144), duration_s=5.0)
+    quiet = HostJitter.from_report(busy_report(0.0, 0.0), "quiet.json")
+    clean, replayed = simulate(config), simulate(config, jitter=quiet)
+    for key in ("latency_ms", "mean_fps", "batch_sizes"):
+        assert replayed["overall"][key] == clean["overall"][key]
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (None, "no such file"),
+        ("not json", "not a JSON report"),
+        ("[]", "a list of simulated reports"),
+        ('{"kind": "simulate"}', "no host_jitter in it"),
+        ('{"host_jitter": {"publish_ms": [], "wake_ms": []}}', "is empty"),
+        ('{"host_jitter": {"publish_ms": [3, 1], "wake_ms": []}}', "not in order"),
+        ('{"host_jitter": {"publish_ms": ["x"], "wake_ms": []}}', "not a list of ms"),
+    ],
+)
+def test_a_bad_host_jitter_file_is_one_line_exit_2(tmp_path, capsys, content, says):
+    from batchscope.cli import main
+
+    path = tmp_path / "report.json"
+    if content is not None:
+        path.write_text(content)
+    code = main(["simulate", "--sessions", "2", "--duration", "2", "--host-jitter", str(path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1
+    assert err[0].startswith(f"batchscope: error: {path}: ") and says in err[0]
+
+
+def test_plan_replays_a_measured_host_and_carries_fewer_or_as_many_sessions(tmp_path, capsys):
+    import json
+
+    from batchscope.cli import main
+
+    report = tmp_path / "busy.json"
+    report.write_text(json.dumps(busy_report(4.0, 8.0)))
+    common = ["plan", "--profile", "laptop-8gb", "--resolution", "512x288", "--p99-ms", "40",
+              "--policies", "all", "--duration", "5", "--seeds", "2"]  # fmt: skip
+    assert main([*common, "--json", str(tmp_path / "clean.json")]) == 0
+    assert main([*common, "--host-jitter", str(report), "--json", str(tmp_path / "h.json")]) == 0
+    clean = json.loads((tmp_path / "clean.json").read_text())["recommended"]["max_sessions"]
+    busy = json.loads((tmp_path / "h.json").read_text())["recommended"]["max_sessions"]
+    assert 0 < busy <= clean
+
+
+def test_the_app_predicts_with_the_machine_only_when_it_is_busy():
+    from batchscope.ui.segment_table.feed import measured_jitter
+
+    quiet = {**busy_report(), "overall": {"host_late_ms": {"p50": 0.1, "p99": 0.4}}}
+    busy = {**busy_report(), "overall": {"host_late_ms": {"p50": 0.5, "p99": 6.0}}}
+    assert measured_jitter(quiet) is None
+    jitter = measured_jitter(busy)
+    assert jitter is not None and jitter.source == "this machine, measured in this run"

@@ -42,6 +42,7 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from batchscope.models.weights import CheckpointError
     from batchscope.profiles.profile import ProfileError
     from batchscope.setting import SettingError
+    from batchscope.sim.host_jitter import HostJitterError
 
     return (
         CliError,
@@ -53,6 +54,7 @@ def user_errors() -> tuple[type[BaseException], ...]:
         RecordingError,
         ExperimentError,
         SettingError,
+        HostJitterError,
     )
 
 
@@ -207,6 +209,18 @@ def add_stream_flags(p: argparse.ArgumentParser) -> None:
         metavar="S",
         help="the longest wait for a stream's next frame before it counts as stalled and "
         "reconnects with backoff (default %(default)g)",
+    )
+
+
+def add_host_jitter_flag(p: argparse.ArgumentParser) -> None:
+    """``--host-jitter none|REPORT`` (simulate, plan): a measured host's lateness, replayed."""
+    p.add_argument(
+        "--host-jitter",
+        default="none",
+        metavar="none|REPORT",
+        help="replay how late a measured machine woke the feeder and the worker: REPORT is "
+        "the JSON of a `batchscope run` there (its host_jitter); none (default) for clean "
+        "comparisons, threads never late",
     )
 
 

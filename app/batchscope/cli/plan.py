@@ -20,6 +20,7 @@ from typing import Any, TextIO
 
 from batchscope.cli.args import (
     CliError,
+    add_host_jitter_flag,
     add_knob,
     choice_list,
     knob_type,
@@ -31,6 +32,7 @@ from batchscope.cli.args import (
 from batchscope.config import DEFAULT_RESOLUTION, KNOBS, POLICIES, PRECISIONS, format_resolution
 from batchscope.profiles.profile import load_profile
 from batchscope.setting import precision_note, save_setting, triton_config
+from batchscope.sim.host_jitter import load_host_jitter
 from batchscope.sim.planner import (
     DEFAULT_DURATION_S,
     DEFAULT_MIN_FPS_RATIO,
@@ -53,6 +55,7 @@ def add_plan_command(sub: Any) -> None:
         "and the overall p99 stays within --p99-ms, for every phase seed; recommend one "
         "setting (most sessions, then lower p99, then the simpler policy).",
     )
+    add_host_jitter_flag(p)
     p.add_argument(
         "--profile",
         default="laptop-8gb",
@@ -259,6 +262,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         duration_s=args.duration,
         seeds=args.seeds,
         progress=ProgressBar(sys.stderr),
+        jitter=load_host_jitter(args.host_jitter),
     )
     print(format_plan(result), file=out)
     data = result.to_json()

@@ -18,6 +18,7 @@ from typing import Any
 
 from batchscope.cli.args import (
     CliError,
+    add_host_jitter_flag,
     add_knob,
     add_policy_flags,
     choice_list,
@@ -43,6 +44,7 @@ from batchscope.engine.report.run_report import experiment_block
 from batchscope.engine.report.text import format_table
 from batchscope.experiment import load_experiment
 from batchscope.profiles.profile import load_profile
+from batchscope.sim.host_jitter import load_host_jitter
 from batchscope.sim.seeds import seed_spread
 from batchscope.sim.simulated_experiment import simulate_experiment
 from batchscope.sim.simulator import DEFAULT_WARMUP_S, simulate
@@ -138,6 +140,7 @@ def add_simulate_command(sub: Any) -> None:
         help="simulate an experiment file (see `batchscope experiments`) segment by segment",
     )
     p.add_argument("--csv", metavar="PATH", help="with --experiment: the segment table as CSV")
+    add_host_jitter_flag(p)
     p.add_argument(
         "--report", metavar="OUT.html", help="with --experiment: a self-contained HTML report"
     )
@@ -186,7 +189,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     configs = grid_configs(args)
     profile = load_profile(args.profile)
     profile.curve(args.precision, args.resolution)  # ProfileError names what the profile has
-    reports = [simulate(c, profile, args.warmup) for c in configs]
+    jitter = load_host_jitter(args.host_jitter)
+    reports = [simulate(c, profile, args.warmup, jitter) for c in configs]
     if args.seeds > 1:  # the spread over phase draws beside each seed-0 report
         for report, config in zip(reports, configs, strict=True):
             report["seeds"] = seed_spread(config, args.seeds, profile, args.warmup)
@@ -208,9 +212,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate_experiment(args: argparse.Namespace) -> int:
-    refuse_config_flags(args, ("experiment", "json", "csv", "report"))
+    refuse_config_flags(args, ("experiment", "json", "csv", "report", "host_jitter"))
     experiment = load_experiment(args.experiment)
-    report = simulate_experiment(experiment)
+    report = simulate_experiment(experiment, jitter=load_host_jitter(args.host_jitter))
     report["experiment"] = experiment_block(experiment)
     out = sys.stderr if args.json == "-" else sys.stdout
     print_experiment_report(report, out)

@@ -19,6 +19,7 @@ import numpy as np
 from batchscope.config import RunConfig
 from batchscope.engine.session import WINDOW, first_frame_delay
 from batchscope.engine.stats import OVERWRITE_DTYPE
+from batchscope.sim.host_jitter import HostJitter
 
 FRAME, TIMER = 1, 2  # kinds of the events that only give the policy a look
 NEVER = float("inf")
@@ -64,7 +65,9 @@ class Clock:
     window keeps the frames it held (``held``) and goes on from there.
     """
 
-    def __init__(self, config: RunConfig, n_ids: int, t_end: float) -> None:
+    def __init__(
+        self, config: RunConfig, n_ids: int, t_end: float, jitter: HostJitter | None = None
+    ) -> None:
         fps = config.fps
         assert fps is not None, "play() checks the frame rate first (need_fps)"
         self.rng = random.Random(config.seed)
@@ -82,6 +85,9 @@ class Clock:
         # (s, kind): timers (superseded ones too) and a run's first two frames
         self.looks: list[tuple[float, int]] = []
         self.schedules: list[Schedule] = []
+        # a measured host's publish lateness, replayed (sim/host_jitter.py); None: none
+        self.jitter = jitter
+        self._delays = np.random.default_rng(config.seed + 90_210) if jitter else None
 
     def _period(self, sid: int) -> float:
         """s between ``sid``'s frames: a stalled session keeps the normal pace (as live)."""
@@ -113,7 +119,10 @@ class Clock:
         span = int((until - now) / periods.min()) + 3 if ids else 0
         ks = first[:, None] + np.arange(span, dtype=np.int64)[None, :]
         times = np.array([self.anchor[sid] for sid in ids])[:, None] + ks * periods
-        keep = times <= until
+        keep = times <= until  # frames due in the stretch (late ones too)
+        if self.jitter is not None and self._delays is not None:  # each published late,
+            late = times + self.jitter.publish_delays(self._delays, times.shape)
+            times = np.maximum.accumulate(late, axis=1)  # a session's frames in order
         sids = np.broadcast_to(np.array(ids, dtype=np.int64)[:, None], ks.shape)[keep]
         times, ks = times[keep], ks[keep]
         order = np.lexsort((sids, times))

@@ -24,6 +24,7 @@ from batchscope.config import ConfigError, RunConfig
 from batchscope.engine.report.segment import too_short
 from batchscope.engine.segments import SETTLE_S
 from batchscope.profiles.profile import DeviceProfile, ProfileError, load_profile
+from batchscope.sim.host_jitter import HostJitter
 from batchscope.sim.simulator import simulate
 
 #: The report's ``config`` keys a prediction reads (the rest do not change the simulation).
@@ -52,6 +53,7 @@ def predict_segment(
     duration_s: float,
     profile: DeviceProfile | None = None,
     seed: int = 0,
+    jitter: HostJitter | None = None,
 ) -> dict[str, Any] | None:
     """The simulator's figures for ``config`` over ``duration_s`` measured seconds.
 
@@ -70,7 +72,8 @@ def predict_segment(
             if config.backend != "emulated":
                 return None
             profile = load_profile(config.profile or "")
-        report = simulate(config.with_changes(duration_s=duration_s, seed=seed), profile, SETTLE_S)
+        config = config.with_changes(duration_s=duration_s, seed=seed)
+        report = simulate(config, profile, SETTLE_S, jitter)
     except (ProfileError, ConfigError):
         return None
     overall = report["overall"]
@@ -79,11 +82,13 @@ def predict_segment(
         "min_fps": overall["min_fps"],
         "latency_ms": {k: overall["latency_ms"][k] for k in ("p50", "p99")},
         "throughput_wps": overall["throughput_wps"],
-    }
+    } | ({"host_jitter": jitter.to_json()} if jitter is not None else {})
 
 
 def add_predictions(
-    report: Mapping[str, Any], profile: DeviceProfile | None = None
+    report: Mapping[str, Any],
+    profile: DeviceProfile | None = None,
+    jitter: HostJitter | None = None,
 ) -> dict[str, Any]:
     """``report`` with each segment's ``predicted`` filled in (a new dict; the input is kept).
 
@@ -96,12 +101,14 @@ def add_predictions(
     """
     out = dict(report)
     out["segments"] = [
-        {**seg, "predicted": _predict(seg, profile)} for seg in report.get("segments", [])
+        {**seg, "predicted": _predict(seg, profile, jitter)} for seg in report.get("segments", [])
     ]
     return out
 
 
-def _predict(segment: Mapping[str, Any], profile: DeviceProfile | None) -> dict[str, Any] | None:
+def _predict(
+    segment: Mapping[str, Any], profile: DeviceProfile | None, jitter: HostJitter | None = None
+) -> dict[str, Any] | None:
     if "fault" in segment.get("changes", {}) or segment.get("faults") or too_short(segment):
         return None
     cfg = segment["config"]
@@ -118,4 +125,4 @@ def _predict(segment: Mapping[str, Any], profile: DeviceProfile | None) -> dict[
         )
     except (ConfigError, TypeError, KeyError):
         return None
-    return predict_segment(config, segment["measured_s"], profile, config.seed)
+    return predict_segment(config, segment["measured_s"], profile, config.seed, jitter)

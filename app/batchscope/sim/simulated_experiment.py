@@ -17,11 +17,15 @@ from batchscope.engine.report.body import SessionInfo
 from batchscope.engine.report.segment import segment_report
 from batchscope.experiment import Experiment
 from batchscope.profiles.profile import DeviceProfile
+from batchscope.sim.host_jitter import HostJitter
 from batchscope.sim.simulator import ProfileCurves, play, simulated_report
 
 
 def simulate_experiment(
-    experiment: Experiment, profile: DeviceProfile | None = None, warmup_s: float = 0.0
+    experiment: Experiment,
+    profile: DeviceProfile | None = None,
+    warmup_s: float = 0.0,
+    jitter: HostJitter | None = None,
 ) -> dict[str, Any]:
     """The report of ``experiment`` simulated, with ``segments`` and ``experiment`` added.
 
@@ -30,11 +34,13 @@ def simulate_experiment(
     warm-up (default none, as a live experiment starts at its 0 s) runs the
     first config before the experiment's clock starts. Raises ConfigError or
     ProfileError if the first config cannot run; a later step that cannot is
-    a segment with ``"error"``.
+    a segment with ``"error"``. ``jitter``: a measured host's lateness, replayed.
     """
     curves = ProfileCurves(profile, experiment.base)
-    trace = play(experiment, curves, warmup_s)
+    trace = play(experiment, curves, warmup_s, jitter)
     report = simulated_report(trace, curves, warmup_s)
+    if jitter is not None:
+        report["host_jitter_model"] = jitter.to_json()
     infos = [SessionInfo(sid, "simulated") for sid in range(trace.sessions)]
     report["segments"] = [
         segment_report(

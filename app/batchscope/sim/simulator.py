@@ -69,6 +69,7 @@ batches delivered, and the windows overwritten, in that interval.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
@@ -84,6 +85,7 @@ from batchscope.experiment import Experiment, Step
 from batchscope.profiles.profile import BatchCurve, DeviceProfile, load_profile
 from batchscope.sim.changes import Changes, CurveFor, need_fps
 from batchscope.sim.clock import NEVER, Clock
+from batchscope.sim.host_jitter import HostJitter
 from batchscope.sim.plain import Delivered, Measured, Stop, play_plain
 from batchscope.sim.plain import kind as plain_kind
 
@@ -158,14 +160,20 @@ def one_step(config: RunConfig) -> Experiment:
     )
 
 
-def play(experiment: Experiment, curve_for: CurveFor, warmup_s: float = DEFAULT_WARMUP_S) -> Trace:
+def play(
+    experiment: Experiment,
+    curve_for: CurveFor,
+    warmup_s: float = DEFAULT_WARMUP_S,
+    jitter: HostJitter | None = None,
+) -> Trace:
     """Play ``experiment`` in virtual time: its 0 s is at ``warmup_s``, its steps at their ``at``.
 
     Raises ConfigError or ProfileError if its first config cannot run (the
     run would not start); a later step that cannot be made is a segment with
-    the error (see the module doc).
+    the error (see the module doc). ``jitter``: a measured host's lateness to replay
+    (sim/host_jitter.py; None: threads are never late).
     """
-    played = play_records(experiment, curve_for, warmup_s)
+    played = play_records(experiment, curve_for, warmup_s, jitter=jitter)
     assert played is not None, "no stop: the run plays to its end"
     return played.trace()
 
@@ -202,6 +210,7 @@ def play_records(
     curve_for: CurveFor,
     warmup_s: float = DEFAULT_WARMUP_S,
     stop: Stop | None = None,
+    jitter: HostJitter | None = None,
 ) -> Played | None:
     """:func:`play`'s records, or None when ``stop`` ended the run early.
 
@@ -221,7 +230,7 @@ def play_records(
     t0 = warmup_s
     t_end = warmup_s + experiment.duration
     n_ids = max(c.sessions for c in (experiment.base, *experiment.configs))
-    clock = Clock(config, n_ids, t_end)
+    clock = Clock(config, n_ids, t_end, jitter)
     changes = Changes(experiment, opening, config, policy, curve, curve_for, clock, t0, t_end)
     segments = changes.segments
     batch_s = changes.batch_s  # batch size -> s on the current curve, memoised
@@ -237,6 +246,7 @@ def play_records(
         and drop_s is None
         and not neighbours
         and slowdown == 1.0
+        and jitter is None
         and plain_kind(policy) is not None
     ):
         records = play_plain(policy, frames, clock, curve, t0, t_end, stop)
@@ -246,6 +256,10 @@ def play_records(
         return Played(*records, expired, changes, clock, t0, t_end, n_ids)
     ft, fs = frames.times, frames.sessions  # the windows published, in event order
     i = 0  # the next of them
+    wake = None
+    if jitter is not None:
+        draws = random.Random(config.seed + 7_919)
+        wake = lambda: jitter.wake_delay(draws.random())  # noqa: E731
     opened = frames.opened  # indices into ft of windows published into an empty mailbox
     # The latest-only mailboxes, by the rule of engine/session.py's Mailboxes: each
     # session's pending window as an [arrival, session, since] list (the layout of
@@ -273,6 +287,8 @@ def play_records(
         now = free_at if busy else min(ft[i], change_at, looks[0][0] if looks else NEVER)
         if now > t_end and not busy:
             break
+        if wake is not None and not busy:  # an idle worker wakes late on a busy host
+            now += wake()
         while change_at <= now:  # changes come first at their instant
             at = change_at
             i = _publish(ft, fs, i, at, pending, opened, before=True)
@@ -460,12 +476,19 @@ def simulated_report(
 
 
 def simulate(
-    config: RunConfig, profile: DeviceProfile | None = None, warmup_s: float = DEFAULT_WARMUP_S
+    config: RunConfig,
+    profile: DeviceProfile | None = None,
+    warmup_s: float = DEFAULT_WARMUP_S,
+    jitter: HostJitter | None = None,
 ) -> dict[str, Any]:
     """The JSON report (``kind: simulate``) of ``config`` on ``profile``'s batch curve.
 
     ``profile`` defaults to ``load_profile(config.profile)``; a missing curve
-    for the config's precision and resolution raises ProfileError.
+    for the config's precision and resolution raises ProfileError. ``jitter``: a
+    measured host's lateness replayed (the report then says which, ``host_jitter_model``).
     """
     curves = ProfileCurves(profile, config)
-    return simulated_report(play(one_step(config), curves, warmup_s), curves, warmup_s)
+    report = simulated_report(play(one_step(config), curves, warmup_s, jitter), curves, warmup_s)
+    if jitter is not None:
+        report["host_jitter_model"] = jitter.to_json()
+    return report

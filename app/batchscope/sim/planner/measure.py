@@ -16,6 +16,7 @@ from batchscope.config import RunConfig
 from batchscope.engine.policies import make_policy
 from batchscope.engine.stats import fps_figures, latency_summary
 from batchscope.profiles.profile import BatchCurve, DeviceProfile
+from batchscope.sim.host_jitter import HostJitter
 from batchscope.sim.plain import Delivered, Measured
 from batchscope.sim.planner.results import Budget, Cancelled, Plan, PlanCancelled, Point, knobs
 from batchscope.sim.simulator import (
@@ -170,8 +171,10 @@ class Evaluator:
         duration_s: float,
         warmup_s: float,
         cancelled: Cancelled | None,
+        jitter: HostJitter | None = None,
     ) -> None:
         self.base = base
+        self.jitter = jitter
         self.budget = budget
         self.duration_s = duration_s
         self.warmup_s = warmup_s
@@ -217,7 +220,7 @@ class Evaluator:
                 sessions, fps, t_end, self._need, p99_limit, _windows_per_s(curve, config)
             )
         stop = None if p99_limit is None else tally  # a full run: tallied once, at its end
-        played = play_records(one_step(config), self.curves, self.warmup_s, stop)
+        played = play_records(one_step(config), self.curves, self.warmup_s, stop, self.jitter)
         self.runs += 1
         if played is None:
             self._rejected[key] = p99_limit if p99_limit is not None else math.inf
@@ -285,7 +288,7 @@ class Evaluator:
         kept = self._played.pop(self._key(policy, params, n, seed)[:3], None)
         if kept is None or kept[0][2] != seed:
             config = self.config(policy, params, n, seed)
-            return play(one_step(config), self.curves, self.warmup_s)
+            return play(one_step(config), self.curves, self.warmup_s, self.jitter)
         return kept[1].trace()
 
     def point(self, policy: str, params: dict[str, Any], n: int, seeds: int) -> Point:

@@ -79,6 +79,7 @@ from typing import Any
 from batchscope.config import KNOBS, POLICIES, ConfigError, RunConfig
 from batchscope.engine.stats import fps_figures
 from batchscope.profiles.profile import BatchCurve, DeviceProfile
+from batchscope.sim.host_jitter import HostJitter
 from batchscope.sim.planner.measure import Evaluator
 from batchscope.sim.planner.results import (
     DEFAULT_DURATION_S,
@@ -267,10 +268,12 @@ def plan(
     warmup_s: float = DEFAULT_WARMUP_S,
     progress: Progress | None = None,
     cancelled: Cancelled | None = None,
+    jitter: HostJitter | None = None,
 ) -> Plan:
     """Search every policy in ``policies`` (see the module doc); raises ProfileError when
     the profile has no curve for ``precision`` at ``resolution``, ConfigError on a bad
-    value, PlanCancelled when ``cancelled()`` turns true."""
+    value, PlanCancelled when ``cancelled()`` turns true. ``jitter``: a measured host's
+    lateness, replayed in every run (``plan --host-jitter``: runs then play to their end)."""
     curve = profile.curve(precision, resolution)
     KNOBS["sessions"].check(max_sessions)
     KNOBS["duration_s"].check(duration_s)
@@ -289,7 +292,7 @@ def plan(
         backend="emulated",
         duration_s=duration_s,
     )
-    evaluator = Evaluator(profile, base, budget, duration_s, warmup_s, cancelled)
+    evaluator = Evaluator(profile, base, budget, duration_s, warmup_s, cancelled, jitter)
     plans = []
     for k, policy in enumerate(policies):
         plans.append(plan_policy(evaluator, curve, policy, seeds, max_sessions))

@@ -92,7 +92,9 @@ def segment_row(
     """
     cells = segment_cells(segment, previous)
     row = {c.key: cells[c.key] for c in COLUMNS}
-    if explained_by_host(segment):  # its tail over the prediction is the machine's
+    # its tail over a clean prediction is the machine's, or its prediction models the
+    # machine's measured delays (the app predicts so on a busy host): the tip says which
+    if explained_by_host(segment) or (segment.get("predicted") or {}).get("host_jitter"):
         row["ratio_p99"] += HOST_MARK
     if running:
         row["span"] = f"{segment['start_s']:.1f}–{OPEN_END}"

@@ -33,7 +33,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from PySide6.QtCore import QObject, Signal
 
+from batchscope.engine.report.host import host_word
 from batchscope.engine.report.segment import too_short
+from batchscope.sim.host_jitter import HostJitter, HostJitterError
 from batchscope.sim.prediction import add_predictions
 
 if TYPE_CHECKING:
@@ -64,11 +66,18 @@ class SegmentUpdate:
 class Predictions:
     """The simulator's prediction per segment, made again only when it would change."""
 
-    def __init__(self, predict: Callable[[dict[str, Any]], Any] | None = None) -> None:
+    def __init__(self, predict: Callable[..., Any] | None = None) -> None:
         self._predict = predict or _predict
         self._made: dict[tuple[int, str], tuple[float, bool, Any]] = {}
 
-    def fill(self, segments: list[dict[str, Any]], open_index: int | None) -> list[dict[str, Any]]:
+    def fill(
+        self,
+        segments: list[dict[str, Any]],
+        open_index: int | None,
+        jitter: HostJitter | None = None,
+    ) -> list[dict[str, Any]]:
+        """Each segment with its ``predicted``; ``jitter``: this machine's measured host
+        lateness, modelled in the predictions made now (None: a quiet host, none)."""
         out = []
         for seg in segments:
             key = (seg["index"], json.dumps(seg["config"], sort_keys=True, default=str))
@@ -81,7 +90,7 @@ class Predictions:
             )
             if stale and not too_short(seg):
                 try:
-                    predicted = self._predict(seg)
+                    predicted = self._predict(seg, jitter) if jitter else self._predict(seg)
                 except Exception:  # the table goes on without this prediction
                     log.exception("predicting segment %s failed", seg["index"])
                     predicted = None
@@ -91,8 +100,20 @@ class Predictions:
         return out
 
 
-def _predict(segment: dict[str, Any]) -> dict[str, Any] | None:
-    return add_predictions({"segments": [segment]})["segments"][0]["predicted"]
+def _predict(segment: dict[str, Any], jitter: HostJitter | None = None) -> dict[str, Any] | None:
+    return add_predictions({"segments": [segment]}, jitter=jitter)["segments"][0]["predicted"]
+
+
+def measured_jitter(report: dict[str, Any]) -> HostJitter | None:
+    """The running machine's host lateness to predict with, when it is busy (the status
+    bar's rule); None on a quiet host, so that its predictions stay clean."""
+    late = report.get("overall", {}).get("host_late_ms", {}).get("p99", 0.0)
+    if host_word(late) == "quiet":
+        return None
+    try:
+        return HostJitter.from_report(report, "this machine, measured in this run")
+    except HostJitterError:
+        return None
 
 
 class SegmentFeed(QObject):
@@ -136,10 +157,11 @@ class SegmentFeed(QObject):
         if not engine.running:
             return None
         t0 = time.perf_counter()
-        segments = engine.report()["segments"]
+        report = engine.report()
+        segments = report["segments"]
         snap = engine.snapshot("segment")
         open_index = segments[-1]["index"] if segments and engine.running else None
-        segments = self._predictions.fill(segments, open_index)
+        segments = self._predictions.fill(segments, open_index, measured_jitter(report))
         return SegmentUpdate(
             segments, open_index, replace(snap, timeline=[]), time.perf_counter() - t0
         )

@@ -192,9 +192,15 @@ class SegmentTable(QWidget):
             self.table.setColumnWidth(CHANGED, width)
 
     def _fill(self, row: int, segment: Mapping[str, Any], texts: dict[str, str]) -> None:
-        tip = "\n".join(
-            filter(None, (segment.get("caption"), segment.get("error"), host_verdict(segment)))
+        modelled = (segment.get("predicted") or {}).get("host_jitter")
+        said = (
+            f"predicted with this machine's measured delays (publishes p99 "
+            f"{modelled['publish_ms']['p99']:.1f} ms late, the worker's wake-ups p99 "
+            f"{modelled['wake_ms']['p99']:.1f} ms): the host is busy"
+            if modelled
+            else host_verdict(segment)
         )
+        tip = "\n".join(filter(None, (segment.get("caption"), segment.get("error"), said)))
         error = QColor(self._look.theme.error) if segment.get("error") else None
         for col, column in enumerate(COLUMNS):
             item = self.table.item(row, col)
