@@ -170,7 +170,7 @@ class Recorder:
                 int(r["hit"]),
                 _px(r["error_px"]),
                 _px(r["fresh_px"]),
-                _ms(r["host"]),
+                _ms(r["host_wait"] + r["host_device"]),
                 _ms(r["late"]),
             )
             for r in items

@@ -33,9 +33,10 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 LIVE_FPS_WINDOW_S = 1.0
-#: The stages of a window's latency, in order. ``host`` is the part of its wait that was
-#: the machine's: the worker woke later than it meant to (a timer or a notification
-#: served late by a busy OS), so the batch started that much later (see ITEM_DTYPE).
+#: The stages of a window's latency, in order. ``host`` is what was the machine's: the
+#: worker woke later than it meant to (a timer or a notification served late by a busy
+#: OS), so the batch started that much later, and an emulated device's timer ended its
+#: batch late (see ITEM_DTYPE); ``wait`` and ``compute`` are the rest of theirs.
 STAGES = ("wait", "host", "prep", "compute", "post")
 
 
@@ -60,10 +61,10 @@ def stage_means(items: np.ndarray) -> dict[str, float]:
     if items.size == 0:
         return dict.fromkeys(STAGES, 0.0)
     spans = {
-        "wait": items["start"] - items["arrival"] - items["host"],
-        "host": items["host"],
+        "wait": items["start"] - items["arrival"] - items["host_wait"],
+        "host": items["host_wait"] + items["host_device"],
         "prep": items["prep_end"] - items["start"],
-        "compute": items["compute_end"] - items["prep_end"],
+        "compute": items["compute_end"] - items["prep_end"] - items["host_device"],
         "post": items["result"] - items["compute_end"],
     }
     return {stage: round(float(np.mean(spans[stage])) * 1000.0, 3) for stage in STAGES}
@@ -179,9 +180,11 @@ ITEM_DTYPE = np.dtype(
         ("fresh_px", np.float32),
         # the host's share (s): how late the worker woke for its batch against when it
         # meant to (a deadline, or the publish that woke it), within this window's wait
-        ("host", np.float64),
+        ("host_wait", np.float64),
+        # and how late the emulated device's timer ended its batch, within its compute
+        ("host_device", np.float64),
         # how late the host served it in all (s): the feeder's publish after its due
-        # time (before arrival, so not in its latency) plus ``host``
+        # time (before arrival, so not in its latency) plus ``host_wait`` and ``host_device``
         ("late", np.float64),
     ]
 )
@@ -210,6 +213,7 @@ BATCH_DTYPE = np.dtype(
         # batch - size), device time that delivers nothing; 0 for every other policy
         ("padded", np.int32),
         ("late", np.float64),  # how late the worker woke for it (s; 0: it was running)
+        ("device_late", np.float64),  # how late its emulated device time ended (s)
     ]
 )
 

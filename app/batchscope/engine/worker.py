@@ -280,7 +280,10 @@ class Worker:
             scored = UNSCORED if self.scorer is None else self.scorer(win, det, positions)
             times = (win.arrival, start, result.prep_end, result.compute_end, end)
             host = min(late, max(0.0, start - win.arrival))  # inside this window's wait
-            records.append((win.session, n, *times, *scored, host, win.late + host))
+            device = result.device_late  # inside its compute
+            records.append(
+                (win.session, n, *times, *scored, host, device, win.late + host + device)
+            )
             lat_ms = (end - win.arrival) * 1000.0
             worst = max(worst, lat_ms)
             # a copy: the tiles (and snapshots kept per segment) must not pin the frame
@@ -298,6 +301,7 @@ class Worker:
             self.policy.cap or 0,
             pad,
             late,
+            result.device_late,
         )
         self._store.record_batch(records, batch, latest)
         self.policy.observe(n, worst)
@@ -312,6 +316,7 @@ class Worker:
             result.prep_end,
             result.compute_end + extra,
             self._clock(),
+            result.device_late,
         )
 
     def _on_oom(self, windows: Sequence[Window], exc: DeviceOutOfMemory, reason: int) -> None:

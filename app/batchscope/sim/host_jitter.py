@@ -4,8 +4,9 @@ Why: the simulator's threads are never late, so on a busy machine live ÷ predic
 reads 1.5–8× with nothing to say why (issue 25). A run measures how late its host was
 (the report's ``host_jitter``: the feeder's publish lateness per frame and the worker's
 wake lateness per batch, as quantiles 0…100 %); ``simulate|plan --host-jitter REPORT``
-replays them: every frame is published late by a draw from the first, and the worker,
-when it was idle, starts deciding late by a draw from the second. A draw is the
+replays them: every frame is published late by a draw from the first, the worker, when
+it was idle, starts deciding late by a draw from the second, and every batch's device
+time ends late by a draw from the third (an emulated device's timer, ``device_ms``). A draw is the
 inverse of the measured distribution at a uniform number from the run's seed, so a
 simulation stays a pure function of its inputs.
 
@@ -39,6 +40,7 @@ class HostJitter:
     publish_ms: tuple[float, ...]
     wake_ms: tuple[float, ...]
     source: str = "measured"
+    device_ms: tuple[float, ...] = ()  # how late an emulated device's batches ended
 
     @classmethod
     def from_report(cls, report: Mapping[str, Any], source: str) -> HostJitter:
@@ -70,6 +72,10 @@ class HostJitter:
         """The worker's lateness (s) at the uniform number ``u``."""
         return float(self._draw(self.wake_ms, np.array([u]))[0])
 
+    def device_delay(self, u: float) -> float:
+        """How late a batch's device time ends (s) at the uniform number ``u``."""
+        return float(self._draw(self.device_ms, np.array([u]))[0])
+
     def to_json(self) -> dict[str, Any]:
         """What a simulated report says of the host it modelled."""
 
@@ -80,6 +86,7 @@ class HostJitter:
             "source": self.source,
             "publish_ms": {"p50": pct(self.publish_ms, 50), "p99": pct(self.publish_ms, 99)},
             "wake_ms": {"p50": pct(self.wake_ms, 50), "p99": pct(self.wake_ms, 99)},
+            "device_ms": {"p50": pct(self.device_ms, 50), "p99": pct(self.device_ms, 99)},
         }
 
 

@@ -256,10 +256,11 @@ def play_records(
         return Played(*records, expired, changes, clock, t0, t_end, n_ids)
     ft, fs = frames.times, frames.sessions  # the windows published, in event order
     i = 0  # the next of them
-    wake = None
+    wake = device_late = None
     if jitter is not None:
         draws = random.Random(config.seed + 7_919)
         wake = lambda: jitter.wake_delay(draws.random())  # noqa: E731
+        device_late = lambda: jitter.device_delay(draws.random())  # noqa: E731
     opened = frames.opened  # indices into ft of windows published into an empty mailbox
     # The latest-only mailboxes, by the rule of engine/session.py's Mailboxes: each
     # session's pending window as an [arrival, session, since] list (the layout of
@@ -349,6 +350,8 @@ def play_records(
             busy, start, chooser, batch_k = True, now, policy, curve_k
             reason, cap = decision[2], policy.cap or 0
             free_at = now + duration
+            if device_late is not None:  # a busy host's timer ends the batch late
+                free_at += device_late()
         elif (
             (wait_until := decision[1]) is not None
             and now < wait_until

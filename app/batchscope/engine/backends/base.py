@@ -49,6 +49,7 @@ class BatchResult:
     prep_end: float
     compute_end: float
     post_end: float
+    device_late: float = 0.0  # s its device time ran past its deadline: a late timer (emulated)
 
 
 class Backend(ABC):

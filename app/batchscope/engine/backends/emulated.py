@@ -57,6 +57,7 @@ class EmulatedBackend(Backend):
         self._staging = Staging(resolution)
         self._pool = FramePool()
         self._interrupted = threading.Event()
+        self._late = 0.0  # s the last batch's wake-up came after its deadline (the host's)
 
     def run(self, windows: Sequence[Window], pad: int = 0) -> BatchResult:
         n = len(windows)
@@ -70,7 +71,9 @@ class EmulatedBackend(Backend):
         prep_end = time.perf_counter()
         compute_end = self.compute(rows, prep_end)
         self._last_batch = rows
-        return BatchResult([None] * n, prep_end, compute_end, time.perf_counter())
+        return BatchResult(
+            [None] * n, prep_end, compute_end, time.perf_counter(), device_late=self._late
+        )
 
     def forget_frames(self) -> None:
         self._pool.forget()
@@ -93,6 +96,8 @@ class EmulatedBackend(Backend):
         # earlier, so the mean emulated batch time matches the profile.
         overshoot = end - deadline
         self._lead = min(0.002, max(0.0, self._lead + 0.1 * overshoot))
+        # past the learned lead, a late wake-up is the host's: a busy machine's timers
+        self._late = max(0.0, overshoot)
         return end
 
     def memory(self) -> dict[str, float]:
