@@ -83,7 +83,13 @@ def test_both_reports_have_the_same_shape(pairs) -> None:
         # segments: a plain simulation is one setting; an experiment's report has them
         # (tests/test_sim_experiment.py compares those with the live engine's)
         # a live run measures its machine (host_probe, host_jitter); a simulation has none
-        assert set(sim) == set(live) - {"events", "segments", "host_probe", "host_jitter"}
+        assert set(sim) == set(live) - {
+            "events",
+            "segments",
+            "host_probe",
+            "host_jitter",
+            "host_load",
+        }
         # `run` adds warmup_s from its --warmup flag; this engine was made without it.
         assert set(sim["config"]) - {"warmup_s"} == set(live["config"])
         # accuracy: the live synthetic scene has ground truth; the simulator has no frames

@@ -271,3 +271,27 @@ def test_the_app_predicts_with_the_machine_only_when_it_is_busy():
     assert measured_jitter(quiet) is None
     jitter = measured_jitter(busy)
     assert jitter is not None and jitter.source == "this machine, measured in this run"
+
+
+def test_the_machines_load_is_reported_and_said_beside_a_busy_host(capsys):
+    import time as _time
+
+    from batchscope.cli.reports import print_host
+    from batchscope.engine.host_check import host_load_since, load_mark
+
+    mark = load_mark()
+    end = _time.process_time() + 0.05
+    while _time.process_time() < end:  # this process busy for 50 ms of CPU
+        pass
+    load = host_load_since(mark)
+    assert load["cores"] >= 1 and 0.0 < load["process_cpu_share"] <= load["cores"] + 0.5
+    report = {
+        "overall": {"latency_ms": {"p99": 20.0}, "host_late_ms": {"p50": 1.0, "p99": 6.0}},
+        "host_probe": {"p50_ms": 1.0, "p99_ms": 9.7, "sleeps": 190, "verdict": "busy"},
+        "host_load": {"cores": 2, "load_avg_1m": 5.2, "process_cpu_share": 0.81},
+    }
+    print_host(report, None)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("  host: busy (timers late by p99 9.7 ms")
+    assert lines[1] == "  machine: load 5.2 on 2 cores, BatchScope used 0.81 of a core"
+    assert lines[2].startswith("  whole run: the host was late by p99 6.0 ms")

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from batchscope.cli.args import CliError
-from batchscope.engine.host_check import probe_phrase
-from batchscope.engine.report.host import host_verdict
+from batchscope.engine.host_check import load_phrase, probe_phrase
+from batchscope.engine.report.host import host_verdict, host_word
 from batchscope.engine.report.rows import segments_csv
 from batchscope.engine.report.text import format_segments, format_table
 
@@ -31,8 +31,13 @@ def print_host(report: dict[str, Any], out: Any) -> None:
     """The machine's share, where it matters: the start's timer probe when it found the
     host busy, and the run's verdict on its tail (:mod:`batchscope.engine.report.host`)."""
     probe = report.get("host_probe")
+    late = report["overall"].get("host_late_ms", {}).get("p99", 0.0)
     if probe and probe["verdict"] != "quiet":
         print(f"  {probe_phrase(probe)}", file=out)
+    if report.get("host_load") and (
+        host_word(late) == "busy" or (probe or {}).get("verdict") == "busy"
+    ):
+        print(f"  {load_phrase(report['host_load'])}", file=out)
     if verdict := host_verdict({"overall": report["overall"]}):
         print(f"  whole run: {verdict}", file=out)
 

@@ -34,7 +34,7 @@ from batchscope.engine.backends import (
 )
 from batchscope.engine.fault_actions import RunFaults
 from batchscope.engine.feeder import Feeder
-from batchscope.engine.host_check import HostProbe
+from batchscope.engine.host_check import HostProbe, host_load_since, load_mark
 from batchscope.engine.live_change import EngineStopped, LiveChange
 from batchscope.engine.metrics import Event, MetricsStore, TimelineSample
 from batchscope.engine.monitor import Monitor, sample_timeline
@@ -117,6 +117,7 @@ class Engine:
         self.progress: str | None = None  # what is being decoded, and how far (or None)
         self._live = LiveChange(self)  # live changes, one at a time (engine/live_change.py)
         self.host_probe: HostProbe | None = None  # the timers' check at the start
+        self._load_mark = load_mark()  # the machine's load since the statistics began
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -239,6 +240,7 @@ class Engine:
         """
         self.store.reset()
         self.mailboxes.reset_counts()
+        self._load_mark = load_mark()
         for slot in self.roster.slots:
             if isinstance(slot.source, StreamSource):
                 slot.source.reset_counts()
@@ -532,6 +534,7 @@ class Engine:
         probe = self.host_probe.result if self.host_probe is not None else None
         if probe is not None:
             report["host_probe"] = probe
+        report["host_load"] = host_load_since(self._load_mark)
         return report
 
 

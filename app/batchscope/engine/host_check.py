@@ -14,9 +14,12 @@ long anyway), so it costs no time; :class:`HostProbe` holds the answer.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -67,6 +70,54 @@ class HostProbe:
     def wait(self, timeout: float | None = None) -> dict[str, Any] | None:
         self._thread.join(timeout)
         return self.result
+
+
+@dataclass(frozen=True)
+class LoadMark:
+    """Where the process's CPU time and the machine's stolen time stood at an instant."""
+
+    wall: float
+    cpu: float  # this process's CPU seconds (all its threads)
+    steal: float | None  # the machine's stolen jiffies (/proc/stat; None where unknown)
+
+
+def load_mark() -> LoadMark:
+    return LoadMark(time.monotonic(), time.process_time(), _steal_jiffies())
+
+
+def host_load_since(mark: LoadMark) -> dict[str, Any]:
+    """What the machine did besides since ``mark``: the load average (1 min) against its
+    cores, this process's CPU time ÷ wall (1.0: a whole core), and the share of time a
+    hypervisor stole from this virtual machine (where /proc/stat tells)."""
+    wall = max(1e-9, time.monotonic() - mark.wall)
+    out: dict[str, Any] = {
+        "cores": os.cpu_count() or 1,
+        "load_avg_1m": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
+        "process_cpu_share": round((time.process_time() - mark.cpu) / wall, 3),
+    }
+    steal = _steal_jiffies()
+    if steal is not None and mark.steal is not None:
+        ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        out["steal_share"] = round((steal - mark.steal) / ticks / wall / out["cores"], 4)
+    return out
+
+
+def _steal_jiffies() -> float | None:
+    try:
+        cpu = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+        return float(cpu[8]) if cpu[0] == "cpu" and len(cpu) > 8 else None
+    except (OSError, ValueError):
+        return None
+
+
+def load_phrase(load: dict[str, Any]) -> str:
+    """The machine's load in one line (the terminal, beside a busy host)."""
+    avg = load.get("load_avg_1m")
+    parts = [f"load {avg:g} on {load['cores']} cores" if avg is not None else ""]
+    parts.append(f"BatchScope used {load['process_cpu_share']:.2f} of a core")
+    if load.get("steal_share"):
+        parts.append(f"{100 * load['steal_share']:.1f}% stolen by the hypervisor")
+    return "machine: " + ", ".join(p for p in parts if p)
 
 
 def probe_phrase(result: dict[str, Any]) -> str:
