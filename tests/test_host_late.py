@@ -71,14 +71,20 @@ class _Instant(Backend):
 
 class _LateBoxes(Mailboxes):
     """Mailboxes whose waits end ``late`` s after they should (a busy host), on the test's
-    clock: a wait until a deadline advances the clock past it by ``late``."""
+    clock, once ``armed``: a wait until a deadline advances the clock past it by ``late``.
+    Unarmed, a wait is a real millisecond and the clock stands still (the worker's thread
+    loops meanwhile, and must not run the clock ahead of the window the test publishes)."""
 
     def __init__(self, now: list[float], late: float) -> None:
         super().__init__()
         self.now, self.late = now, late
+        self.armed = threading.Event()
 
     def wait(self, timeout: float) -> None:
-        self.now[0] += timeout + self.late
+        if self.armed.is_set():
+            self.now[0] += timeout + self.late
+        else:
+            self.armed.wait(0.001)
 
 
 def test_a_worker_that_wakes_late_for_its_deadline_records_it_per_batch_and_window():
@@ -90,8 +96,9 @@ def test_a_worker_that_wakes_late_for_its_deadline_records_it_per_batch_and_wind
     frame = np.zeros((48, 64, 3), np.uint8)
     try:
         worker.swap_backend(_Instant(lambda: now[0]))
-        boxes.publish(Window(0, 3, 2, (frame,) * 3, now[0], late=0.002))
         worker.start()
+        boxes.publish(Window(0, 3, 2, (frame,) * 3, now[0], late=0.002))
+        boxes.armed.set()  # from now on, its waits are late
         assert wait_for(lambda: store.batches.total == 1)
     finally:
         worker.stop()
