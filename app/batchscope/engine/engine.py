@@ -18,6 +18,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ from batchscope.engine.backends import (
 )
 from batchscope.engine.fault_actions import RunFaults
 from batchscope.engine.feeder import Feeder
-from batchscope.engine.host_check import HostProbe, host_load_since, load_mark
+from batchscope.engine.host_check import HostProbe, LoadWatch, host_load_since, load_mark
 from batchscope.engine.live_change import EngineStopped, LiveChange
 from batchscope.engine.metrics import Event, MetricsStore, TimelineSample
 from batchscope.engine.monitor import Monitor, sample_timeline
@@ -118,6 +119,7 @@ class Engine:
         self._live = LiveChange(self)  # live changes, one at a time (engine/live_change.py)
         self.host_probe: HostProbe | None = None  # the timers' check at the start
         self._load_mark = load_mark()  # the machine's load since the statistics began
+        self._load_watch = LoadWatch()  # and over the last seconds (the status bar's)
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -506,7 +508,7 @@ class Engine:
             expired=self.mailboxes.expired(),
             stalled=frozenset(s.id for s in sessions if self.faults.stalled(s.id)),
         )
-        return take_snapshot(self.store, at)
+        return replace(take_snapshot(self.store, at), host_load=self._load_watch.now())
 
     def keep_buses(self, buses: dict[int, BusRecords], snap: Snapshot | None = None) -> None:
         """Keep the device's last BUS_S s for every segment that runs or ends inside them

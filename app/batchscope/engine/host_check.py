@@ -110,6 +110,36 @@ def _steal_jiffies() -> float | None:
         return None
 
 
+class LoadWatch:
+    """The machine's load over the last ``span_s`` seconds, from marks taken as asked
+    (the app's snapshots, 10-20 a second): whose work delays the threads, others' or
+    BatchScope's own (its window drawing on the GIL)."""
+
+    def __init__(self, span_s: float = 5.0) -> None:
+        self.span_s = span_s
+        self._marks: list[LoadMark] = []
+
+    def now(self) -> dict[str, Any]:
+        mark = LoadMark(time.monotonic(), time.process_time(), None)
+        self._marks = [m for m in self._marks if mark.wall - m.wall <= self.span_s]
+        self._marks.append(mark)
+        first = self._marks[0]
+        wall = mark.wall - first.wall
+        own = (mark.cpu - first.cpu) / wall if wall > 0.5 else 0.0
+        avg = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+        return {
+            "cores": os.cpu_count() or 1,
+            "load_avg_1m": avg,
+            "process_cpu_share": round(own, 3),
+            # the load besides this process's own (cores): others' work, if any
+            "others": None if avg is None else round(max(0.0, avg - own), 2),
+        }
+
+
+#: Others' load (cores) from which lateness is said to be other work's, not BatchScope's.
+OTHERS_BUSY = 0.75
+
+
 def load_phrase(load: dict[str, Any]) -> str:
     """The machine's load in one line (the terminal, beside a busy host)."""
     avg = load.get("load_avg_1m")

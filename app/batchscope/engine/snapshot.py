@@ -142,6 +142,8 @@ class Snapshot:
     # how late the host served windows over the last HOST_S seconds (p50, p99 ms): the
     # status bar's "host: quiet / busy"
     host_late_ms: dict[str, float] = field(default_factory=lambda: {"p50": 0.0, "p99": 0.0})
+    # the machine's load (engine/host_check.LoadWatch): others' work or BatchScope's own
+    host_load: dict[str, Any] = field(default_factory=dict)
 
     @property
     def settling(self) -> bool:

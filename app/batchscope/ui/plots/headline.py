@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from batchscope.engine.host_check import OTHERS_BUSY
 from batchscope.engine.report.host import BUSY_MS, host_word
 from batchscope.engine.snapshot import SCOPE_LABELS, SCOPES, SessionView, Snapshot
 from batchscope.engine.stats import fps_figures, latency_summary, served
@@ -316,20 +317,36 @@ class StatusLine(QStatusBar):
         for label, text in texts:
             if label.text() != text:
                 label.setText(text)
-        self._show_host(snap.host_late_ms["p99"])
+        self._show_host(snap.host_late_ms["p99"], snap.host_load.get("others"))
 
-    def _show_host(self, p99_ms: float) -> None:
-        """``host: quiet`` or ``host: busy · late 7 ms`` (its timers' p99, last 5 s)."""
+    def _show_host(self, p99_ms: float, others: float | None = None) -> None:
+        """``host: quiet``, ``host: busy · late 7 ms`` (other work on the machine), or
+        ``host: late 7 ms (this app)`` (no other load: BatchScope's own work delays it)."""
         word = host_word(p99_ms)
-        text = "host: quiet" if word == "quiet" else f"host: busy · late {p99_ms:.0f} ms"
+        own = others is not None and others < OTHERS_BUSY
+        if word == "quiet":
+            text = "host: quiet"
+        elif own:
+            text = f"host: late {p99_ms:.0f} ms (this app)"
+        else:
+            text = f"host: busy · late {p99_ms:.0f} ms"
         if text == self.host.text():
             return
         self.host.setText(text)
         t = self._look.theme
         self.host.setStyleSheet(f"color: {t.warn};" if word == "busy" else "")
+        whose = (
+            "No other load on the machine: BatchScope's own work (drawing this window, "
+            "decoding) delays them."
+            if own
+            else "Other work on the machine delays them."
+            if word == "busy"
+            else ""
+        )
         self.host.setToolTip(
             f"How late this machine woke BatchScope's threads over the last 5 s (p99 "
-            f"{p99_ms:.1f} ms): the feeder publishing frames, the worker starting batches. "
-            f"Busy from {BUSY_MS:g} ms: latency tails then include the machine's delay, "
-            "not only the policy's (the report's host_late_ms; the stage 'host')."
+            f"{p99_ms:.1f} ms): the feeder publishing frames, the worker starting batches, "
+            f"the emulated device's timer. {whose} From {BUSY_MS:g} ms latency tails include "
+            "the machine's delay, not only the policy's (the report's host_late_ms; the "
+            "stage 'host')."
         )
