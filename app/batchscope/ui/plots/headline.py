@@ -273,6 +273,8 @@ class StatusLine(QStatusBar):
         for w in (self.device, self.weights, self.rate, self.host, self.policy):
             self.addPermanentWidget(w)
         self._host_word = ""
+        self._probe: dict | None = None  # the start's timer probe (engine/host_check.py)
+        self._probe_phrase = ""
         self._level = "info"
         self._replaced = ""  # the message before this one
 
@@ -317,7 +319,15 @@ class StatusLine(QStatusBar):
         for label, text in texts:
             if label.text() != text:
                 label.setText(text)
-        self._show_host(snap.host_late_ms["p99"], snap.host_load.get("others"))
+        p99 = snap.host_late_ms["p99"]
+        if p99 == 0.0 and self._probe is not None:  # no window measured yet: the probe's
+            p99 = self._probe["p99_ms"]
+        self._show_host(p99, snap.host_load.get("others"))
+
+    def show_probe(self, result: dict, phrase: str) -> None:
+        """The start's timer probe: shown in the host part until windows measure it."""
+        self._probe, self._probe_phrase = result, phrase
+        self.host.setText("")  # the next update redraws it with the probe's words
 
     def _show_host(self, p99_ms: float, others: float | None = None) -> None:
         """``host: quiet``, ``host: busy · late 7 ms`` (other work on the machine), or
@@ -349,4 +359,5 @@ class StatusLine(QStatusBar):
             f"the emulated device's timer. {whose} From {BUSY_MS:g} ms latency tails include "
             "the machine's delay, not only the policy's (the report's host_late_ms; the "
             "stage 'host')."
+            + (f"\nAt the start, {self._probe_phrase}" if self._probe_phrase else "")
         )

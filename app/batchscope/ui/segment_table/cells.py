@@ -75,7 +75,11 @@ COLUMNS: tuple[Column, ...] = tuple(
 )
 
 
-HOST_MARK = " host"  # after a p99 ÷ sim that the host's lateness explains (tooltip: why)
+def host_marked(segment: Mapping[str, Any]) -> bool:
+    """Whether the row's p99 ÷ sim is the host's: its tail over a clean prediction is the
+    machine's, or its prediction models the machine's measured delays (the app predicts
+    so on a busy host). The table colours that cell; its tooltip says which."""
+    return explained_by_host(segment) or bool((segment.get("predicted") or {}).get("host_jitter"))
 
 
 def segment_row(
@@ -92,10 +96,6 @@ def segment_row(
     """
     cells = segment_cells(segment, previous)
     row = {c.key: cells[c.key] for c in COLUMNS}
-    # its tail over a clean prediction is the machine's, or its prediction models the
-    # machine's measured delays (the app predicts so on a busy host): the tip says which
-    if explained_by_host(segment) or (segment.get("predicted") or {}).get("host_jitter"):
-        row["ratio_p99"] += HOST_MARK
     if running:
         row["span"] = f"{segment['start_s']:.1f}–{OPEN_END}"
         if not has_figures(segment):

@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QColor, QFont, QFontMetrics
+from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
@@ -36,7 +36,7 @@ from batchscope.engine.report.rows import ACCURACY_KEYS, TEXT_KEYS, has_accuracy
 from batchscope.engine.snapshot import Snapshot
 from batchscope.ui.plain_text import plain_label, plain_tip
 from batchscope.ui.plots import LatencyHistogram, StageBars
-from batchscope.ui.segment_table.cells import COLUMNS, compare, segment_row
+from batchscope.ui.segment_table.cells import COLUMNS, compare, host_marked, segment_row
 from batchscope.ui.segment_table.feed import SegmentUpdate
 from batchscope.ui.theme import Look
 
@@ -215,6 +215,9 @@ class SegmentTable(QWidget):
                 item.setTextAlignment(RIGHT)
             if error is not None and column.key == "changed":
                 item.setForeground(error)
+            if column.key == "ratio_p99":  # the host's, in the warning colour (tip: why)
+                marked = host_marked(segment)
+                item.setForeground(QColor(self._look.theme.warn) if marked else QBrush())
 
     def select(self, *indices: int) -> None:
         """Select the rows of these segments (what a click does)."""

@@ -484,14 +484,14 @@ class MainWindow(QMainWindow):
     # -- reactions ------------------------------------------------------------------------------
 
     def _say_host_probe(self) -> None:
-        """Once the start's timer probe has its answer: a busy machine said in the status
-        line (the live "host:" part follows it from then on)."""
+        """Once the start's timer probe has its answer: the status bar's host part shows it
+        until the run's own windows measure the host (its tooltip keeps the probe's words;
+        the message line stays the user's actions' and faults')."""
         probe = self.engine.host_probe
         if self._host_said or probe is None or probe.result is None:
             return
         self._host_said = True
-        if probe.result["verdict"] != "quiet":
-            self.status_line.show_message(probe_phrase(probe.result), "info")
+        self.status_line.show_probe(probe.result, probe_phrase(probe.result))
 
     def _say_notes(self) -> None:
         """Say each source's note ("long file: looping…") once in the status line, as it opens;
