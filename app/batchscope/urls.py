@@ -45,6 +45,11 @@ def is_stream(spec: str) -> bool:
     playlist (``….m3u8``)."""
     if is_url(spec):
         return urlsplit(spec).scheme.lower() in STREAM_SCHEMES
+    return is_hls(spec)
+
+
+def is_hls(spec: str) -> bool:
+    """Whether ``spec`` names an HLS playlist (``….m3u8``, a path or a URL)."""
     return spec.lower().split("?")[0].endswith(".m3u8")
 
 

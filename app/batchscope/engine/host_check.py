@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,13 +118,16 @@ class LoadWatch:
 
     def __init__(self, span_s: float = 5.0) -> None:
         self.span_s = span_s
-        self._marks: list[LoadMark] = []
+        self._marks: deque[LoadMark] = deque()
+        self._lock = threading.Lock()  # the UI timer and the segment feed both snapshot
 
     def now(self) -> dict[str, Any]:
         mark = LoadMark(time.monotonic(), time.process_time(), None)
-        self._marks = [m for m in self._marks if mark.wall - m.wall <= self.span_s]
-        self._marks.append(mark)
-        first = self._marks[0]
+        with self._lock:
+            while self._marks and mark.wall - self._marks[0].wall > self.span_s:
+                self._marks.popleft()
+            self._marks.append(mark)
+            first = self._marks[0]
         wall = mark.wall - first.wall
         own = (mark.cpu - first.cpu) / wall if wall > 0.5 else 0.0
         avg = os.getloadavg()[0] if hasattr(os, "getloadavg") else None

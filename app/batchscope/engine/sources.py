@@ -270,7 +270,7 @@ class VideoFileSource(CachedSource):
                 n += 1
             longer = n == limit and cap.read()[0]
             width = cap.get(cv2.CAP_PROP_FRAME_WIDTH)
-            codec = _fourcc(cap)
+            codec = fourcc(cap)
         finally:
             cap.release()
         if n == 0:
@@ -551,7 +551,8 @@ def _container(path: Path) -> str:
     return ""
 
 
-def _fourcc(cap: cv2.VideoCapture) -> str:
+def fourcc(cap: Any) -> str:
+    """The codec a capture reports, as its four characters ("" when it names none)."""
     code = int(cap.get(cv2.CAP_PROP_FOURCC) or 0)
     text = "".join(chr((code >> (8 * i)) & 0xFF) for i in range(4)).strip("\x00 ")
     return text if text.isprintable() else ""

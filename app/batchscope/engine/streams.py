@@ -46,9 +46,9 @@ import cv2
 import numpy as np
 
 from batchscope.config import FITS, KNOBS, STREAM_TRANSPORTS, RunConfig
-from batchscope.engine.sources import FrameSource, OpenCancelled, SourceError, to_model
+from batchscope.engine.sources import FrameSource, OpenCancelled, SourceError, fourcc, to_model
 from batchscope.engine.stats import RECONNECTING
-from batchscope.urls import has_credentials, is_url, mask_credentials, stream_host
+from batchscope.urls import has_credentials, is_hls, is_url, mask_credentials, stream_host
 
 #: Waits before reconnect attempts 1, 2, 3…: doubling from half a second, then every 8 s.
 BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0)
@@ -159,15 +159,6 @@ def check_reachable(url: str, timeout_s: float) -> str | None:
 
 def _scheme(url: str) -> str:
     return url.split("://", 1)[0].lower() if is_url(url) else ""
-
-
-def _is_hls(url: str) -> bool:
-    return url.lower().split("?")[0].endswith(".m3u8")
-
-
-def _fourcc(cap: Capture) -> str:
-    code = int(cap.get(cv2.CAP_PROP_FOURCC) or 0)
-    return "".join(chr((code >> (8 * i)) & 0xFF) for i in range(4))
 
 
 def rtsp_answer(url: str, timeout_s: float) -> tuple[int, str] | None:
@@ -321,7 +312,7 @@ class StreamSource(FrameSource):
         # MJPEG over HTTP carries no times: FFmpeg stamps its frames at an assumed 25 fps,
         # so neither that rate nor those stamps say anything (jitter is then measured
         # against the stream's own mean gap)
-        self._clocked = not (_fourcc(cap) == "MJPG" and _scheme(url) in ("http", "https"))
+        self._clocked = not (fourcc(cap) == "MJPG" and _scheme(url) in ("http", "https"))
         if not self._clocked:
             self.own_fps = None
         self.fps = self.own_fps or 30.0
@@ -333,7 +324,7 @@ class StreamSource(FrameSource):
         # HLS, live too, comes a segment at a time (a second's frames within a
         # millisecond): read as it came, the latest-only rule kept 1 frame in 5; a player
         # holds such frames to their times, and so does this
-        self.held = self.on_demand or _is_hls(url)
+        self.held = self.on_demand or is_hls(url)
         self._started: tuple[float, float] | None = None  # (clock, stream s) of its start
         self._cap: Capture | None = cap
         self._latest = to_model(bgr, resolution, fit)
