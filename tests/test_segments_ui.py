@@ -139,7 +139,12 @@ def test_the_feed_reads_nothing_while_stopped_and_its_thread_stops(qapp):
     assert not feed.alive
 
 
-def test_the_table_fills_and_a_row_shows_its_histogram_two_rows_side_by_side(dashboard, qtbot):
+def test_the_table_fills_and_a_row_shows_its_histogram_two_rows_side_by_side(
+    dashboard, qtbot, monkeypatch
+):
+    # a quiet host's prediction: on a busy machine the app models its lateness (then a
+    # 1 s segment at 30 fps predicts 28.9: test_host_late covers that), not what is asked here
+    monkeypatch.setattr("batchscope.ui.segment_table.feed.measured_jitter", lambda report: None)
     dashboard.show_segments()
     table = dashboard.segment_table
     qtbot.waitUntil(lambda: 0 in table.kept and table.kept[0].t > 2.0, timeout=10_000)
