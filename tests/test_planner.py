@@ -27,6 +27,7 @@ from batchscope.sim.planner import (
     PlanCancelled,
     capacity_bound,
     plan,
+    plot_counts,
     recommend,
     series,
     settings,
@@ -310,11 +311,29 @@ def test_series_reuses_the_search(flat_profile):
     profile = load_profile(flat_profile)
     result = plan(profile, "fp16", (512, 288), Budget(10.0, 500.0, 0.9), ["oldest"], 256, 5.0, 2)
     before = result.runs.runs
-    (s,) = series(result, profile, up_to=6)
+    (s,) = series(result, profile, limit=6)
     assert s.sessions == (1, 2, 3, 4, 5, 6)
     assert s.max_sessions == 5
     assert s.min_fps[4] >= 9.0 > s.min_fps[5]  # 6 sessions: 60 w/s wanted of 50
     assert result.runs.runs - before < 6 * 2  # 5 and 6 sessions were simulated already
+
+
+def test_the_plots_runs_in_two_forked_workers_give_the_same_curves(flat_profile):
+    profile = load_profile(flat_profile)
+    budget = Budget(10.0, 500.0, 0.9)
+    result = plan(profile, "fp16", (512, 288), budget, ["oldest", "all"], 256, 5.0, 2)
+    done: list[tuple[int, int, str]] = []
+    forked = series(result, profile, workers=2, progress=lambda *a: done.append(a))
+    assert forked == series(result, profile)
+    assert [s.sessions for s in forked] == [plot_counts(p.max_sessions) for p in result.policies]
+    assert [d[:2] for d in done] == [(1, 2), (2, 2)]
+    assert {d[2] for d in done} == {"oldest", "all"}
+
+
+def test_each_curve_goes_three_past_its_own_answer():
+    assert plot_counts(7) == tuple(range(1, 11))
+    assert plot_counts(0) == plot_counts(2) == (1, 2, 3, 4, 5, 6)  # at least six counts
+    assert plot_counts(18, limit=20) == tuple(range(1, 21))
 
 
 def test_plan_table_json_plot_and_export(flat_profile, capsys, tmp_path):

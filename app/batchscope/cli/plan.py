@@ -150,10 +150,11 @@ def _writable_dir(path: str) -> Path:
 class ProgressBar:
     """Progress on stderr: a bar redrawn in place on a terminal, else one line per policy."""
 
-    def __init__(self, stream: TextIO) -> None:
+    def __init__(self, stream: TextIO, doing: str = "planning", did: str = "planned") -> None:
         self.stream = stream
         self.tty = stream.isatty()
         self.started = time.perf_counter()
+        self.doing, self.did = doing, did
 
     def __call__(self, done: int, total: int, policy: str) -> None:
         elapsed = time.perf_counter() - self.started
@@ -163,10 +164,11 @@ class ProgressBar:
             bar = "█" * filled + "·" * (width - filled)
             end = "\n" if done == total else ""
             self.stream.write(
-                f"\rplanning [{bar}] {done}/{total} policies ({policy} done, {elapsed:.1f} s)" + end
+                f"\r{self.doing} [{bar}] {done}/{total} policies ({policy} done, {elapsed:.1f} s)"
+                + end
             )
         else:
-            self.stream.write(f"planned {policy} ({done}/{total}, {elapsed:.1f} s)\n")
+            self.stream.write(f"{self.did} {policy} ({done}/{total}, {elapsed:.1f} s)\n")
         self.stream.flush()
 
 
@@ -271,7 +273,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
         from batchscope.sim.planner import series
 
         try:
-            save_plan_plot(result, series(result, profile), args.plot)
+            curves = series(
+                result,
+                profile,
+                limit=args.max_sessions,
+                workers=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1,
+                progress=ProgressBar(sys.stderr, "plotting", "plotted"),
+            )
+            save_plan_plot(result, curves, args.plot)
         except OSError as exc:
             raise CliError(f"--plot {exc}") from None
         print(f"plot: {args.plot}", file=out)

@@ -11,7 +11,8 @@ tuple of ids per batch). The choices are the policies' own rules, word for word:
 - ``oldest``: the waiting window with the earliest arrival (then the lower id);
 - ``round-robin``: the next waiting id after the last one served, cycling;
 - ``all`` and ``adaptive``: every waiting window, longest-waiting first, up to the
-  cap (``adaptive``'s cap is the policy's own, which its ``observe`` moves);
+  cap (``adaptive``'s cap moves by its ``observe`` rule, AIMD, played inline on a local
+  and left in the policy at the end);
 - ``dynamic`` and ``fixed``: ``max_batch`` (``batch``) longest-waiting windows as
   soon as that many wait, else all of them once the longest has waited
   ``max_delay_ms``; ``fixed`` pads the batch to its shape.
@@ -40,7 +41,9 @@ returns None instead of the records.
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_right
+from collections import OrderedDict
 from collections.abc import Callable, Collection
 from operator import itemgetter
 from typing import Any
@@ -114,7 +117,7 @@ def play_plain(
     if name in ("all", "adaptive"):
         adaptive = name == "adaptive"
         return _all_waiting(policy, adaptive, frames, clock.period, curve, t0, t_end, stop)
-    return _one_at_a_time(policy, name == "oldest", frames, curve, t0, t_end, stop)
+    return _one_at_a_time(policy, name == "oldest", frames, curve, t0, t_end, stop, clock.sessions)
 
 
 def _one_at_a_time(
@@ -125,20 +128,28 @@ def _one_at_a_time(
     t0: float,
     t_end: float,
     stop: Stop | None,
+    sessions: int,
 ) -> tuple[Measured, Delivered] | None:
     """``oldest`` and ``round-robin``: one window a batch, at every batch's end with a
-    window waiting and at a window's arrival on an idle device."""
+    window waiting and at a window's arrival on an idle device.
+
+    The mailboxes are one dict, session -> its waiting window's arrival. For ``oldest`` it
+    is kept in publishing order (a window that replaces one moves its session to the end):
+    the schedule publishes in the order of (time, session), the key ``oldest`` takes the
+    least of, so its choice is the dict's first item. ``round-robin`` looks for the next
+    session id after the last one served, cycling over the ``sessions`` ids."""
     ft, fs, opened = frames.times, frames.sessions, frames.opened
     i = 0
-    pending: dict[int, list[Any]] = {}
-    waiting = pending.values()
-    get = pending.get
+    pending: dict[int, float] = OrderedDict() if oldest else {}
+    to_end = pending.move_to_end if isinstance(pending, OrderedDict) else None
+    take_first = pending.popitem if isinstance(pending, OrderedDict) else None
     measured: Measured = []
     delivered: Delivered = ([], [])
     record = measured.append
     add_arrival, add_session = delivered[0].append, delivered[1].append
     one = curve.ms(1) * 1.0 / 1000.0  # the general loop's ``ms × slowdown / 1000``
     last: int | None = getattr(policy, "_last", None)  # round-robin's cursor
+    cycle = list(range(sessions)) * 2  # ids after ``last``: cycle[last + 1 : last + 1 + n]
     check_at = t0 if stop is not None else NEVER
     while True:
         now = ft[i]  # idle: every mailbox is empty until the next window
@@ -146,39 +157,39 @@ def _one_at_a_time(
             break
         t = now
         while t <= now:
-            s = fs[i]
-            pending[s] = [t, s, t]
+            pending[fs[i]] = t
             opened.append(i)
             i += 1
             t = ft[i]
         while pending:  # the device is free at now and a window waits: a batch starts
-            if oldest:
-                r = min(waiting)
-                s = r[1]
+            if take_first is not None:
+                taken, arrival = take_first(False)
             else:
-                ids = sorted(pending)
-                after = 0 if last is None else bisect_right(ids, last)
-                s = last = ids[after] if after < len(ids) else ids[0]
-                r = pending[s]
-            del pending[s]
+                start = 0 if last is None else last + 1
+                for taken in cycle[start : start + sessions]:
+                    if taken in pending:
+                        break
+                last = taken
+                arrival = pending.pop(taken)
             free_at = now + one
             t = ft[i]
             while t <= free_at:
                 s = fs[i]
-                q = get(s)
-                if q is None:
-                    pending[s] = [t, s, t]
-                    opened.append(i)
+                if s in pending:
+                    pending[s] = t
+                    if to_end is not None:
+                        to_end(s)
                 else:
-                    q[0] = t
+                    pending[s] = t
+                    opened.append(i)
                 i += 1
                 t = ft[i]
             if free_at > t_end:  # the batch ends after the run
                 return _done(policy, last, frames, i, measured, delivered)
             if free_at >= t0:
                 record((now, 1, free_at, 0, ONE_AT_A_TIME, 1, 0))
-                add_arrival(r[0])
-                add_session(r[1])
+                add_arrival(arrival)
+                add_session(taken)
             now = free_at
             if now >= check_at:
                 assert stop is not None
@@ -218,8 +229,14 @@ def _all_waiting(
     add_arrivals, add_sessions = delivered[0].extend, delivered[1].extend
     add_opened = opened.extend
     batch_s: dict[int, float] = {}
-    learns = policy.learns
     cap_all = None if adaptive else policy._max_batch  # type: ignore[attr-defined]
+    # adaptive's AIMD (AdaptiveAIMD.observe as _aimd, on a local; written back at the end):
+    # its cap never falls below 1.0, so ``max(1, int(cap))`` is ``int(cap)``
+    aimd = policy if adaptive else None
+    assert aimd is None or isinstance(aimd, AdaptiveAIMD)
+    grown = aimd._cap if aimd else 0.0
+    slo_ms = aimd._slo_ms if aimd else 0.0
+    top = float(aimd._max_batch) if aimd and aimd._max_batch is not None else math.inf
     apart = period * (1.0 - 1e-9)  # two frames of one session are at least this far apart
     check_at = t0 if stop is not None else NEVER
     i = 0
@@ -231,7 +248,7 @@ def _all_waiting(
         while ft[j] <= now:  # the windows of this instant (one a session)
             j += 1
         while True:  # the device is free at now: what waits is pending, or else [i, j)
-            cap = max(1, int(policy._cap)) if adaptive else cap_all  # type: ignore[attr-defined]
+            cap = int(grown) if adaptive else cap_all
             if not pending:
                 n = j - i
                 if n == 0:
@@ -247,13 +264,13 @@ def _all_waiting(
                     j = bisect_right(ft, free_at, i)
                     if free_at > t_end:  # the batch ends after the run
                         frames.published = _fill(ft, fs, i, j, pending, opened)
-                        return measured, delivered
+                        return _left(aimd, grown, measured, delivered)
                     if free_at >= t0:
                         record((now, n, free_at, 0, ALL_WAITING, cap or 0, 0))
                         add_arrivals(arrived)
                         add_sessions(fs[i - n : i])
-                    if learns:
-                        policy.observe(n, (free_at - arrived[0]) * 1000.0)
+                    if adaptive:
+                        grown = _aimd(grown, (free_at - arrived[0]) * 1000.0, n, cap, slo_ms, top)
                     now = free_at
                     if j - i > 1 and ft[j - 1] - ft[i] >= apart:  # maybe overwritten
                         i = _fill(ft, fs, i, j, pending, opened)
@@ -297,13 +314,14 @@ def _all_waiting(
                     i = _fill(ft, fs, i, j, pending, opened)
             if free_at > t_end:
                 frames.published = _fill(ft, fs, i, j, pending, opened)
-                return measured, delivered
+                return _left(aimd, grown, measured, delivered)
             if free_at >= t0:
                 record((now, n, free_at, 0, reason, cap or 0, 0))
                 add_arrivals(map(_arrival_of, taken))
                 add_sessions(map(_session_of, taken))
-            if learns:
-                policy.observe(n, (free_at - min(map(_arrival_of, taken))) * 1000.0)
+            if adaptive:
+                latency_ms = (free_at - min(map(_arrival_of, taken))) * 1000.0
+                grown = _aimd(grown, latency_ms, n, cap, slo_ms, top)
             now = free_at
             if now >= check_at:
                 assert stop is not None
@@ -311,6 +329,27 @@ def _all_waiting(
                     return None
                 check_at = now + CHECK_EVERY_S
     frames.published = i
+    return _left(aimd, grown, measured, delivered)
+
+
+def _aimd(grown: float, latency_ms: float, n: int, cap: Any, slo_ms: float, top: float) -> float:
+    """:meth:`AdaptiveAIMD.observe` on plain values: the cap after a batch of ``n`` under
+    the cap ``cap`` (``int(grown)``) that took ``latency_ms``; ``top``: its max_batch."""
+    if latency_ms > slo_ms:
+        grown *= 0.9
+        return 1.0 if grown < 1.0 else grown
+    if n >= cap:
+        grown = float(cap + 1)
+        return top if grown > top else grown
+    return grown
+
+
+def _left(
+    aimd: AdaptiveAIMD | None, grown: float, measured: Measured, delivered: Delivered
+) -> tuple[Measured, Delivered]:
+    """The records, with adaptive's cap written back as observe() would have left it."""
+    if aimd is not None:
+        aimd._cap = grown
     return measured, delivered
 
 

@@ -8,7 +8,7 @@ the result types in ``results``. The rules are in ``search``'s docstring.
 """
 
 from batchscope.sim.planner.measure import Evaluator, verify
-from batchscope.sim.planner.present import Series, series
+from batchscope.sim.planner.present import Series, plot_counts, series
 from batchscope.sim.planner.results import (
     DEFAULT_DURATION_S,
     DEFAULT_MAX_SESSIONS,
@@ -46,6 +46,7 @@ __all__ = [
     "capacity_bound",
     "plan",
     "plan_policy",
+    "plot_counts",
     "recommend",
     "series",
     "settings",

@@ -133,14 +133,12 @@ def compute(
         progress=searched,
         cancelled=cancelled,
     )
-    top = max(p.max_sessions for p in result.policies)
-    up_to = min(max(top + 3, 6), s.max_sessions)
     curves: list[Series] = []
     for k, p in enumerate(result.policies):  # one policy at a time: progress and cancel between
         if cancelled():
             raise PlanCancelled()
         one = dataclasses.replace(result, policies=(p,))
-        curves += series(one, profile, up_to=up_to)
+        curves += series(one, profile, limit=s.max_sessions)
         progress(n + k + 1, 2 * n, f"drew {p.policy}")
     return PlanResult(inputs, result, tuple(curves), profile.name)
 

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import multiprocessing as mp
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
 
 from batchscope.config import RunConfig
 from batchscope.profiles.profile import DeviceProfile
-from batchscope.sim.planner.measure import Evaluator
-from batchscope.sim.planner.results import DEFAULT_MAX_SESSIONS, Cancelled, Plan
+from batchscope.sim.planner.measure import Evaluator, Figures
+from batchscope.sim.planner.results import DEFAULT_MAX_SESSIONS, Cancelled, Plan, Progress
 from batchscope.sim.simulator import DEFAULT_WARMUP_S
 
 
@@ -24,17 +32,38 @@ class Series:
     max_sessions: int
 
 
+#: Counts a policy's curve goes past its own answer (the plot shows where it stops fitting).
+PAST_ANSWER = 3
+#: The fewest counts a curve has (a policy that fits few sessions still gets a line).
+FEWEST_COUNTS = 6
+
+
+def plot_counts(max_sessions: int, limit: int = DEFAULT_MAX_SESSIONS) -> tuple[int, ...]:
+    """The session counts a policy's curve is simulated at: 1 to ``PAST_ANSWER`` past its
+    own answer (at least ``FEWEST_COUNTS``), no more than ``limit``.
+
+    Each policy's own answer, not the largest of all: three counts past it show where and
+    how it stops fitting, and the overloaded runs of the one-at-a-time policies up to the
+    batching ones' answers (7 fit at 256x144 on laptop-8gb, curves went to 21) were a third
+    of the plot's time."""
+    return tuple(range(1, min(max(max_sessions + PAST_ANSWER, FEWEST_COUNTS), limit) + 1))
+
+
 def series(
     plan_: Plan,
     profile: DeviceProfile,
-    up_to: int | None = None,
+    limit: int = DEFAULT_MAX_SESSIONS,
     warmup_s: float = DEFAULT_WARMUP_S,
     cancelled: Cancelled | None = None,
+    workers: int = 1,
+    progress: Progress | None = None,
 ) -> list[Series]:
-    """Each policy's chosen setting at 1 … ``up_to`` sessions (default: 3 past the largest
-    answer, at least 6), every seed — what the plot draws."""
-    top = max(p.max_sessions for p in plan_.policies)
-    up_to = up_to or min(max(top + 3, 6), DEFAULT_MAX_SESSIONS)
+    """Each policy's chosen setting at its :func:`plot_counts`, every seed — what the plot
+    draws. ``progress(done, total, policy)`` as each policy's curve is complete.
+
+    ``workers`` > 1 plays the runs in that many forked processes (where the platform can
+    fork), the costliest first: ``plan --plot`` on a 2-core machine. Each run is the
+    same pure function of its config either way, so the figures are the same."""
     base = RunConfig(
         fps=plan_.budget.fps,
         profile=plan_.profile,
@@ -46,20 +75,78 @@ def series(
     evaluator = plan_.runs
     if evaluator is None or evaluator.warmup_s != warmup_s:
         evaluator = Evaluator(profile, base, plan_.budget, plan_.duration_s, warmup_s, cancelled)
+    counts = [plot_counts(p.max_sessions, limit) for p in plan_.policies]
+    cells = [(k, n) for k, policy_counts in enumerate(counts) for n in policy_counts]
+    left = [len(c) for c in counts]
+    figures: dict[tuple[int, int], list[Figures]] = {}
+    for cell, played in _play_cells(evaluator, plan_, cells, workers):
+        figures[cell] = played
+        left[cell[0]] -= 1
+        if progress is not None and left[cell[0]] == 0:
+            progress(sum(1 for n in left if n == 0), len(left), plan_.policies[cell[0]].policy)
     out = []
-    for p in plan_.policies:
-        counts = tuple(range(1, up_to + 1))
-        runs = [
-            [evaluator.run(p.policy, p.params, n, s) for s in range(plan_.seeds)] for n in counts
-        ]
+    for k, p in enumerate(plan_.policies):
+        runs = [figures[(k, n)] for n in counts[k]]
         out.append(
             Series(
                 policy=p.policy,
                 params=p.params,
-                sessions=counts,
+                sessions=counts[k],
                 min_fps=tuple(min(r[0] for r in rs) for rs in runs),
                 p99_ms=tuple(max(r[2] for r in rs) for rs in runs),
                 max_sessions=p.max_sessions,
             )
         )
     return out
+
+
+Cell = tuple[int, int]  # (the policy's index in the plan, sessions)
+#: What a forked worker plays from: the evaluator and plan (set before the fork, inherited).
+_shared: tuple[Evaluator, Plan] | None = None
+
+
+def _play_cell(evaluator: Evaluator, plan_: Plan, cell: Cell) -> list[Figures]:
+    p = plan_.policies[cell[0]]
+    return [evaluator.run(p.policy, p.params, cell[1], s) for s in range(plan_.seeds)]
+
+
+def _play_cells(
+    evaluator: Evaluator, plan_: Plan, cells: list[Cell], workers: int
+) -> Iterator[tuple[Cell, list[Figures]]]:
+    """Each cell's runs, in order (one process) or as they finish (``workers`` forks)."""
+    forks = workers > 1 and len(cells) > 1 and sys.platform == "linux"
+    if not forks:
+        for cell in cells:
+            yield cell, _play_cell(evaluator, plan_, cell)
+        return
+    global _shared
+    _shared = (evaluator, plan_)
+    context = mp.get_context("fork")  # the evaluator's reused runs come along; no pickling
+    try:
+        with ProcessPoolExecutor(
+            workers, mp_context=context, initializer=_tie_to_parent, initargs=(os.getpid(),)
+        ) as pool:
+            costliest = sorted(cells, key=lambda c: c[1], reverse=True)
+            futures = {pool.submit(_play_in_worker, cell): cell for cell in costliest}
+            try:
+                for done in as_completed(futures):
+                    yield futures[done], done.result()
+            except BaseException:
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
+    finally:
+        _shared = None
+
+
+def _play_in_worker(cell: Cell) -> list[Figures]:
+    assert _shared is not None, "set before the fork"
+    return _play_cell(*_shared, cell)
+
+
+def _tie_to_parent(parent: int) -> None:
+    """A worker ends with the process that forked it (SIGTERM from the kernel when it dies,
+    even by SIGKILL; the pool is made and used on that process's main thread)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # it died before the line above
+        os._exit(1)
