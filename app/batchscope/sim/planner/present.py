@@ -62,7 +62,7 @@ def series(
     draws. ``progress(done, total, policy)`` as each policy's curve is complete.
 
     ``workers`` > 1 plays the runs in that many forked processes (where the platform can
-    fork), the costliest first: ``plan --plot`` on a 2-core machine. Each run is the
+    fork): ``plan --plot``, one per core. Each run is the
     same pure function of its config either way, so the figures are the same."""
     base = RunConfig(
         fps=plan_.budget.fps,
@@ -126,8 +126,10 @@ def _play_cells(
         with ProcessPoolExecutor(
             workers, mp_context=context, initializer=_tie_to_parent, initargs=(os.getpid(),)
         ) as pool:
-            costliest = sorted(cells, key=lambda c: c[1], reverse=True)
-            futures = {pool.submit(_play_in_worker, cell): cell for cell in costliest}
+            # policy after policy (so their curves complete in turn, for the progress), each
+            # one's costliest counts first (so the last cells, small, even out the workers)
+            order = sorted(cells, key=lambda c: (c[0], -c[1]))
+            futures = {pool.submit(_play_in_worker, cell): cell for cell in order}
             try:
                 for done in as_completed(futures):
                     yield futures[done], done.result()
