@@ -330,6 +330,25 @@ def test_the_plots_runs_in_two_forked_workers_give_the_same_curves(flat_profile)
     assert {d[2] for d in done} == {"oldest", "all"}
 
 
+def test_a_cancelled_plot_raises_and_leaves_no_worker(flat_profile):
+    import multiprocessing
+
+    profile = load_profile(flat_profile)
+    budget = Budget(10.0, 500.0, 0.9)
+    result = plan(profile, "fp16", (512, 288), budget, ["oldest", "all"], 256, 5.0, 2)
+    done: list[tuple[int, int, str]] = []
+    with pytest.raises(PlanCancelled):
+        series(
+            result,
+            profile,
+            workers=2,
+            cancelled=lambda: bool(done),  # true once the first curve is complete
+            progress=lambda *a: done.append(a),
+        )
+    assert done[0][:2] == (1, 2)
+    assert multiprocessing.active_children() == []
+
+
 def test_each_curve_goes_three_past_its_own_answer():
     assert plot_counts(7) == tuple(range(1, 11))
     assert plot_counts(0) == plot_counts(2) == (1, 2, 3, 4, 5, 6)  # at least six counts

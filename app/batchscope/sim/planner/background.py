@@ -106,7 +106,9 @@ def compute(
     """The plan and each policy's curve for the plot (a pure function of ``inputs``).
 
     ``progress(done, total, what)`` counts the six policies twice: their search, then
-    their curve; raises PlanCancelled when ``cancelled()`` turns true.
+    their curve; raises PlanCancelled when ``cancelled()`` turns true. The curves play
+    in this process, one run after another: the child is a daemon process, which may
+    not have children of its own (and one core is left to the live run).
     """
     if inputs.profile is None:
         profile = sweep_profile(inputs.device)
@@ -133,13 +135,13 @@ def compute(
         progress=searched,
         cancelled=cancelled,
     )
-    curves: list[Series] = []
-    for k, p in enumerate(result.policies):  # one policy at a time: progress and cancel between
-        if cancelled():
-            raise PlanCancelled()
-        one = dataclasses.replace(result, policies=(p,))
-        curves += series(one, profile, limit=s.max_sessions)
-        progress(n + k + 1, 2 * n, f"drew {p.policy}")
+    curves = series(
+        result,
+        profile,
+        limit=s.max_sessions,
+        cancelled=cancelled,
+        progress=lambda done, total, policy: progress(n + done, 2 * n, f"drew {policy}"),
+    )
     return PlanResult(inputs, result, tuple(curves), profile.name)
 
 

@@ -9,14 +9,20 @@ import os
 import signal
 import sys
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
 from batchscope.config import RunConfig
 from batchscope.profiles.profile import DeviceProfile
 from batchscope.sim.planner.measure import Evaluator, Figures
-from batchscope.sim.planner.results import DEFAULT_MAX_SESSIONS, Cancelled, Plan, Progress
+from batchscope.sim.planner.results import (
+    DEFAULT_MAX_SESSIONS,
+    Cancelled,
+    Plan,
+    PlanCancelled,
+    Progress,
+)
 from batchscope.sim.simulator import DEFAULT_WARMUP_S
 
 
@@ -79,7 +85,7 @@ def series(
     cells = [(k, n) for k, policy_counts in enumerate(counts) for n in policy_counts]
     left = [len(c) for c in counts]
     figures: dict[tuple[int, int], list[Figures]] = {}
-    for cell, played in _play_cells(evaluator, plan_, cells, workers):
+    for cell, played in _play_cells(evaluator, plan_, cells, workers, cancelled):
         figures[cell] = played
         left[cell[0]] -= 1
         if progress is not None and left[cell[0]] == 0:
@@ -101,6 +107,7 @@ def series(
 
 
 Cell = tuple[int, int]  # (the policy's index in the plan, sessions)
+POLL_S = 0.1  # s between two asks of ``cancelled`` while forked workers play
 #: What a forked worker plays from: the evaluator and plan (set before the fork, inherited).
 _shared: tuple[Evaluator, Plan] | None = None
 
@@ -111,12 +118,20 @@ def _play_cell(evaluator: Evaluator, plan_: Plan, cell: Cell) -> list[Figures]:
 
 
 def _play_cells(
-    evaluator: Evaluator, plan_: Plan, cells: list[Cell], workers: int
+    evaluator: Evaluator,
+    plan_: Plan,
+    cells: list[Cell],
+    workers: int,
+    cancelled: Cancelled | None = None,
 ) -> Iterator[tuple[Cell, list[Figures]]]:
-    """Each cell's runs, in order (one process) or as they finish (``workers`` forks)."""
+    """Each cell's runs, in order (one process) or as they finish (``workers`` forks);
+    PlanCancelled when ``cancelled()`` turns true (asked between cells, and every
+    :data:`POLL_S` while the workers play)."""
     forks = workers > 1 and len(cells) > 1 and sys.platform == "linux"
     if not forks:
         for cell in cells:
+            if cancelled is not None and cancelled():
+                raise PlanCancelled()
             yield cell, _play_cell(evaluator, plan_, cell)
         return
     global _shared
@@ -130,9 +145,14 @@ def _play_cells(
             # one's costliest counts first (so the last cells, small, even out the workers)
             order = sorted(cells, key=lambda c: (c[0], -c[1]))
             futures = {pool.submit(_play_in_worker, cell): cell for cell in order}
+            running = set(futures)
             try:
-                for done in as_completed(futures):
-                    yield futures[done], done.result()
+                while running:
+                    finished, running = wait(running, POLL_S, FIRST_COMPLETED)
+                    for done in sorted(finished, key=lambda f: order.index(futures[f])):
+                        yield futures[done], done.result()
+                    if cancelled is not None and cancelled():
+                        raise PlanCancelled()
             except BaseException:
                 pool.shutdown(wait=True, cancel_futures=True)
                 raise
@@ -142,7 +162,9 @@ def _play_cells(
 
 def _play_in_worker(cell: Cell) -> list[Figures]:
     assert _shared is not None, "set before the fork"
-    return _play_cell(*_shared, cell)
+    evaluator, plan_ = _shared
+    evaluator.cancelled = None  # the parent asks (its test may not hold in a worker)
+    return _play_cell(evaluator, plan_, cell)
 
 
 def _tie_to_parent(parent: int) -> None:
