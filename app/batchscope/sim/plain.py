@@ -34,6 +34,13 @@ deadline (the earliest ``since`` + the delay) passes, so they are asked at a bat
 end, at a window's arrival on an idle device and at the deadline. ``all`` and
 ``adaptive`` also skip the mailboxes when they can (:func:`_all_waiting`).
 
+The mailboxes are a dict, session -> ``[arrival, session, since]``, filled in the
+schedule's order, (time, session): a window into an empty mailbox is added at the end
+with its time as ``since``, one that replaces a waiting one keeps its place. So the
+dict's order is (since, session), the order ``all``, ``adaptive``, ``dynamic`` and
+``fixed`` take the longest-waiting windows in, and a batch is its first items (the
+general loop sorts them).
+
 A :data:`Stop` may end a run early (the planner's reject-only rules, checked
 every :data:`CHECK_EVERY_S` of virtual time at a batch's end): the loop then
 returns None instead of the records.
@@ -45,6 +52,7 @@ import math
 from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Collection
+from itertools import islice
 from operator import itemgetter
 from typing import Any
 
@@ -77,7 +85,6 @@ Delivered = tuple[list[float], list[int]]
 Stop = Callable[[float, Collection[int], Measured, Delivered], bool]
 CHECK_EVERY_S = 0.5  # virtual seconds between two asks of a Stop
 
-_since_then_session, _since_of = itemgetter(2, 1), itemgetter(2)
 _arrival_of, _session_of = itemgetter(0), itemgetter(1)
 
 
@@ -282,11 +289,11 @@ def _all_waiting(
                     continue
                 i = _fill(ft, fs, i, j, pending, opened)  # some stay behind: the mailboxes
             if cap is None or len(pending) <= cap:
-                taken = sorted(waiting, key=_since_then_session)
+                taken = list(waiting)  # longest-waiting first: the mailboxes' order
                 pending.clear()
                 reason = ALL_WAITING
             else:
-                taken = sorted(waiting, key=_since_then_session)[:cap]
+                taken = list(islice(waiting, cap))
                 for r in taken:
                     del pending[r[1]]
                 reason = CAP
@@ -437,11 +444,11 @@ def _waiting(
             i += 1
             t = ft[i]
         n = len(pending)
-        if n >= cap:  # Dynamic.select, inline
-            taken = sorted(waiting, key=_since_then_session)[:cap]
+        if n >= cap:  # Dynamic.select, inline (the mailboxes' order is longest-waiting first)
+            taken = list(islice(waiting, cap))
             reason = full
         elif n and now >= deadline:
-            taken = sorted(waiting, key=_since_then_session)
+            taken = list(waiting)
             reason = DEADLINE
         else:  # wait: for the next window, or the deadline
             now = t if not n or t < deadline else deadline
@@ -449,7 +456,7 @@ def _waiting(
         for r in taken:
             del pending[r[1]]
         if pending:
-            deadline = min(map(_since_of, waiting)) + delay_s
+            deadline = next(iter(waiting))[2] + delay_s  # the longest-waiting one's since
         n = len(taken)
         rows = n if shape <= n else shape
         duration = batch_s.get(rows)
