@@ -67,8 +67,13 @@ def test_a_burst_sends_k_times_the_fps(engine):
     assert engine.inject(Fault("burst", 3.0, session=1, factor=3.0)) is None
     assert wait_for(lambda: settled_after_the_fault(engine), timeout=20)
     burst, after = engine.report()["segments"][-2:]
-    # what the feeder sent, whether or not a loaded machine's late worker took it in time
-    assert sent_fps(burst)[1] == pytest.approx(90.0, rel=0.1)  # 3 × 30 fps
+    # what the feeder sent, whether or not a loaded machine's late worker took it in time;
+    # a feeder that wakes over two periods late skips what it missed (11 ms apart in the
+    # burst: "fell behind, do not burst"), so on a host that late it sends less than 3×
+    if burst["overall"]["host_late_ms"]["p99"] < 2 * 1000.0 / 90.0:
+        assert sent_fps(burst)[1] == pytest.approx(90.0, rel=0.1)  # 3 × 30 fps
+    else:
+        assert 1.5 * 30.0 < sent_fps(burst)[1] <= 90.0 * 1.1
     assert sent_fps(burst)[0] == pytest.approx(30.0, rel=0.1)
     assert sent_fps(after)[1] == pytest.approx(30.0, rel=0.1)  # back to its own pace
 

@@ -293,7 +293,7 @@ def test_plan_replays_a_measured_host_and_carries_fewer_or_as_many_sessions(tmp_
 
 
 def test_the_app_predicts_with_the_machine_only_when_it_is_busy():
-    from batchscope.ui.segment_table.feed import measured_jitter
+    from batchscope.sim.host_jitter import measured_jitter
 
     quiet = {**busy_report(), "overall": {"host_late_ms": {"p50": 0.1, "p99": 0.4}}}
     busy = {**busy_report(), "overall": {"host_late_ms": {"p50": 0.5, "p99": 6.0}}}

@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from batchscope.engine.report.host import host_word
+
 
 class HostJitterError(ValueError):
     """A ``--host-jitter`` file that cannot be replayed; ``str()`` names it and why."""
@@ -118,3 +120,17 @@ def load_host_jitter(text: str) -> HostJitter | None:
     if not isinstance(report, Mapping):
         raise HostJitterError(f"{text}: not a report (a JSON object)")
     return HostJitter.from_report(report, text)
+
+
+def measured_jitter(report: Mapping[str, Any]) -> HostJitter | None:
+    """A live run's host lateness to predict it with, when its host was busy (the status
+    bar's rule, ``host_word``); None on a quiet host, so that predictions stay clean.
+    The app's segment predictions use it, and so does what compares a live run with
+    the plan (a starved host's late wake-ups are not the policy's)."""
+    late = report.get("overall", {}).get("host_late_ms", {}).get("p99", 0.0)
+    if host_word(late) == "quiet":
+        return None
+    try:
+        return HostJitter.from_report(report, "this machine, measured in this run")
+    except HostJitterError:
+        return None

@@ -33,9 +33,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from PySide6.QtCore import QObject, Signal
 
-from batchscope.engine.report.host import host_word
 from batchscope.engine.report.segment import too_short
-from batchscope.sim.host_jitter import HostJitter, HostJitterError
+from batchscope.sim.host_jitter import HostJitter, measured_jitter
 from batchscope.sim.prediction import add_predictions
 
 if TYPE_CHECKING:
@@ -102,18 +101,6 @@ class Predictions:
 
 def _predict(segment: dict[str, Any], jitter: HostJitter | None = None) -> dict[str, Any] | None:
     return add_predictions({"segments": [segment]}, jitter=jitter)["segments"][0]["predicted"]
-
-
-def measured_jitter(report: dict[str, Any]) -> HostJitter | None:
-    """The running machine's host lateness to predict with, when it is busy (the status
-    bar's rule); None on a quiet host, so that its predictions stay clean."""
-    late = report.get("overall", {}).get("host_late_ms", {}).get("p99", 0.0)
-    if host_word(late) == "quiet":
-        return None
-    try:
-        return HostJitter.from_report(report, "this machine, measured in this run")
-    except HostJitterError:
-        return None
 
 
 class SegmentFeed(QObject):
