@@ -170,3 +170,25 @@ def test_notes_keep_their_rows_apart_when_the_plot_gets_shorter(qtbot):
     qtbot.waitUntil(lambda: settled(plot), timeout=2000)
     qtbot.waitUntil(lambda: overlaps(shown_rects(plot)) == [], timeout=2000)
     assert sorted({m.shown[2] for m in plot.markers.markers}) == rows  # the same rows
+
+
+def test_the_target_label_stays_inside_a_short_plot_when_its_line_is_midway(qtbot):
+    """A short plot (1280x800 in presentation mode: a data area under two labels tall)
+    whose y range grew past the target (a burst at 60 fps): the line midway has room for
+    the label neither above nor under it. It was put under the line and ran out of the
+    plot's bottom (the fit check saw it on a busy machine); it now stays inside."""
+    plot = FpsPlot(Look(presentation=True))
+    qtbot.addWidget(plot)
+    plot.resize(700, 130)
+    plot.show()
+    view = plot.plot.getViewBox()
+    label = plot.target_label
+    plot.plot.setYRange(0, 60, padding=0)  # the target (30 fps) halfway up
+    tall = label.textItem.boundingRect().height()
+    qtbot.waitUntil(lambda: view.width() > 350, timeout=5000)
+    assert tall < view.height() < 2 * tall  # room for one label, not one each side
+    for _ in range(2):  # the layout asks where the label is: keep_clear places it
+        plot.scroll(SPAN)
+    bounds = view.sceneBoundingRect().adjusted(-2, -2, 2, 2)
+    qtbot.waitUntil(lambda: bounds.contains(label.sceneBoundingRect()), timeout=2000)
+    assert plot.keep_clear()[0].contains(label.sceneBoundingRect())

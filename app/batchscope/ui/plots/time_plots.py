@@ -375,19 +375,27 @@ class FpsPlot(TimePlot):
     def keep_clear(self) -> list[QRectF]:
         """The "target" label's rect, from the view's geometry and range now (its own
         scene rect follows them only once the event loop has run). It sits above its
-        line, or under it when the line is too near the top of a low plot to have room."""
+        line, or under it when the line is too near the top of a low plot to have room;
+        in a plot too short for either (its line midway, the range grown past the target)
+        it straddles its line, inside the plot."""
         view = self.plot.getViewBox()
         box, (y0, y1) = view.sceneBoundingRect(), view.viewRange()[1]
         text = self.target_label.textItem.boundingRect()  # its text and margins, px
         right = box.left() + TARGET_AT * box.width()
         line_y = box.top() + box.height() * (y1 - self.target.value()) / max(1e-9, y1 - y0)
-        above = line_y - text.height() >= box.top()
-        anchor = (1, 1) if above else (1, 0)
+        tall = max(1e-9, text.height())
+        if line_y - tall >= box.top():
+            top = line_y - tall  # above its line
+        elif line_y + tall <= box.bottom():
+            top = line_y  # under it
+        else:
+            top = max(box.top(), box.bottom() - tall)
+        anchor = (1, min(1.0, max(0.0, (line_y - top) / tall)))  # the line's point on it
         if tuple(self.target_label.anchor) != anchor:
             self.target_label.anchors = [anchor, anchor]
             self.target_label.setAnchor(anchor)
             self.target_label.setPosition(TARGET_AT)
-        top = line_y - text.height() if above else line_y
+        top = line_y - anchor[1] * tall
         rect = QRectF(right - text.width(), top, text.width(), text.height())
         return [rect.adjusted(-2, -2, 2, 2)]  # and a little air: the line's pen, rounding
 
