@@ -84,7 +84,10 @@ def expected(p99_ms: float, resolution=(512, 288)):
 
 def test_the_view_plans_in_the_background_and_a_new_budget_plans_again(view, qtbot):
     view.show()  # shown: it plans for the engine's config
-    qtbot.waitUntil(lambda: view.table.rowCount() == 6, timeout=PLAN_MS)
+    # the answer first (the table), then its curves (the progress bar gone)
+    qtbot.waitUntil(
+        lambda: view.table.rowCount() == 6 and view.progress.isHidden(), timeout=PLAN_MS
+    )
     want = expected(50.0)
     rows = table(view)
     assert [r[1].split()[0] for r in rows] == [str(p.max_sessions) for p in want.policies]
@@ -115,6 +118,31 @@ def test_the_view_plans_in_the_background_and_a_new_budget_plans_again(view, qtb
     assert "≤ 12 ms" in view.p99_plot.title.text()
 
 
+def test_the_answer_is_shown_and_applicable_before_its_curves_are_drawn(view, qtbot):
+    """The search answers in about a second, the curves take ten more at 256x144: the
+    table, the verdict and Apply come with the answer, the progress bar stays for the
+    curves, and the curves come after with the same answer."""
+    seen = []  # (partial, Apply enabled, progress shown, points on the fps plot) per plan
+
+    def record(result) -> None:  # connected after the view: sees what the view made of it
+        points = sum(len(c.xData) for c in view.fps_plot.curves.values() if c.xData is not None)
+        shown = not view.progress.isHidden()
+        seen.append((result.partial, view.apply_button.isEnabled(), shown, points, result))
+
+    view.presenter.planned.connect(record)
+    view.show()
+    qtbot.waitUntil(lambda: any(not s[0] for s in seen), timeout=PLAN_MS)
+    (answer, *_), (full, *_) = [s[4:] for s in seen]
+    assert [s[:4] for s in seen] == [
+        (True, True, True, 0),  # the answer: Apply on, the curves to come
+        (False, True, False, seen[1][3]),
+    ]
+    assert seen[1][3] >= 6 * 6  # six curves of at least six counts
+    assert answer.series == () and len(full.series) == 6
+    assert answer.plan.to_json() == full.plan.to_json()
+    assert view.table.rowCount() == 6 and view.verdict.text().startswith("Recommended")
+
+
 def test_new_inputs_cancel_the_plan_in_progress(qtbot):
     dashboard = FakeDashboard(laptop(resolution=(256, 144)))
     presenter = CapacityPresenter(dashboard, SLOW)
@@ -128,15 +156,18 @@ def test_new_inputs_cancel_the_plan_in_progress(qtbot):
         qtbot.waitUntil(lambda: presenter.planner.busy, timeout=CHANGE_MS)
         presenter.search = QUICK
         presenter.refresh(laptop())  # 512x288: a new plan; the slow one is dropped
-        qtbot.waitUntil(lambda: bool(got), timeout=PLAN_MS)
-        assert [r.inputs.resolution for r in got] == [(512, 288)]
+        qtbot.waitUntil(lambda: any(not r.partial for r in got), timeout=PLAN_MS)
+        assert [(r.inputs.resolution, r.partial) for r in got] == [
+            ((512, 288), True),  # the answer
+            ((512, 288), False),  # with its curves
+        ]
         # the slow plan (~25 s alone) stopped short of its last step: it was cancelled,
         # not run to its end and then thrown away
         slow = [(done, total) for res, done, total in progress if res == (256, 144)]
         assert all(done < total for done, total in slow)
         quick = [(done, total) for res, done, total in progress if res == (512, 288)]
         assert quick[-1][0] == quick[-1][1]  # the new plan ran to its end
-        assert got[0].plan.recommended.max_sessions == expected(50.0).recommended.max_sessions
+        assert got[1].plan.recommended.max_sessions == expected(50.0).recommended.max_sessions
     finally:
         presenter.shutdown()
 
@@ -291,7 +322,10 @@ def test_the_plan_runs_in_a_child_of_lower_priority_and_equals_the_one_here():
     process = PlanProcess()
     seen: list[str] = []
     try:
-        there = process.compute(inputs, lambda done, total, what: seen.append(what), lambda: False)
+        answers: list = []  # the answer, sent ahead of the curves
+        there = process.compute(
+            inputs, lambda done, total, what: seen.append(what), lambda: False, answers.append
+        )
         child = process.pid
         assert child is not None and child != os.getpid()
         assert (
@@ -303,6 +337,7 @@ def test_the_plan_runs_in_a_child_of_lower_priority_and_equals_the_one_here():
     assert there.plan.to_json() == here.plan.to_json()
     assert [s.policy for s in there.series] == [s.policy for s in here.series]
     assert "searched oldest" in seen and "drew adaptive" in seen  # progress came back
+    assert answers[0].partial and answers[0].plan.to_json() == there.plan.to_json()
     assert gone(child)  # stopped
 
 

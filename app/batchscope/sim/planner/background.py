@@ -73,6 +73,7 @@ class PlanResult:
     series: tuple[Series, ...] = ()
     profile: str = ""  # the profile's name, as planned
     error: str | None = None  # one line: why there is no plan
+    partial: bool = False  # the answer alone, sent ahead: its curves are still being drawn
 
 
 def sweep_profile(device: str) -> DeviceProfile | None:
@@ -102,11 +103,15 @@ def compute(
     inputs: PlanInputs,
     progress: Callable[[int, int, str], None],
     cancelled: Callable[[], bool],
+    answered: Callable[[PlanResult], None] | None = None,
 ) -> PlanResult:
     """The plan and each policy's curve for the plot (a pure function of ``inputs``).
 
     ``progress(done, total, what)`` counts the six policies twice: their search, then
-    their curve; raises PlanCancelled when ``cancelled()`` turns true. The curves play
+    their curve; raises PlanCancelled when ``cancelled()`` turns true. ``answered``, if
+    given, gets the answer as soon as the search has it (a ``partial`` result, without
+    its curves and its search's runs): the search takes a second where the curves take
+    ten (256x144), and the user waits for the answer, not the plot. The curves play
     in this process, one run after another: the child is a daemon process, which may
     not have children of its own (and one core is left to the live run).
     """
@@ -135,6 +140,9 @@ def compute(
         progress=searched,
         cancelled=cancelled,
     )
+    if answered is not None:
+        answer = PlanResult(inputs, without_runs(result), (), profile.name, partial=True)
+        answered(answer)
     curves = series(
         result,
         profile,
@@ -143,6 +151,11 @@ def compute(
         progress=lambda done, total, policy: progress(n + done, 2 * n, f"drew {policy}"),
     )
     return PlanResult(inputs, result, tuple(curves), profile.name)
+
+
+def without_runs(result: Plan) -> Plan:
+    """``result`` without its search's runs (closures and all: they stay where they ran)."""
+    return dataclasses.replace(result, runs=None)
 
 
 class PlanProcess:
@@ -182,6 +195,7 @@ class PlanProcess:
         inputs: PlanInputs,
         progress: Callable[[int, int, str], None],
         cancelled: Callable[[], bool],
+        answered: Callable[[PlanResult], None] | None = None,
     ) -> PlanResult:
         with self._lock:
             if self._proc is None or not self._proc.is_alive():
@@ -200,6 +214,9 @@ class PlanProcess:
                 kind, payload = self._conn.recv()
                 if kind == "progress":
                     progress(*payload)
+                elif kind == "answer":
+                    if answered is not None:
+                        answered(payload)
                 elif kind == "cancelled":
                     raise PlanCancelled()
                 elif kind == "error":
@@ -254,8 +271,11 @@ def _child(conn: Connection, cancel: Any, parent: int) -> None:
         def progress(done: int, total: int, what: str) -> None:
             conn.send(("progress", (done, total, what)))
 
+        def answered(answer: PlanResult) -> None:
+            conn.send(("answer", answer))
+
         try:
-            result = compute(inputs, progress, lambda: cancel.is_set() or orphaned())
+            result = compute(inputs, progress, lambda: cancel.is_set() or orphaned(), answered)
         except PlanCancelled:
             conn.send(("cancelled", None))
             continue
@@ -266,5 +286,5 @@ def _child(conn: Connection, cancel: Any, parent: int) -> None:
             conn.send(("error", f"the plan failed: {type(exc).__name__}: {exc}"))
             continue
         if result.plan is not None:  # its search's runs (closures and all) stay here
-            result = dataclasses.replace(result, plan=dataclasses.replace(result.plan, runs=None))
+            result = dataclasses.replace(result, plan=without_runs(result.plan))
         conn.send(("result", result))

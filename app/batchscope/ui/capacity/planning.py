@@ -41,15 +41,15 @@ log = logging.getLogger(__name__)
 class CapacityPlanner(QObject):
     """The thread that runs the capacity planner for the Capacity view.
 
-    Why it exists: a plan simulates thousands of runs (1.6 s for laptop-8gb at
-    512×288, 17 s with the plot's curves at 256×144 on a 2-core laptop); on the
+    Why it exists: a plan simulates thousands of runs (about a second for the answer
+    at 256×144, ten more for the plot's curves, on a 2-core laptop); on the
     GUI thread that would freeze the window and the UI timer. So this thread waits
     on it, one at a time, while the plan itself runs in a child process of lower
     priority (:class:`PlanProcess`: on a thread of the app it took the GIL from the
     live run); its result reaches the GUI thread only through the ``finished``
-    signal (queued: it is emitted on this thread). ``progressed`` drives the progress
-    bar the same way. ``compute_plan``: what plans instead (the tests' fakes, on this
-    thread).
+    signal (queued: it is emitted on this thread), and the answer ahead of its
+    curves through ``answered``. ``progressed`` drives the progress bar the same
+    way. ``compute_plan``: what plans instead (the tests' fakes, on this thread).
 
     New inputs (:meth:`request`) cancel the plan in progress: the planner polls
     ``cancelled()`` between simulations, which is true once the wanted inputs are
@@ -66,6 +66,7 @@ class CapacityPlanner(QObject):
     """
 
     progressed = Signal(object, int, int, str)  # (inputs, done, total, what)
+    answered = Signal(object)  # PlanResult, partial: the answer, ahead of its curves
     finished = Signal(object)  # PlanResult
 
     def __init__(self, compute_plan: Callable[..., PlanResult] | None = None) -> None:
@@ -114,9 +115,13 @@ class CapacityPlanner(QObject):
             def progress(done: int, total: int, what: str, inputs: PlanInputs = inputs) -> None:
                 self.progressed.emit(inputs, done, total, what)
 
+            def answered(result: PlanResult, cancelled: Callable[[], bool] = cancelled) -> None:
+                if not cancelled():
+                    self.answered.emit(result)
+
             self.busy = True
             try:
-                result = self._compute(inputs, progress, cancelled)
+                result = self._compute(inputs, progress, cancelled, answered)
             except PlanCancelled:
                 continue  # the wake event is set: the loop plans the new inputs
             except (ProfileError, ConfigError) as exc:

@@ -93,7 +93,7 @@ class CapacityPresenter(QObject):
     """Plans for the running config and budget; applies and exports the answers."""
 
     computing = Signal(int, int, str)  # (done, total, what) while a plan runs
-    planned = Signal(object)  # PlanResult of the current inputs
+    planned = Signal(object)  # PlanResult of the current inputs (first its answer alone)
     note = Signal(str)  # a line about the inputs ("" when fine), e.g. no frame rate
 
     def __init__(
@@ -109,6 +109,7 @@ class CapacityPresenter(QObject):
         self.min_fps_ratio = DEFAULT_MIN_FPS_RATIO
         self.planner = planner or CapacityPlanner()
         self.planner.progressed.connect(self._on_progress)
+        self.planner.answered.connect(self._on_answered)
         self.planner.finished.connect(self._on_finished)
         self.inputs: PlanInputs | None = None
         self.result: PlanResult | None = None  # for ``inputs``, once planned
@@ -157,6 +158,12 @@ class CapacityPresenter(QObject):
     def _on_progress(self, inputs: PlanInputs, done: int, total: int, what: str) -> None:
         if inputs == self.inputs:
             self.computing.emit(done, total, what)
+
+    def _on_answered(self, result: PlanResult) -> None:
+        """The answer, ahead of its curves: shown (and applicable) at once."""
+        if result.inputs == self.inputs and self.result is None:
+            self.result = result
+            self.planned.emit(result)
 
     def _on_finished(self, result: PlanResult) -> None:
         self._results[result.inputs] = result

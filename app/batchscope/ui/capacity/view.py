@@ -326,8 +326,13 @@ class CapacityView(QWidget):
         self.progress.setRange(0, total)
         self.progress.setValue(done)
         # the plan takes a CPU core: the live figures of this segment are disturbed meanwhile
-        self.progress.setFormat(f"planning… {what} ({done}/{total}) · shares the CPU with the run")
+        result = self.presenter.result
+        answered = result is not None and result.partial
+        doing = "answered · drawing the curves…" if answered else "planning…"
+        self.progress.setFormat(f"{doing} {what} ({done}/{total}) · shares the CPU with the run")
         self.progress.show()
+        if answered:
+            return  # the answer is shown (and can be applied): its curves are on their way
         for b in (self.apply_button, self.export_button):
             b.setEnabled(False)
         inputs = self.presenter.inputs
@@ -362,19 +367,32 @@ class CapacityView(QWidget):
         self.verdict.setText("")
 
     def _on_planned(self, result: PlanResult) -> None:
-        self.progress.hide()
+        """A plan: first its answer alone (``partial``: the table, the verdict, the buttons;
+        the progress bar stays for the curves), then again with its curves."""
+        if not result.partial:
+            self.progress.hide()
         if result.error or result.plan is None:
+            self.progress.hide()
             self._on_note(result.error or "no plan")
             return
         self.note.hide()
         plan = result.plan
         self._show_inputs(result.profile)
         b = plan.budget
-        self.fps_plot.show_series(
-            result.series, [s.min_fps for s in result.series], b.min_fps, b.fps * 1.1
-        )
-        top = b.p99_ms * P99_CLIP
-        self.p99_plot.show_series(result.series, [s.p99_ms for s in result.series], b.p99_ms, top)
+        if result.partial:
+            self.fps_plot.clear_series()
+            self.p99_plot.clear_series()
+            self.progress.setFormat(
+                "answered · drawing the curves… (%v/%m) · shares the CPU with the run"
+            )
+        else:
+            self.fps_plot.show_series(
+                result.series, [s.min_fps for s in result.series], b.min_fps, b.fps * 1.1
+            )
+            top = b.p99_ms * P99_CLIP
+            self.p99_plot.show_series(
+                result.series, [s.p99_ms for s in result.series], b.p99_ms, top
+            )
         self._fill_table(result)
         rec = plan.recommended
         fits = bool(rec.max_sessions)
