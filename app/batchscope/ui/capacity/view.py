@@ -325,12 +325,7 @@ class CapacityView(QWidget):
     def _on_computing(self, done: int, total: int, what: str) -> None:
         self.progress.setRange(0, total)
         self.progress.setValue(done)
-        # the plan takes a CPU core: the live figures of this segment are disturbed meanwhile
-        result = self.presenter.result
-        answered = result is not None and result.partial
-        doing = "answered · drawing the curves…" if answered else "planning…"
-        self.progress.setFormat(f"{doing} {what} ({done}/{total}) · shares the CPU with the run")
-        self.progress.show()
+        answered = self._show_progress(what)
         if answered:
             return  # the answer is shown (and can be applied): its curves are on their way
         for b in (self.apply_button, self.export_button):
@@ -338,6 +333,17 @@ class CapacityView(QWidget):
         inputs = self.presenter.inputs
         if inputs is not None:
             self._show_inputs(inputs.profile or "this device's sweep profile")
+
+    def _show_progress(self, what: str) -> bool:
+        """The bar's text; whether the answer is already shown (its curves on their way)."""
+        result = self.presenter.result
+        answered = result is not None and result.partial
+        doing = "answered · drawing the curves…" if answered else "planning…"
+        # the plan takes a CPU core: the live figures of this segment are disturbed meanwhile
+        text = " ".join(part for part in (doing, what) if part)
+        self.progress.setFormat(f"{text} (%v/%m) · shares the CPU with the run")
+        self.progress.show()
+        return answered
 
     def _on_note(self, text: str) -> None:
         self.note.setText(text)
@@ -372,7 +378,6 @@ class CapacityView(QWidget):
         if not result.partial:
             self.progress.hide()
         if result.error or result.plan is None:
-            self.progress.hide()
             self._on_note(result.error or "no plan")
             return
         self.note.hide()
@@ -382,9 +387,7 @@ class CapacityView(QWidget):
         if result.partial:
             self.fps_plot.clear_series()
             self.p99_plot.clear_series()
-            self.progress.setFormat(
-                "answered · drawing the curves… (%v/%m) · shares the CPU with the run"
-            )
+            self._show_progress("")
         else:
             self.fps_plot.show_series(
                 result.series, [s.min_fps for s in result.series], b.min_fps, b.fps * 1.1
