@@ -19,7 +19,12 @@ POLICIES = ("oldest", "round-robin", "all", "dynamic", "fixed", "adaptive")
 PRECISIONS = ("fp32", "fp16", "bf16")
 #: Precisions an ONNX export can have: ONNX Runtime's CPU provider has no bf16 convolutions.
 EXPORT_PRECISIONS = ("fp32", "fp16")
-BACKENDS = ("torch", "emulated")
+BACKENDS = ("torch", "emulated", "ray")
+"""What runs the batches: BatchScope's own worker on the real model (torch) or on a profile's
+curve (emulated), or a real Ray Serve deployment (ray) that forms its own batches and runs
+either of them in its replica: the curve with a profile, the real model on ``device``
+without one (``RunConfig.runner``)."""
+SERVING_ENGINES = ("ray",)
 FITS = ("letterbox", "stretch")
 """How a source frame of another aspect becomes a model frame: scaled to fit and padded
 (the default, so a portrait clip keeps its shape), or stretched to the model's size."""
@@ -409,6 +414,8 @@ class RunConfig:
     cuda_graphs: bool = _field(False, BACKEND)
     # torch or onnxruntime (the exported model); torch backend only
     runtime: str = _field("torch", BACKEND, CONTROL)
+    # the Ray cluster to serve on (ray backend): None starts a local one on loopback
+    ray_address: str | None = _field(None, BACKEND)
     # None: never drop
     drop_after_ms: float | None = _field(KNOBS["drop_after_ms"].default, WORKER, CONTROL)
     # busy jobs sharing the GPU (time-slicing)
@@ -436,11 +443,13 @@ class RunConfig:
         if self.policy == "dynamic" and self.max_batch is None:
             raise ConfigError("max_batch", None, "the dynamic policy needs --max-batch")
         parse_resolution(self.resolution)
+        if self.ray_address is not None and self.backend != "ray":
+            raise ConfigError("ray_address", self.ray_address, "needs the ray backend")
         if self.backend == "emulated" and not self.profile:
             raise ConfigError("profile", self.profile, "the emulated backend needs a profile")
-        if self.compile and self.backend != "torch":
+        if self.compile and self.runner != "torch":
             raise ConfigError("compile", self.compile, "torch.compile needs the torch backend")
-        if self.cuda_graphs and self.backend != "torch":
+        if self.cuda_graphs and self.runner != "torch":
             raise ConfigError("cuda_graphs", True, "CUDA graphs need the torch backend on a GPU")
         if self.cuda_graphs and self.compile:
             raise ConfigError(
@@ -460,7 +469,7 @@ class RunConfig:
             for name in ("compile", "cuda_graphs", "channels_last"):
                 if getattr(self, name):
                     raise ConfigError(name, True, f"is a torch option; runtime is {self.runtime}")
-            if self.backend != "torch":
+            if self.runner != "torch":
                 raise ConfigError(
                     "runtime", self.runtime, "runs the real model: needs the torch backend"
                 )
@@ -468,8 +477,26 @@ class RunConfig:
             raise ConfigError(
                 "checkpoint", self.checkpoint, "an ONNX file needs --runtime onnxruntime"
             )
-        if self.backend == "torch" and not re.fullmatch(r"cpu|cuda(:\d+)?", self.device):
+        if self.runner == "torch" and not re.fullmatch(r"cpu|cuda(:\d+)?", self.device):
             raise ConfigError("device", self.device, "expected cpu or cuda:N")
+
+    @property
+    def runner(self) -> str:
+        """What runs a batch, in the worker or in a serving engine's replica: "emulated"
+        (a profile's curve) or "torch" (the real model on ``device``)."""
+        if self.backend == "ray":
+            return "emulated" if self.profile else "torch"
+        return self.backend
+
+    @property
+    def serving(self) -> str | None:
+        """The serving engine that forms the batches (ray), or None: BatchScope's worker."""
+        return self.backend if self.backend in SERVING_ENGINES else None
+
+    def in_replica(self) -> RunConfig:
+        """The config a serving engine's replica builds its runner from: this one with
+        ``backend`` its runner (the emulated curve or the real model)."""
+        return replace(self, backend=self.runner, ray_address=None)
 
     def with_changes(self, **changes: Any) -> RunConfig:
         return replace(self, **changes)
@@ -487,9 +514,8 @@ class RunConfig:
 
     @property
     def device_label(self) -> str:
-        if self.backend == "emulated":
-            return f"emulated:{self.profile}"
-        return self.device
+        inner = f"emulated:{self.profile}" if self.runner == "emulated" else self.device
+        return f"ray: {inner}" if self.backend == "ray" else inner
 
     def policy_phrase(self) -> str:
         """The policy in one phrase, for status bars and tables."""
@@ -533,7 +559,7 @@ class RunConfig:
             out[f.name] = list(value) if isinstance(value, tuple) else value
         out["sources"] = [mask_credentials(s) for s in self.sources]  # never a password
         out["device"] = self.device_label
-        out["profile"] = self.profile if self.backend == "emulated" else None
+        out["profile"] = self.profile if self.runner == "emulated" else None
         out["weights"] = weights_kind(self.checkpoint)
         return {**out, **self.extra}
 

@@ -87,8 +87,16 @@ def add_run_command(sub: Any) -> None:
         "--backend",
         choices=BACKENDS,
         default=None,
-        help="torch (the real model) or emulated (replay a profile); default: "
-        "torch if --device is given, else emulated",
+        help="torch (the real model) or emulated (replay a profile) in BatchScope's worker, "
+        "or ray: a real Ray Serve deployment forms the batches and runs the profile's curve, "
+        "or the real model with --device; default: torch if --device is given, else emulated",
+    )
+    run.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="ADDR",
+        help="the Ray cluster to deploy on (--backend ray), e.g. ray://head:10001; "
+        "default: start a local Ray on loopback, stopped at the end",
     )
     run.add_argument("--device", default=None, help="cpu or cuda:N (torch backend)")
     run.add_argument(
@@ -219,13 +227,18 @@ def add_run_command(sub: Any) -> None:
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     backend = args.backend or ("torch" if args.device else "emulated")
+    # what runs a batch: in a serving engine's replica too, the real model with --device
+    runner = "torch" if backend == "torch" or (backend == "ray" and args.device) else "emulated"
     device = args.device or "cpu"
-    precision = args.precision or ("fp32" if backend == "torch" and device == "cpu" else "fp16")
+    precision = args.precision or ("fp32" if runner == "torch" and device == "cpu" else "fp16")
     if args.warmup < 0:
         raise ConfigError("warmup", args.warmup, "must be 0 or more seconds")
-    if args.checkpoint and backend != "torch":
+    ray_address = getattr(args, "ray_address", None)
+    if ray_address and backend != "ray":
+        raise ConfigError("ray_address", ray_address, "needs --backend ray")
+    if args.checkpoint and runner != "torch":
         raise ConfigError("checkpoint", args.checkpoint, "needs the torch backend (--device)")
-    if args.postprocess != POSTPROCESSING[0] and backend != "torch":
+    if args.postprocess != POSTPROCESSING[0] and runner != "torch":
         raise ConfigError(
             "postprocess",
             args.postprocess,
@@ -234,7 +247,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     no_weights = getattr(args, "no_weights", False)
     if args.checkpoint and no_weights:
         raise ConfigError("no_weights", True, "give --checkpoint or --no-weights, not both")
-    runtime = args.runtime or _runtime_for(args, backend, device)
+    runtime = args.runtime or _runtime_for(args, runner, device)
     config = RunConfig(
         sources=tuple(args.sources),
         policy=args.policy,
@@ -242,7 +255,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         stream_transport=args.stream_transport,
         backend=backend,
         device=device,
-        profile=args.profile if backend == "emulated" else None,
+        profile=args.profile if runner == "emulated" else None,
+        ray_address=ray_address,
         precision=precision,
         resolution=args.resolution,
         fit=getattr(args, "fit", FITS[0]),

@@ -51,6 +51,8 @@ from batchscope.engine.roster import (
     open_slots,
 )
 from batchscope.engine.segments import SegmentLog
+from batchscope.engine.serving.dispatch import ServingWorker, serving_report
+from batchscope.engine.serving.ray_serve import acquire_serving, release_serving, serving_backend
 from batchscope.engine.session import Mailboxes, Session, Window, shown_state
 from batchscope.engine.snapshot import (
     BusRecords,
@@ -93,6 +95,7 @@ class Engine:
         self._lifecycle = threading.Lock()  # open/stop: who owns the sources and threads
         self._stopping = threading.Event()
         self._worker: Worker | None = None
+        self._serving = False  # holds the process's serving engine (released by stop)
         self._feeder = Feeder(
             self.mailboxes,
             lambda m: self.event("error", m),
@@ -136,7 +139,11 @@ class Engine:
                 raise EngineStopped()
             if self.host_probe is None:  # while the sources open: it costs no time
                 self.host_probe = HostProbe(self._stopping)
-            self._worker = Worker(
+            if config.serving and not self._serving:
+                acquire_serving()  # released by stop()
+                self._serving = True
+            worker_kind = ServingWorker if config.serving else Worker
+            self._worker = worker_kind(
                 self.mailboxes, self.store, make_policy(config), self.event, self.clock
             )
             self.set_worker_knobs(config)
@@ -202,6 +209,9 @@ class Engine:
             self._worker.stop(max(0.1, deadline - time.monotonic()))
         if self._load is not None:
             self._load.stop(max(0.1, deadline - time.monotonic()))
+        if self._serving:  # the last engine out stops the engine's processes
+            self._serving = False
+            release_serving()
         with self._lifecycle:
             self.roster.close()
         return self.threads_alive()
@@ -242,6 +252,8 @@ class Engine:
         """
         self.store.reset()
         self.mailboxes.reset_counts()
+        if isinstance(self._worker, ServingWorker):
+            self._worker.reset_serving()
         self._load_mark = load_mark()
         for slot in self.roster.slots:
             if isinstance(slot.source, StreamSource):
@@ -253,6 +265,10 @@ class Engine:
             self.event("config", "statistics reset")
 
     # -- events and recording ---------------------------------------------------------
+
+    def said(self, message: str) -> None:
+        """An ``info`` event (a slow start's progress: what it is doing)."""
+        self.event("info", message)
 
     def now(self) -> float:
         """Seconds since start (the time axis of every plot)."""
@@ -434,6 +450,8 @@ class Engine:
     def build_backend(self, config: RunConfig) -> Backend:
         oom_above = self._oom_above
         try:
+            if config.serving:
+                return self.worker.build_backend(lambda _: serving_backend(config, self.said))
             return self.worker.build_backend(
                 lambda cancelled: make_backend(config, oom_above, cancelled)
             )
@@ -537,6 +555,8 @@ class Engine:
         if probe is not None:
             report["host_probe"] = probe
         report["host_load"] = host_load_since(self._load_mark)
+        if isinstance(self._worker, ServingWorker):
+            report["serving"] = serving_report(self._worker)
         return report
 
 

@@ -165,6 +165,10 @@ class LiveChange:
     def _transact(self, new: RunConfig, changes: dict[str, tuple[Any, Any]]) -> None:
         engine = self._engine
         old = engine.config
+        if old.serving != new.serving:  # the worker is the engine's client, or the batcher
+            raise ConfigError(
+                "backend", new.backend, "a serving engine is chosen at the start: stop and start"
+            )
         # 1. build and check what can fail; the run goes on untouched meanwhile
         policy = make_policy(new) if new.policy != old.policy else None
         backend = engine.build_backend(new) if set(BACKEND_FIELDS) & changes.keys() else None

@@ -1,0 +1,1 @@
+"""Serving engines BatchScope drives as backends (Ray Serve): they form the batches."""

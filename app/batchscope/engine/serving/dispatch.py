@@ -1,0 +1,275 @@
+"""The worker for a serving engine: it sends windows, the engine forms the batches.
+
+BatchScope's sessions stay as they are on the client's side (the feeder, the latest-only
+mailboxes); :class:`ServingWorker` replaces the batching loop with a client's: a session
+whose last request has been answered sends its newest window at once, so at most one
+request per session is in flight and a window that waits meanwhile can be overwritten, as
+in a real deployment's clients. The engine (Ray Serve) gathers the requests into batches
+by its own rule, which the policy is mapped onto (``ray_serve.batching_of``): the knobs
+change live through its setters, never a redeploy.
+
+Each answer carries the batch the engine ran it in; the worker records a batch once all
+its windows are back, with the same item and batch records as the in-process worker, so
+reports, segments and the live views read them unchanged. The stages map onto the
+worker's: *wait* is arrival → the engine's batch start (the mailbox, the way to the
+replica and its queue), *prep* and *compute* are the replica's, *post* is the replica's
+post-processing and the way back. The serving stages apart (:attr:`ServingWorker.serving`)
+go in the report's ``serving`` object.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from batchscope.engine.accuracy import UNSCORED
+from batchscope.engine.metrics import Latest, MetricsStore
+from batchscope.engine.policies import SESSION, BatchPolicy
+from batchscope.engine.serving.ray_serve import RayBackend, batching_of
+from batchscope.engine.session import Mailboxes, Window
+from batchscope.engine.worker import POLL_S, Worker
+
+#: How long a batch whose answers did not all come back waits for them (s) before it is
+#: recorded with those that did.
+STALE_S = 2.0
+#: The serving stages, in order (ms means in the report's ``serving.stages_ms``).
+SERVING_STAGES = ("client", "to_replica", "queue", "compute", "back")
+
+
+@dataclass
+class ServingStages:
+    """Sums of each serving stage (s) over the answers recorded, and their count."""
+
+    sums: dict[str, float] = field(default_factory=lambda: dict.fromkeys(SERVING_STAGES, 0.0))
+    count: int = 0
+
+    def add(self, spans: dict[str, float]) -> None:
+        for k, v in spans.items():
+            self.sums[k] += v
+        self.count += 1
+
+    def means_ms(self) -> dict[str, float]:
+        n = max(1, self.count)
+        return {k: round(v / n * 1000.0, 3) for k, v in self.sums.items()}
+
+
+@dataclass
+class Answer:
+    window: Window
+    sent: float
+    received: float
+    served: Any  # replica.Served, on the client's clock
+
+
+class ServingWorker(Worker):
+    """A client per session of a serving engine, in place of the batching loop."""
+
+    def __init__(
+        self,
+        mailboxes: Mailboxes,
+        store: MetricsStore,
+        policy: BatchPolicy,
+        event: Callable[[str, str], object],
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        # before the thread starts (Worker.__init__ starts it)
+        self._in_flight: dict[int, Future] = {}
+        # (window, sent, received, its future): answers the loop has yet to record
+        self._answers: queue.SimpleQueue[tuple[Window, float, float, Future]] = queue.SimpleQueue()
+        self._batches: dict[tuple[int, int], list[Answer]] = {}
+        self._applied: tuple[int, float] | None = None  # the knobs the engine holds
+        self._counted_at_reset: Counter[int] = Counter()  # the engine's counts then
+        self._serving_lock = threading.Lock()
+        self.serving = ServingStages()
+        self.formed: Counter[int] = Counter()  # batch sizes the engine formed, as recorded
+        super().__init__(mailboxes, store, policy, event, clock)
+
+    def reset_serving(self) -> None:
+        """Forget the serving figures (statistics reset): the engine's own batch counts
+        are read from here on (``counted_since_reset``)."""
+        with self._serving_lock:
+            self.serving = ServingStages()
+            self.formed = Counter()
+        backend = self.backend
+        if isinstance(backend, RayBackend):
+            try:
+                self._counted_at_reset = Counter(backend.stats()["batch_sizes"])
+            except Exception as exc:
+                self._event("error", f"ray: its batch counts were not read: {exc}")
+
+    def counted_since_reset(self) -> dict[int, int]:
+        """The batches the engine formed since the statistics' start, as it counts them."""
+        backend = self.backend
+        assert isinstance(backend, RayBackend), "a serving worker runs a serving backend"
+        now = Counter(backend.stats()["batch_sizes"])
+        now.subtract(self._counted_at_reset)
+        return {int(k): v for k, v in now.items() if v > 0}
+
+    def serving_figures(self) -> tuple[dict[str, float], dict[int, int]]:
+        with self._serving_lock:
+            return self.serving.means_ms(), dict(self.formed)
+
+    # -- the loop (worker thread) -----------------------------------------------
+
+    def _step(self) -> None:
+        backend = self.backend
+        assert isinstance(backend, RayBackend), "a serving worker runs a serving backend"
+        self._collect(backend)
+        self._sync_batching(backend)
+        now = self._clock()
+        if self.drop_after_s is not None:
+            drops = self._mailboxes.expire(now, self.drop_after_s)
+            if drops:
+                self._store.record_expired(drops)
+        idle = [w[SESSION] for w in self._mailboxes.waiting() if w[SESSION] not in self._in_flight]
+        windows = self._fit(self._mailboxes.take(idle)) if idle else []
+        for win in windows:
+            self._send(backend, win)
+        if not windows:
+            self._mailboxes.wait(POLL_S)  # a publish or an answer wakes it
+
+    def _send(self, backend: RayBackend, win: Window) -> None:
+        sent = self._clock()
+        try:
+            future = backend.submit(win)
+        except Exception as exc:  # the engine refused it: said, and the session goes on
+            self._event("error", f"session {win.session}: request failed: {exc}")
+            self._terminate.wait(POLL_S)
+            return
+        self._in_flight[win.session] = future
+        future.add_done_callback(lambda f: self._answered(win, sent, f))
+
+    def _answered(self, win: Window, sent: float, future: Future) -> None:
+        """Any thread: an answer came back; the loop records it."""
+        self._answers.put((win, sent, self._clock(), future))
+        self._mailboxes.wake()
+
+    def _collect(self, backend: RayBackend) -> None:
+        while True:
+            try:
+                win, sent, received, future = self._answers.get_nowait()
+            except queue.Empty:
+                break
+            self._in_flight.pop(win.session, None)
+            try:
+                served = backend.on_client_clock(future.result(), sent, received)
+            except Exception as exc:  # said once per failed request; the session goes on
+                self._event("error", f"session {win.session}: {type(exc).__name__}: {exc}")
+                continue
+            group = self._batches.setdefault((served.pid, served.batch_id), [])
+            group.append(Answer(win, sent, received, served))
+            if len(group) == served.batch_size:
+                self._record(self._batches.pop((served.pid, served.batch_id)))
+        # a batch some of whose answers never come (a request failed): recorded as it is
+        now = self._clock()
+        for key in [k for k, g in self._batches.items() if now - g[0].received > STALE_S]:
+            self._record(self._batches.pop(key))
+
+    def _record(self, answers: list[Answer]) -> None:
+        """One batch the engine formed, with the answers of its windows that came back."""
+        first = answers[0].served
+        n = first.batch_size  # as the engine formed it, whether or not all came back
+        end = max(a.received for a in answers)
+        records = []
+        latest: dict[int, Latest] = {}
+        worst = 0.0
+        positions = self.backend is not None and self.backend.draws_detections
+        spans: list[dict[str, float]] = []
+        for a in answers:
+            win, sv = a.window, a.served
+            scored = UNSCORED if self.scorer is None else self.scorer(win, sv.detection, positions)
+            times = (win.arrival, sv.start, sv.prep_end, sv.compute_end, a.received)
+            device = sv.device_late
+            records.append((win.session, n, *times, *scored, 0.0, device, win.late + device))
+            lat_ms = (a.received - win.arrival) * 1000.0
+            worst = max(worst, lat_ms)
+            frame = win.frames[-1].copy()  # not the frame cache (see Worker._run_batch)
+            latest[win.session] = Latest(frame, sv.detection, win.seq, win.frame_index, lat_ms)
+            spans.append(
+                {
+                    "client": a.sent - win.arrival,
+                    "to_replica": max(0.0, sv.arrived - a.sent),
+                    "queue": sv.start - sv.arrived,
+                    "compute": sv.post_end - sv.start,
+                    "back": max(0.0, a.received - sv.post_end),
+                }
+            )
+        batch = (
+            first.start,
+            n,
+            first.prep_end - first.start,
+            first.compute_end - first.prep_end,
+            end - first.compute_end,
+            end,
+            0,  # why it left: the engine's rule, not one of the worker's reasons
+            self._applied[0] if self._applied else 0,
+            0,  # the engine pads nothing
+            0.0,
+            first.device_late,
+        )
+        self._store.record_batch(records, batch, latest)
+        with self._serving_lock:
+            for sp in spans:
+                self.serving.add(sp)
+            self.formed[n] += 1
+        self.policy.observe(n, worst)
+
+    def _sync_batching(self, backend: RayBackend) -> None:
+        """Hand the policy's knobs to the engine when they changed (a live change, or the
+        adaptive cap moved): one call to the replica's setters."""
+        want = batching_of(self.policy)
+        if want == self._applied:
+            return
+        try:
+            applied = backend.set_batching(*want)
+        except Exception as exc:
+            self._event("error", f"ray: the batching knobs were not applied: {exc}")
+            self._terminate.wait(POLL_S)
+            return
+        self._applied = want
+
+        def said(future: Future) -> None:
+            if future.exception() is not None:
+                self._applied = None  # tried again before the next request
+                self._event("error", f"ray: batching {want} not applied: {future.exception()}")
+
+        applied.add_done_callback(said)
+
+    def stop(self, timeout: float = 2.0) -> None:
+        super().stop(timeout)
+        self._in_flight.clear()
+
+
+def serving_report(worker: ServingWorker) -> dict[str, Any]:
+    """The report's ``serving`` object: the engine, its version, the batches it formed since
+    the statistics' start (as the replica counted them; ``recorded_batch_sizes``: those
+    whose answers the client recorded) and the serving stages' means (ms)."""
+    backend = worker.backend
+    assert isinstance(backend, RayBackend), "a serving worker runs a serving backend"
+    stages, formed = worker.serving_figures()
+    try:
+        counted = {str(k): v for k, v in sorted(worker.counted_since_reset().items())}
+    except Exception as exc:  # the engine is gone (stopped): the client's count, said so
+        counted = {str(k): v for k, v in sorted(formed.items())}
+        worker._event("error", f"ray: its batch counts were not read ({exc}): the client's")
+    return {
+        "engine": "ray",
+        "version": backend.cluster.version,
+        "runner": backend.runner,
+        "replica_pid": backend.replica_pid,
+        "batch_sizes": counted,
+        "recorded_batch_sizes": {str(k): v for k, v in sorted(formed.items())},
+        "stages_ms": stages,
+        "start_s": {
+            "ray": round(backend.cluster.ray_s, 2),
+            "serve": round(backend.cluster.serve_s, 2),
+            "deploy": round(backend.deploy_s, 2),
+        },
+        "cluster": backend.cluster.address or "local (loopback)",
+    }

@@ -1,0 +1,443 @@
+"""A real Ray Serve deployment as BatchScope's backend: Ray forms the batches.
+
+:class:`RayCluster` starts a local Ray on loopback (or connects to ``--ray-address``) and
+Serve without its HTTP proxy (BatchScope calls the deployment through a handle);
+:class:`RayBackend` deploys :class:`~batchscope.engine.serving.replica.BatchScopeReplica`
+with the run's config and is the client's side of it: ``submit(window)`` sends one window
+and returns a future of its :class:`~batchscope.engine.serving.replica.Served`.
+
+Loopback: Ray binds its node's address, which is the machine's interface unless Ray takes
+the node for a single-machine one (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, as on a Mac:
+then every Ray server binds 127.0.0.1); the replica's own gRPC server is kept there too
+(``replica.keep_on_loopback``). Usage statistics are off. ``close()`` shuts Ray down; Ray
+ties its GCS server and raylet to us, and a reaper child (``reaper.py``) kills, by PID,
+what is left of the processes it started when we close or die, even by SIGKILL
+(tests/test_ray_backend.py checks both).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import replace
+from typing import Any
+
+from batchscope.config import RunConfig
+from batchscope.device.checks import BackendError
+from batchscope.engine.backends.base import Backend, BatchResult
+from batchscope.engine.policies import BatchPolicy, make_policy
+from batchscope.engine.serving.reaper import Reaper, descendants
+from batchscope.engine.serving.wire import MAX_BATCH_SIZE, Served, boot_id
+from batchscope.engine.session import Window
+from batchscope.profiles.profile import ProfileError, load_profile
+
+APP_PREFIX = "batchscope"
+WAITERS = 256  # threads waiting for answers: at most one request in flight per session
+CLOSE_WAIT_S = 5.0  # a closing backend waits this long for the answers in flight
+#: Set for every process a local Ray starts (they inherit our environment).
+LOCAL_RAY_ENV = {
+    "RAY_USAGE_STATS_ENABLED": "0",  # no traffic off the machine
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # a single-machine node: binds 127.0.0.1
+}
+#: Set whenever Ray is used: a Ray call after its shutdown (a stray thread's) raises rather
+#: than starting a new local Ray, unseen, on the interface address.
+RAY_ENV = {
+    "RAY_ENABLE_AUTO_CONNECT": "0",
+    # Serve's clients long-poll its controller; Ray's shutdown of this process waited for
+    # the poll in flight (30-60 s by default): a short poll lets a stop end in seconds
+    "LISTEN_FOR_CHANGE_REQUEST_TIMEOUT_S_LOWER_BOUND": "1",
+    "LISTEN_FOR_CHANGE_REQUEST_TIMEOUT_S_UPPER_BOUND": "2",
+}
+
+
+def ray_available() -> str | None:
+    """None when Ray Serve can be imported, else why not (one line)."""
+    try:
+        import ray  # noqa: F401
+        from ray import serve  # noqa: F401
+    except ImportError as exc:
+        return f"Ray Serve is not installed ({exc.name}): pip install 'ray[serve]'"
+    return None
+
+
+def batching_of(policy: BatchPolicy) -> tuple[int, float]:
+    """The policy as Ray's batcher can hold it: (max_batch_size, batch_wait_timeout_s).
+
+    Its cap (``policy.cap``) and, for ``dynamic`` and ``fixed``, its delay: ``oldest`` and
+    ``round-robin`` take one window at a time (batch 1); ``all`` takes what waits, to its
+    cap (with one request in flight per session, what waits is never more than the
+    sessions); ``dynamic`` is Ray's own rule (go at the cap or after the wait); ``fixed``
+    waits for its batch or the delay as Ray's batcher does, but Ray never pads a short
+    batch (BatchScope's worker does); ``adaptive``'s cap moves live (the client observes
+    the batch latencies, the AIMD rule sets the cap in the replica).
+    """
+    wait_ms = getattr(policy, "max_delay_ms", 0.0) if policy.name in ("dynamic", "fixed") else 0
+    return policy.cap or MAX_BATCH_SIZE, wait_ms / 1000.0
+
+
+def _single_machine_node() -> None:
+    """Make this process's Ray take its node for a single-machine one (node address
+    127.0.0.1) even when Ray was imported before LOCAL_RAY_ENV was set: Ray reads the
+    variable once, at import, into ``ray_constants.ENABLE_RAY_CLUSTER``. Its children read
+    the variable itself (tests/test_ray_backend.py checks every listener)."""
+    with contextlib.suppress(ImportError, AttributeError):
+        from ray._private import ray_constants
+
+        ray_constants.ENABLE_RAY_CLUSTER = False
+
+
+def _no_auto_connect() -> None:
+    """RAY_ENV for a Ray imported before it was set (it reads it once, at import)."""
+    with contextlib.suppress(ImportError, AttributeError):
+        from ray._private import auto_init_hook
+
+        auto_init_hook.enable_auto_connect = False
+    with contextlib.suppress(ImportError, AttributeError):
+        from ray.serve._private import long_poll
+
+        long_poll.LISTEN_FOR_CHANGE_REQUEST_TIMEOUT_S = (
+            float(RAY_ENV["LISTEN_FOR_CHANGE_REQUEST_TIMEOUT_S_LOWER_BOUND"]),
+            float(RAY_ENV["LISTEN_FOR_CHANGE_REQUEST_TIMEOUT_S_UPPER_BOUND"]),
+        )
+
+
+def _ray_processes() -> set[int]:
+    """The processes this process's Ray started (its GCS server, raylet, monitors: Ray's
+    own list of them) and everything below them (agents, workers, replicas)."""
+    roots: set[int] = set()
+    with contextlib.suppress(ImportError, AttributeError):
+        from ray._private import worker
+
+        node = worker._global_node
+        assert node is not None, "called with Ray running"
+        for infos in node.all_processes.values():
+            roots.update(info.process.pid for info in infos if info.process is not None)
+    return roots.union(*(descendants(pid) for pid in roots))
+
+
+def _deploy_error(app: str, exc: Exception) -> str:
+    """Why a deployment failed, in one line: the replica's own error where Serve has it
+    (the last line of its traceback), else the exception."""
+    with contextlib.suppress(Exception):
+        from ray import serve
+
+        for status in serve.status().applications[app].deployments.values():
+            lines = [line for line in (status.message or "").splitlines() if line.strip()]
+            if lines:
+                return lines[-1].strip()
+    return f"{type(exc).__name__}: {exc}"
+
+
+class RayCluster:
+    """A Ray runtime and Serve: started here on loopback, or an existing cluster's."""
+
+    def __init__(self, address: str | None, progress: Callable[[str], None]) -> None:
+        self.address = address
+        self.started_here = address is None
+        self.closed = False
+        self.reaper: Reaper | None = None
+        self._lock = threading.Lock()
+        self._apps = 0
+        # Ray ties the processes it starts to the *thread* that started them (the kernel's
+        # parent-death signal): started from the worker thread that builds backends, its
+        # raylet and GCS were killed when a stop ended that thread, mid-shutdown. One
+        # thread of its own starts Ray, lives as long as it, and shuts it down.
+        self._close = threading.Event()
+        self._closed = threading.Event()
+        started: Future = Future()
+        self._owner = threading.Thread(
+            target=self._own, args=(started, progress), name="batchscope-ray", daemon=True
+        )
+        self._owner.start()
+        started.result()  # what starting raised (BackendError), here
+
+    def _own(self, started: Future, progress: Callable[[str], None]) -> None:
+        try:
+            self._start(progress)
+        except BaseException as exc:
+            started.set_exception(exc)
+            self._closed.set()
+            return
+        started.set_result(None)
+        self._close.wait()
+        try:
+            self._shutdown()
+        finally:
+            self._closed.set()
+
+    def _start(self, progress: Callable[[str], None]) -> None:
+        os.environ.update(RAY_ENV)  # before Ray reads them at its import, for its children too
+        if self.started_here:
+            os.environ.update(LOCAL_RAY_ENV)
+        why = ray_available()
+        if why:
+            raise BackendError(why)
+        import ray
+        from ray import serve
+
+        self.version = ray.__version__
+        _no_auto_connect()
+        t0 = time.monotonic()
+        if self.started_here:
+            _single_machine_node()
+            progress("starting a local Ray on loopback…")
+            try:
+                ray.init(
+                    num_cpus=os.cpu_count() or 1,
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    logging_level=logging.WARNING,
+                )
+            except Exception as exc:
+                raise BackendError(f"Ray did not start: {type(exc).__name__}: {exc}") from None
+        else:
+            progress(f"connecting to the Ray cluster at {self.address}…")
+            try:
+                ray.init(address=self.address, log_to_driver=False, logging_level=logging.WARNING)
+            except Exception as exc:
+                raise BackendError(
+                    f"--ray-address {self.address}: cannot connect ({type(exc).__name__}: {exc})"
+                ) from None
+        self.ray_s = time.monotonic() - t0
+        self.reaper = Reaper() if self.started_here else None
+        self.watch()
+        progress("starting Ray Serve…")
+        t0 = time.monotonic()
+        serve.start(proxy_location="Disabled")
+        self.serve_s = time.monotonic() - t0
+        self.watch()
+
+    def watch(self) -> None:
+        """Hand the processes our Ray runs now to the reaper (a local Ray only)."""
+        if self.reaper is not None:
+            self.reaper.watch(_ray_processes())
+
+    def next_app(self) -> str:
+        with self._lock:
+            self._apps += 1
+            return f"{APP_PREFIX}-{os.getpid()}-{self._apps}"
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Shut down the Ray we started (Serve with it), or leave the cluster we joined; on
+        the thread that started it. Returns when done, or after ``timeout`` s."""
+        self.closed = True
+        self._close.set()
+        self._closed.wait(timeout)
+
+    def _shutdown(self) -> None:
+        import ray
+
+        if self.started_here:
+            from ray import serve
+
+            t0 = time.monotonic()
+            serve.shutdown()
+            ray.shutdown()
+            self.shutdown_s = time.monotonic() - t0
+            if self.reaper is not None:
+                self.reaper.close()  # what did not end with Ray's shutdown
+        else:
+            ray.shutdown()  # disconnect; the cluster and other users' apps stay
+
+
+_cluster: RayCluster | None = None
+_cluster_lock = threading.Lock()
+
+
+def cluster_for(address: str | None, progress: Callable[[str], None]) -> RayCluster:
+    """The process's Ray (Ray is one per process): the one running if it is at
+    ``address``, else a new one (the other shut down first)."""
+    global _cluster
+    with _cluster_lock:
+        if _cluster is not None and _cluster.address != address:
+            _cluster.close()
+            _cluster = None
+        if _cluster is None:
+            _cluster = RayCluster(address, progress)
+            atexit.register(shutdown_cluster)  # a caller that never released it
+        return _cluster
+
+
+def shutdown_cluster() -> None:
+    """Stop the Ray this process started (or leave the cluster it joined); idempotent."""
+    global _cluster
+    with _cluster_lock:
+        if _cluster is not None:
+            _cluster.close()
+            _cluster = None
+
+
+_users = 0  # engines that serve on the process's Ray
+
+
+def acquire_serving() -> None:
+    """An engine will serve on the process's Ray: it stays up until the last one releases."""
+    global _users
+    with _cluster_lock:
+        _users += 1
+
+
+def release_serving() -> None:
+    """An engine is done with the process's Ray; the last one out shuts it down (once
+    down, any call into Ray would make Ray end this process: nothing may use it after)."""
+    global _users
+    with _cluster_lock:
+        _users = max(0, _users - 1)
+        last = _users == 0
+    if last:
+        shutdown_cluster()
+
+
+class RayBackend(Backend):
+    """The client's side of one BatchScope deployment on Ray Serve."""
+
+    draws_detections = False
+
+    def __init__(
+        self, config: RunConfig, cluster: RayCluster, progress: Callable[[str], None]
+    ) -> None:
+        from ray import serve
+
+        from batchscope.engine.serving.replica import BatchScopeReplica
+
+        self.cluster = cluster
+        self.config = config
+        self.resolution = config.resolution
+        self.weights = "emulated" if config.runner == "emulated" else "model"
+        self.max_batch_size, self.wait_s = batching_of(make_policy(config))
+        self.app = cluster.next_app()
+        progress("deploying BatchScope's replica on Ray Serve…")
+        t0 = time.monotonic()
+        try:
+            self._handle = serve.run(
+                BatchScopeReplica.bind(  # type: ignore[attr-defined]
+                    config, self.max_batch_size, self.wait_s, cluster.started_here
+                ),
+                name=self.app,
+                route_prefix=None,
+            )
+            stats = self._handle.stats.remote().result()
+        except Exception as exc:
+            why = _deploy_error(self.app, exc)
+            with contextlib.suppress(Exception):
+                serve.delete(self.app, _blocking=False)
+            raise BackendError(f"the Ray Serve deployment failed: {why}") from None
+        self.deploy_s = time.monotonic() - t0
+        cluster.watch()  # the replica's process too
+        self.runner = str(stats["runner"])
+        self.replica_pid = int(stats["pid"])
+        self.label = f"Ray Serve {cluster.version}: {self.runner}"
+        self.clock = boot_id()
+        self.draws_detections = config.runner == "torch"
+        self._waiters = ThreadPoolExecutor(WAITERS, thread_name_prefix="batchscope-ray-request")
+        self._flight_lock = threading.Lock()
+        self._in_flight: set[Future] = set()
+        self._closing = False
+
+    # -- the serving side ------------------------------------------------------
+
+    def submit(self, window: Window) -> Future:
+        """Send one window; the Future has its Served (or the request's exception).
+
+        A thread of a pool waits for each answer (at most one per session is in flight).
+        """
+        with self._flight_lock:
+            if self._closing:
+                raise BackendError("the Ray Serve deployment is closing")
+            response = self._handle.remote(window)
+            future = self._waiters.submit(response.result)
+            self._in_flight.add(future)
+        future.add_done_callback(self._landed)
+        return future
+
+    def _landed(self, future: Future) -> None:
+        with self._flight_lock:
+            self._in_flight.discard(future)
+
+    def set_batching(self, max_batch_size: int, wait_s: float) -> Future:
+        """Ray's batcher knobs, live in the replica from its next batch; the Future has the
+        replica's PID (the same one: no redeploy)."""
+        response = self._handle.set_batching.remote(max_batch_size, wait_s)
+        self.max_batch_size, self.wait_s = max_batch_size, wait_s
+        return self._waiters.submit(response.result)
+
+    def stats(self) -> dict[str, Any]:
+        """The replica's own count of the batches it formed (and its runner, its PID)."""
+        out: dict[str, Any] = self._handle.stats.remote().result()
+        return out
+
+    # -- Backend ---------------------------------------------------------------
+
+    def on_client_clock(self, served: Served, sent: float, received: float) -> Served:
+        """``served`` with its replica times on this process's perf_counter clock.
+
+        A replica on this machine shares it (the same boot id: CLOCK_MONOTONIC); one on
+        another machine is placed by halving the round trip outside the replica.
+        """
+        if served.clock == self.clock:
+            return served
+        outside = (received - sent) - (served.post_end - served.arrived)
+        shift = sent + max(0.0, outside) / 2.0 - served.arrived
+        return replace(
+            served,
+            arrived=served.arrived + shift,
+            start=served.start + shift,
+            prep_end=served.prep_end + shift,
+            compute_end=served.compute_end + shift,
+            post_end=served.post_end + shift,
+            clock=self.clock,
+        )
+
+    def run(self, windows: Sequence[Window], pad: int = 0) -> BatchResult:
+        """All ``windows`` sent at once and awaited (Ray may split them into batches)."""
+        sent = time.perf_counter()
+        answers = [f.result() for f in [self.submit(w) for w in windows]]
+        received = time.perf_counter()
+        served = [self.on_client_clock(s, sent, received) for s in answers]
+        return BatchResult(
+            [s.detection for s in served],
+            max(s.prep_end for s in served),
+            max(s.compute_end for s in served),
+            received,
+        )
+
+    def close(self) -> None:
+        """Let the requests in flight end (each within its batch), stop the handle's router,
+        then remove the application and wait for its replica to stop.
+
+        In this order: a request still in flight when its replica goes is retried by the
+        router without end, and a router left running past Ray's shutdown finds no GCS, on
+        which Ray ends the whole process.
+        """
+        from ray import serve
+
+        with self._flight_lock:
+            self._closing = True
+            pending = list(self._in_flight)
+        _, not_done = wait(pending, timeout=CLOSE_WAIT_S)
+        for future in not_done:
+            future.cancel()
+        self._waiters.shutdown(wait=False, cancel_futures=True)
+        if self.cluster.closed:  # its app went with it (and Ray is not to be called now)
+            return
+        with contextlib.suppress(Exception):
+            self._handle.shutdown()
+        with contextlib.suppress(Exception):  # the cluster may be gone already (stopping)
+            serve.delete(self.app, _blocking=True)
+
+
+def serving_backend(config: RunConfig, progress: Callable[[str], None]) -> RayBackend:
+    """The backend of a serving engine's config (``--backend ray``): a deployment on the
+    process's Ray; a bad profile or curve is said before Ray starts."""
+    if config.runner == "emulated":
+        try:
+            load_profile(config.profile or "").curve(config.precision, config.resolution)
+        except ProfileError as exc:
+            raise BackendError(str(exc)) from None
+    return RayBackend(config, cluster_for(config.ray_address, progress), progress)

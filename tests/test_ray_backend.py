@@ -1,0 +1,179 @@
+"""--backend ray: a real Ray Serve forms the batches of BatchScope's client-side sessions.
+
+One local Ray for the module (it takes 10-30 s to start on two cores): batches formed
+within the cap, a live knob change applied by the replica's setters in the same process,
+every listener on loopback, the report's ``serving`` object, and nothing left behind by a
+stop or by a BatchScope killed with SIGKILL. Structure, not throughput: the machine has
+two cores.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from tests.contract import SMALL_EMULATED, wait_for
+
+from batchscope.config import ConfigError, RunConfig
+from batchscope.engine.engine import Engine
+from batchscope.engine.serving.reaper import descendants, start_time
+
+pytest.importorskip("ray.serve", reason="Ray Serve is not installed: pip install 'ray[serve]'")
+
+pytestmark = pytest.mark.slow
+START_S = 120.0  # a cold Ray, Serve and one replica on a busy two-core machine
+
+
+def listening(pids: set[int]) -> list[tuple[int, str]]:
+    """(pid, local address) of every TCP socket the ``pids`` listen on (/proc/net/tcp*)."""
+    inodes: dict[str, int] = {}
+    for pid in pids:
+        try:
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                target = os.readlink(fd)
+                if target.startswith("socket:["):
+                    inodes[target[8:-1]] = pid
+        except OSError:
+            continue
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            cols = line.split()
+            if cols[3] == "0A" and cols[9] in inodes:  # TCP_LISTEN
+                found.append((inodes[cols[9]], cols[1]))
+    return found
+
+
+def on_loopback(address: str) -> bool:
+    """Whether a /proc/net/tcp* local address (hex IP:port) is a loopback one."""
+    ip = address.split(":")[0]
+    if len(ip) == 8:  # IPv4, little-endian: 127.x.x.x ends in 7F
+        return ip.endswith("7F")
+    # IPv6: ::1, or ::ffff:127.x.x.x (a v4-mapped loopback)
+    return ip == "00000000000000000000000001000000" or (
+        ip[:24] == "0000000000000000FFFF0000" and ip.endswith("7F")
+    )
+
+
+def served(engine: Engine) -> int:
+    return sum(s.delivered for s in engine.snapshot().sessions)
+
+
+@pytest.fixture(scope="module")
+def ray_engine():
+    config = RunConfig(
+        **{**SMALL_EMULATED, "backend": "ray"},
+        sessions=6,
+        policy="dynamic",
+        max_batch=3,
+        max_delay_ms=20.0,
+    )
+    engine = Engine(config)
+    started = time.monotonic()
+    engine.open()
+    engine.start()
+    assert wait_for(lambda: served(engine) > 60, START_S), "no results from Ray Serve"
+    engine.open_s = time.monotonic() - started  # type: ignore[attr-defined]
+    yield engine
+    engine.stop(10.0)
+
+
+def test_ray_forms_the_batches_within_the_cap_and_the_report_says_so(ray_engine):
+    engine = ray_engine
+    engine.reset_stats()
+    assert wait_for(lambda: served(engine) > 60, 60.0)
+    report = engine.report()
+    serving = report["serving"]
+    assert serving["engine"] == "ray"
+    import ray
+
+    assert serving["version"] == ray.__version__
+    sizes = {int(k): v for k, v in serving["batch_sizes"].items()}
+    assert sizes and max(sizes) <= 3  # the cap, as the replica counted its batches
+    assert max(sizes) > 1  # six sessions, 20 ms to gather: Ray batched some
+    recorded = {int(k): v for k, v in report["overall"]["batch_sizes"].items()}
+    assert max(recorded) <= 3
+    assert set(serving["stages_ms"]) == {"client", "to_replica", "queue", "compute", "back"}
+    assert serving["stages_ms"]["compute"] > 0
+    assert report["config"]["backend"] == "ray"
+    assert report["config"]["device"].startswith("ray: emulated:")
+
+
+def test_a_live_knob_change_is_set_in_the_same_replica(ray_engine):
+    engine = ray_engine
+    backend = engine.backend
+    pid = backend.stats()["pid"]
+    assert engine.apply(engine.config.with_changes(max_batch=1, max_delay_ms=0.0)) is None
+    # the replica holds the new knob: every batch it forms from the reset on has it
+    assert wait_for(lambda: backend.stats()["max_batch_size"] == 1, 10.0)
+    engine.reset_stats()
+    assert wait_for(lambda: served(engine) > 40, 60.0)
+    sizes = {int(k) for k in engine.report()["serving"]["batch_sizes"]}
+    assert sizes == {1}
+    assert backend.stats()["pid"] == pid  # set by the replica's setters: no new replica
+    assert engine.apply(engine.config.with_changes(max_batch=3, max_delay_ms=20.0)) is None
+
+
+def test_switching_to_batchscope_s_own_worker_live_is_refused(ray_engine):
+    engine = ray_engine
+    error = engine.apply(engine.config.with_changes(backend="emulated"))
+    assert error is not None and "stop and start" in error
+    assert engine.config.backend == "ray"
+
+
+def test_every_listener_ray_started_is_on_loopback(ray_engine):
+    ours = descendants(os.getpid())
+    sockets = listening(ours | {os.getpid()})
+    assert sockets, "Ray's servers were not found"
+    off = [(pid, addr) for pid, addr in sockets if not on_loopback(addr)]
+    assert off == [], f"listening off loopback: {off}"
+
+
+def test_a_bad_ray_address_is_one_clear_error():
+    with pytest.raises(ConfigError, match="needs the ray backend"):
+        RunConfig(**SMALL_EMULATED, ray_address="127.0.0.1:1")  # emulated, not ray
+
+
+def test_stopping_batchscope_stops_every_ray_process(ray_engine):
+    """The module's engine, stopped (its last test): what Ray started is gone, by PID."""
+    ray_processes = descendants(os.getpid())
+    assert ray_processes
+    assert ray_engine.stop(10.0) == []
+    assert wait_for(lambda: not (descendants(os.getpid()) & ray_processes), 30.0), (
+        f"left running: {descendants(os.getpid()) & ray_processes}"
+    )
+
+
+def test_a_killed_batchscope_leaves_no_ray_behind(tmp_path):
+    report = tmp_path / "r.json"
+    cmd = [sys.executable, "-m", "batchscope", "run", "synthetic", "--backend", "ray",
+           "--sessions", "2", "--resolution", "256x144", "--duration", "600",
+           "--json", str(report)]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+
+        def replica_up() -> bool:
+            for pid in descendants(proc.pid):
+                try:
+                    if "ServeReplica" in Path(f"/proc/{pid}/cmdline").read_text():
+                        return True
+                except OSError:
+                    continue
+            return False
+
+        assert wait_for(replica_up, START_S), "no Serve replica started"
+        ray_processes = descendants(proc.pid)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+
+    def alive() -> set[int]:
+        return {p for p in ray_processes if start_time(p) is not None}
+
+    # Ray's agents alone waited 60 s for the GCS that died with BatchScope: the reaper
+    assert wait_for(lambda: not alive(), 15.0), f"left behind by a killed BatchScope: {alive()}"
