@@ -456,3 +456,39 @@ def test_verify_agrees_with_the_plan_within_10_percent():
         planned = simulate(check["config"], jitter=jitter)["overall"]
     assert live["mean_fps"] == pytest.approx(planned["mean_fps"], rel=0.10)
     assert live["latency_ms"]["p50"] == pytest.approx(planned["latency_ms"]["p50"], rel=0.10)
+
+
+def test_the_verify_object_has_planned_served_and_their_ratio():
+    from batchscope.cli.plan import format_verify, verify_json
+
+    def overall(fps: float, p99: float) -> dict:
+        return {
+            "overall": {
+                "mean_fps": fps,
+                "min_fps": fps - 1,
+                "latency_ms": {"p50": p99 / 2, "p99": p99},
+                "throughput_wps": fps * 4,
+            }
+        }
+
+    config = RunConfig(profile="laptop-8gb", sessions=4, duration_s=10.0)
+    check = {
+        "config": config,
+        "on": "ray",
+        "planned": overall(30.0, 40.0),
+        "live": overall(24.0, 60.0),
+    }
+    data = verify_json(check)
+    assert data["on"] == "ray"
+    keys = {"mean_fps", "min_fps", "p50_ms", "p99_ms", "throughput_wps"}
+    assert set(data["planned"]) == set(data["served"]) == set(data["ratio"]) == keys
+    assert data["served"]["p99_ms"] == 60.0 and data["ratio"]["p99_ms"] == 1.5
+    assert data["ratio"]["mean_fps"] == 0.8
+    text = format_verify(check)
+    assert "served by a real Ray Serve" in text and "1.500" in text
+
+
+def test_on_without_verify_is_one_clear_error(capsys):
+    assert main(["plan", "--profile", "laptop-8gb", "--p99-ms", "50", "--on", "ray"]) != 0
+    err = capsys.readouterr().err
+    assert "--verify" in err and "Traceback" not in err

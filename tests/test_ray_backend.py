@@ -9,6 +9,7 @@ two cores.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -137,6 +138,24 @@ def test_every_listener_ray_started_is_on_loopback(ray_engine):
 def test_a_bad_ray_address_is_one_clear_error():
     with pytest.raises(ConfigError, match="needs the ray backend"):
         RunConfig(**SMALL_EMULATED, ray_address="127.0.0.1:1")  # emulated, not ray
+
+
+def test_plan_verify_on_ray_prints_planned_vs_served(ray_engine, tmp_path, capsys):
+    """Served by a Ray Serve (the module's Ray: one per process), planned vs served."""
+    from batchscope.cli import main
+
+    out = tmp_path / "plan.json"
+    args = ["plan", "--profile", "laptop-8gb", "--resolution", "256x144", "--seeds", "2",
+            "--p99-ms", "50",
+            "--verify", "--on", "ray", "--json", str(out)]  # fmt: skip
+    assert main(args) == 0
+    verify = json.loads(out.read_text())["verify"]
+    assert verify["on"] == "ray"
+    assert verify["served"]["throughput_wps"] > 0
+    assert verify["ratio"]["mean_fps"] == pytest.approx(
+        verify["served"]["mean_fps"] / verify["planned"]["mean_fps"], abs=0.002
+    )
+    assert "served by a real Ray Serve" in capsys.readouterr().out
 
 
 def test_stopping_batchscope_stops_every_ray_process(ray_engine):

@@ -29,7 +29,14 @@ from batchscope.cli.args import (
     seed_count,
     write_json,
 )
-from batchscope.config import DEFAULT_RESOLUTION, KNOBS, POLICIES, PRECISIONS, format_resolution
+from batchscope.config import (
+    DEFAULT_RESOLUTION,
+    KNOBS,
+    POLICIES,
+    PRECISIONS,
+    ConfigError,
+    format_resolution,
+)
 from batchscope.profiles.profile import load_profile
 from batchscope.setting import precision_note, save_setting, triton_config
 from batchscope.sim.host_jitter import load_host_jitter
@@ -114,7 +121,15 @@ def add_plan_command(sub: Any) -> None:
     p.add_argument(
         "--verify",
         action="store_true",
-        help=f"run the recommendation on the live emulated worker for {VERIFY_S:g} s",
+        help=f"serve the recommendation live on the emulated curve for {VERIFY_S:g} s and "
+        "print planned vs served",
+    )
+    p.add_argument(
+        "--on",
+        choices=tuple(ENGINE_NAMES),
+        default="inprocess",
+        help="what serves it with --verify: BatchScope's own worker (inprocess, the default) "
+        "or a real Ray Serve started on loopback (ray; needs ray[serve])",
     )
     p.set_defaults(handler=cmd_plan, parser=p)
 
@@ -226,29 +241,46 @@ def _knobs_text(params: dict[str, Any]) -> str:
     return ", ".join(parts) or "-"
 
 
+#: The figures ``plan --verify`` compares, planned vs served: (JSON name, table name, how
+#: to read it from a report's ``overall``).
+VERIFY_FIGURES = (
+    ("mean_fps", "mean fps", lambda o: o["mean_fps"]),
+    ("min_fps", "slowest fps", lambda o: o["min_fps"]),
+    ("p50_ms", "p50 ms", lambda o: o["latency_ms"]["p50"]),
+    ("p99_ms", "p99 ms", lambda o: o["latency_ms"]["p99"]),
+    ("throughput_wps", "throughput w/s", lambda o: o["throughput_wps"]),
+)
+ENGINE_NAMES = {"inprocess": "BatchScope's own worker", "ray": "a real Ray Serve"}
+
+
+def verify_json(check: dict[str, Any]) -> dict[str, Any]:
+    """The plan's ``verify`` object: ``on``, ``planned``, ``served`` and ``ratio``
+    (served ÷ planned; None where the plan has 0)."""
+    planned = {k: get(check["planned"]["overall"]) for k, _, get in VERIFY_FIGURES}
+    served = {k: get(check["live"]["overall"]) for k, _, get in VERIFY_FIGURES}
+    ratio = {k: round(served[k] / planned[k], 3) if planned[k] else None for k in planned}
+    return {"on": check["on"], "planned": planned, "served": served, "ratio": ratio}
+
+
 def format_verify(check: dict[str, Any]) -> str:
-    """Planned (simulated) vs live figures of the recommended setting, with ratios."""
-    planned, live = check["planned"]["overall"], check["live"]["overall"]
-    rows = [
-        ("mean fps", planned["mean_fps"], live["mean_fps"]),
-        ("slowest fps", planned["min_fps"], live["min_fps"]),
-        ("p50 ms", planned["latency_ms"]["p50"], live["latency_ms"]["p50"]),
-        ("p99 ms", planned["latency_ms"]["p99"], live["latency_ms"]["p99"]),
-        ("throughput w/s", planned["throughput_wps"], live["throughput_wps"]),
-    ]
+    """Planned (simulated) vs served figures of the recommended setting, with ratios."""
+    data = verify_json(check)
     config = check["config"]
     lines = [
-        f"verify: {config.policy_label()} × {config.sessions} sessions on the live emulated "
-        f"worker ({config.profile}), {config.duration_s:g} s after a warm-up, seed {config.seed}",
-        f"{'':<16}{'planned':>9}{'live':>9}{'live/planned':>14}",
+        f"verify: {config.policy_label()} × {config.sessions} sessions served by "
+        f"{ENGINE_NAMES[data['on']]} on the emulated {config.profile}, "
+        f"{config.duration_s:g} s after a warm-up, seed {config.seed}",
+        f"{'':<16}{'planned':>9}{'served':>9}{'served/planned':>16}",
     ]
-    for name, a, b in rows:
-        ratio = f"{b / a:.3f}" if a else "-"
-        lines.append(f"{name:<16}{a:>9.1f}{b:>9.1f}{ratio:>14}")
+    for key, name, _ in VERIFY_FIGURES:
+        a, b, ratio = data["planned"][key], data["served"][key], data["ratio"][key]
+        lines.append(f"{name:<16}{a:>9.1f}{b:>9.1f}{'-' if ratio is None else f'{ratio:.3f}':>16}")
     return "\n".join(lines)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    if args.on != "inprocess" and not args.verify:
+        raise ConfigError("on", args.on, "says what serves --verify: give --verify too")
     budget = Budget(fps=args.fps, p99_ms=args.p99_ms, min_fps_ratio=args.min_fps_ratio)
     profile = load_profile(args.profile)
     profile.curve(args.precision, args.resolution)  # ProfileError names what the profile has
@@ -301,8 +333,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.verify:
         from batchscope.sim.planner import verify
 
-        check = verify(result, VERIFY_S)
+        check = verify(result, VERIFY_S, on=args.on)
         print(format_verify(check), file=out)
-        data["verify"] = {"planned": check["planned"]["overall"], "live": check["live"]["overall"]}
+        data["verify"] = verify_json(check)
     write_json(data, args.json)
     return 0

@@ -340,14 +340,19 @@ def _windows_per_s(curve: BatchCurve, config: RunConfig) -> float:
     return max(b / (curve.ms(max(b, shape)) * 1.0 / 1000.0) for b in range(1, largest + 1))
 
 
-def verify(plan_: Plan, seconds: float = 10.0, warmup_s: float = DEFAULT_WARMUP_S) -> dict:
-    """The recommended setting on the live emulated worker for ``seconds`` (after a warm-up):
+def verify(
+    plan_: Plan, seconds: float = 10.0, warmup_s: float = DEFAULT_WARMUP_S, on: str = "inprocess"
+) -> dict:
+    """The recommended setting served live for ``seconds`` (after a warm-up), on the emulated
+    curve: by BatchScope's own worker (``on="inprocess"``) or by a real Ray Serve (``"ray"``).
     ``{"config", "planned", "live"}`` with the planned figures from the simulator at the same
-    seed and duration, so the two differ only by the live worker's timing."""
+    seed and duration, so the two differ only by the engine's timing."""
     from batchscope.engine.engine import Engine  # the live worker: threads, and torch's import
     from batchscope.sim.simulator import simulate
 
     config = plan_.config().with_changes(sources=("synthetic",), duration_s=seconds, seed=0)
+    if on == "ray":
+        config = config.with_changes(backend="ray")
     engine = Engine(config)
     engine.open()
     engine.start()
@@ -358,5 +363,5 @@ def verify(plan_: Plan, seconds: float = 10.0, warmup_s: float = DEFAULT_WARMUP_
         live = engine.report()
     finally:
         engine.stop()
-    planned = simulate(config, warmup_s=warmup_s)
-    return {"config": config, "planned": planned, "live": live}
+    planned = simulate(config.with_changes(backend="emulated"), warmup_s=warmup_s)
+    return {"config": config, "planned": planned, "live": live, "on": on}
