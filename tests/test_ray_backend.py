@@ -190,6 +190,9 @@ def test_a_killed_batchscope_leaves_no_ray_behind(tmp_path):
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
+    assert proc.stderr is not None
+    said = proc.stderr.read().decode(errors="replace")
+    assert "starting a local Ray on loopback" in said  # the terminal says what starts
 
     def alive() -> set[int]:
         return {p for p in ray_processes if start_time(p) is not None}

@@ -357,6 +357,7 @@ def started_engine(config: RunConfig, message: str | None, run_s: float) -> Engi
     """An engine opened and started on ``config`` (``message`` on stderr first, if any),
     for a run of ``run_s`` seconds: a clip shorter than that says it loops."""
     engine = Engine(config, run_s=run_s)
+    engine.on_progress = lambda m: print(f"batchscope: {m}", file=sys.stderr, flush=True)
     if message:
         print(f"batchscope: {message}", file=sys.stderr)
     with decoding_progress(engine):

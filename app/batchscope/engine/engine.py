@@ -119,6 +119,7 @@ class Engine:
         self.recorder: Recorder | None = None
         self._load: NeighbourLoad | None = None  # real neighbours (torch backend)
         self.progress: str | None = None  # what is being decoded, and how far (or None)
+        self.on_progress: Callable[[str], None] | None = None  # hears ``said`` (the CLI)
         self._live = LiveChange(self)  # live changes, one at a time (engine/live_change.py)
         self.host_probe: HostProbe | None = None  # the timers' check at the start
         self._load_mark = load_mark()  # the machine's load since the statistics began
@@ -267,8 +268,11 @@ class Engine:
     # -- events and recording ---------------------------------------------------------
 
     def said(self, message: str) -> None:
-        """An ``info`` event (a slow start's progress: what it is doing)."""
+        """What a slow start is doing (a serving engine's: seconds): an ``info`` event, and
+        ``on_progress`` (the terminal's line) if set."""
         self.event("info", message)
+        if self.on_progress is not None:
+            self.on_progress(message)
 
     def now(self) -> float:
         """Seconds since start (the time axis of every plot)."""
