@@ -84,8 +84,12 @@ class Worker:
         # how late the worker woke from its last wait (s), against when it meant to: the
         # policy's deadline, or the publish that woke it; 0 once a batch ran after it
         self._woke_late = 0.0
+        self._prepare()
         self._thread = threading.Thread(target=self._run, name="batchscope-worker", daemon=True)
         self._thread.start()
+
+    def _prepare(self) -> None:
+        """A subclass's own state, made before the thread starts (none here)."""
 
     # -- control (any thread) -------------------------------------------------
 

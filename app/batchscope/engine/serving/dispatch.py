@@ -21,18 +21,16 @@ from __future__ import annotations
 
 import queue
 import threading
-import time
 from collections import Counter
-from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
 from batchscope.engine.accuracy import UNSCORED
-from batchscope.engine.metrics import Latest, MetricsStore
-from batchscope.engine.policies import SESSION, BatchPolicy
+from batchscope.engine.metrics import Latest
+from batchscope.engine.policies import SESSION
 from batchscope.engine.serving.ray_serve import RayBackend, batching_of
-from batchscope.engine.session import Mailboxes, Window
+from batchscope.engine.session import Window
 from batchscope.engine.worker import POLL_S, Worker
 
 #: How long a batch whose answers did not all come back waits for them (s) before it is
@@ -70,15 +68,8 @@ class Answer:
 class ServingWorker(Worker):
     """A client per session of a serving engine, in place of the batching loop."""
 
-    def __init__(
-        self,
-        mailboxes: Mailboxes,
-        store: MetricsStore,
-        policy: BatchPolicy,
-        event: Callable[[str, str], object],
-        clock: Callable[[], float] = time.perf_counter,
-    ) -> None:
-        # before the thread starts (Worker.__init__ starts it)
+    def _prepare(self) -> None:
+        # made before the thread starts (Worker.__init__ starts it)
         self._in_flight: dict[int, Future] = {}
         # (window, sent, received, its future): answers the loop has yet to record
         self._answers: queue.SimpleQueue[tuple[Window, float, float, Future]] = queue.SimpleQueue()
@@ -88,7 +79,6 @@ class ServingWorker(Worker):
         self._serving_lock = threading.Lock()
         self.serving = ServingStages()
         self.formed: Counter[int] = Counter()  # batch sizes the engine formed, as recorded
-        super().__init__(mailboxes, store, policy, event, clock)
 
     def reset_serving(self) -> None:
         """Forget the serving figures (statistics reset): the engine's own batch counts
