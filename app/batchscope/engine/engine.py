@@ -51,7 +51,7 @@ from batchscope.engine.roster import (
     open_slots,
 )
 from batchscope.engine.segments import SegmentLog
-from batchscope.engine.serving.dispatch import ServingWorker, serving_report
+from batchscope.engine.serving.dispatch import ServingWorker
 from batchscope.engine.serving.ray_serve import acquire_serving, release_serving, serving_backend
 from batchscope.engine.session import Mailboxes, Session, Window, shown_state
 from batchscope.engine.snapshot import (
@@ -560,7 +560,7 @@ class Engine:
             report["host_probe"] = probe
         report["host_load"] = host_load_since(self._load_mark)
         if isinstance(self._worker, ServingWorker):
-            report["serving"] = serving_report(self._worker)
+            report["serving"] = self._worker.report()
         return report
 
 

@@ -30,6 +30,7 @@ from batchscope.engine.accuracy import UNSCORED
 from batchscope.engine.metrics import Latest
 from batchscope.engine.policies import SESSION
 from batchscope.engine.serving.ray_serve import RayBackend, batching_of
+from batchscope.engine.serving.wire import Served
 from batchscope.engine.session import Window
 from batchscope.engine.worker import POLL_S, Worker
 
@@ -62,7 +63,7 @@ class Answer:
     window: Window
     sent: float
     received: float
-    served: Any  # replica.Served, on the client's clock
+    served: Served  # on the client's clock
 
 
 class ServingWorker(Worker):
@@ -231,35 +232,30 @@ class ServingWorker(Worker):
 
         applied.add_done_callback(said)
 
-    def stop(self, timeout: float = 2.0) -> None:
-        super().stop(timeout)
-        self._in_flight.clear()
-
-
-def serving_report(worker: ServingWorker) -> dict[str, Any]:
-    """The report's ``serving`` object: the engine, its version, the batches it formed since
-    the statistics' start (as the replica counted them; ``recorded_batch_sizes``: those
-    whose answers the client recorded) and the serving stages' means (ms)."""
-    backend = worker.backend
-    assert isinstance(backend, RayBackend), "a serving worker runs a serving backend"
-    stages, formed = worker.serving_figures()
-    try:
-        counted = {str(k): v for k, v in sorted(worker.counted_since_reset().items())}
-    except Exception as exc:  # the engine is gone (stopped): the client's count, said so
-        counted = {str(k): v for k, v in sorted(formed.items())}
-        worker._event("error", f"ray: its batch counts were not read ({exc}): the client's")
-    return {
-        "engine": "ray",
-        "version": backend.cluster.version,
-        "runner": backend.runner,
-        "replica_pid": backend.replica_pid,
-        "batch_sizes": counted,
-        "recorded_batch_sizes": {str(k): v for k, v in sorted(formed.items())},
-        "stages_ms": stages,
-        "start_s": {
-            "ray": round(backend.cluster.ray_s, 2),
-            "serve": round(backend.cluster.serve_s, 2),
-            "deploy": round(backend.deploy_s, 2),
-        },
-        "cluster": backend.cluster.address or "local (loopback)",
-    }
+    def report(self) -> dict[str, Any]:
+        """The report's ``serving`` object: the engine, its version, the batches it formed
+        since the statistics' start (as the replica counted them; ``recorded_batch_sizes``:
+        those whose answers the client recorded) and the serving stages' means (ms)."""
+        backend = self.backend
+        assert isinstance(backend, RayBackend), "a serving worker runs a serving backend"
+        stages, formed = self.serving_figures()
+        try:
+            counted = {str(k): v for k, v in sorted(self.counted_since_reset().items())}
+        except Exception as exc:  # the engine is gone (stopped): the client's count, said so
+            counted = {str(k): v for k, v in sorted(formed.items())}
+            self._event("error", f"ray: its batch counts were not read ({exc}): the client's")
+        return {
+            "engine": "ray",
+            "version": backend.cluster.version,
+            "runner": backend.runner,
+            "replica_pid": backend.replica_pid,
+            "batch_sizes": counted,
+            "recorded_batch_sizes": {str(k): v for k, v in sorted(formed.items())},
+            "stages_ms": stages,
+            "start_s": {
+                "ray": round(backend.cluster.ray_s, 2),
+                "serve": round(backend.cluster.serve_s, 2),
+                "deploy": round(backend.deploy_s, 2),
+            },
+            "cluster": backend.cluster.address or "local (loopback)",
+        }

@@ -70,12 +70,14 @@ def batching_of(policy: BatchPolicy) -> tuple[int, float]:
     """The policy as Ray's batcher can hold it: (max_batch_size, batch_wait_timeout_s).
 
     Its cap (``policy.cap``) and, for ``dynamic`` and ``fixed``, its delay: ``oldest`` and
-    ``round-robin`` take one window at a time (batch 1); ``all`` takes what waits, to its
-    cap (with one request in flight per session, what waits is never more than the
-    sessions); ``dynamic`` is Ray's own rule (go at the cap or after the wait); ``fixed``
-    waits for its batch or the delay as Ray's batcher does, but Ray never pads a short
-    batch (BatchScope's worker does); ``adaptive``'s cap moves live (the client observes
-    the batch latencies, the AIMD rule sets the cap in the replica).
+    ``round-robin`` take one window at a time (batch 1); ``all`` gets its cap (none: more
+    than the sessions, each with one request in flight) and no wait — but Ray forms a batch
+    from what has arrived, then queues it for the device, so under load its batches stay
+    near 1 (docs/FINDINGS.md "The serving tax"); ``dynamic`` is Ray's own rule (go at the
+    cap or after the wait); ``fixed`` waits for its batch or the delay as Ray's batcher
+    does, but Ray never pads a short batch (BatchScope's worker does); ``adaptive``'s cap
+    moves live (the client observes the batch latencies, the AIMD rule sets the cap in the
+    replica).
     """
     wait_ms = getattr(policy, "max_delay_ms", 0.0) if policy.name in ("dynamic", "fixed") else 0
     return policy.cap or MAX_BATCH_SIZE, wait_ms / 1000.0
@@ -92,7 +94,7 @@ def _single_machine_node() -> None:
         ray_constants.ENABLE_RAY_CLUSTER = False
 
 
-def _no_auto_connect() -> None:
+def _ray_env_read_late() -> None:
     """RAY_ENV for a Ray imported before it was set (it reads it once, at import)."""
     with contextlib.suppress(ImportError, AttributeError):
         from ray._private import auto_init_hook
@@ -118,7 +120,7 @@ def _ray_processes() -> set[int]:
         assert node is not None, "called with Ray running"
         for infos in node.all_processes.values():
             roots.update(info.process.pid for info in infos if info.process is not None)
-    return roots.union(*(descendants(pid) for pid in roots))
+    return roots | descendants(*roots)
 
 
 def _deploy_error(app: str, exc: Exception) -> str:
@@ -182,7 +184,7 @@ class RayCluster:
         from ray import serve
 
         self.version = ray.__version__
-        _no_auto_connect()
+        _ray_env_read_late()
         t0 = time.monotonic()
         if self.started_here:
             _single_machine_node()

@@ -31,8 +31,8 @@ def start_time(pid: int) -> int | None:
     return None if fields[0] == "Z" else int(fields[19])
 
 
-def descendants(pid: int) -> set[int]:
-    """Every live process below ``pid`` (from /proc; zombies left out)."""
+def descendants(*roots: int) -> set[int]:
+    """Every live process below the ``roots`` (one walk of /proc; zombies left out)."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -45,7 +45,7 @@ def descendants(pid: int) -> set[int]:
         if fields[0] != "Z":
             children.setdefault(int(fields[1]), []).append(int(entry.name))
     found: set[int] = set()
-    todo = [pid]
+    todo = list(roots)
     while todo:
         for child in children.get(todo.pop(), []):
             if child not in found:
