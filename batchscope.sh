@@ -4,17 +4,24 @@
 #                                          (options: batchscope gui --help)
 #   ./batchscope.sh test [PYTEST OPTIONS…] set up (first time only), run the tests
 #   ./batchscope.sh setup                  the set-up alone
+#   ./batchscope.sh triton                 set up Triton's server for --backend triton
+#                                          (`test` does it too, on Linux x86_64)
 # Set-up: a .venv made by python3 (3.11+; PYTHON=python3.12 picks another), torch==2.13.0
 # (CI's CPU pin) unless the venv already has a torch (your CUDA build is kept), then
 # `pip install -e ".[dev]"`. A marker in .venv records what was installed for which
 # pyproject.toml, so a second run skips straight to the command and a changed
 # pyproject.toml reinstalls. Plain POSIX sh: a fresh Debian or macOS has no make.
+# Triton (--backend triton, plan --verify --on triton): the nvidia-pytriton wheel's server in
+# an environment of its own, .venv-triton (it needs numpy<2; BatchScope has numpy 2), with
+# onnxruntime for its Python backend; about 450 MB, made once (a marker as above).
 set -eu
 cd "$(dirname "$0")"
 
 VENV=.venv
 TORCH=torch==2.13.0
 MARKER=$VENV/.batchscope-setup
+TRITON_VENV=.venv-triton
+TRITON_PACKAGES="nvidia-pytriton==0.7.0 numpy<2 onnxruntime>=1.17"
 
 say() { printf 'batchscope.sh: %s\n' "$*"; }
 die() {
@@ -56,6 +63,38 @@ setup() {
     say "set-up done"
 }
 
+python_version() { "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])'; }
+
+triton_setup() {
+    marker=$TRITON_VENV/.batchscope-setup
+    if [ -f "$marker" ] && [ "$(cat "$marker")" = "$TRITON_PACKAGES" ]; then
+        say "Triton set-up is up to date ($TRITON_VENV)"
+        return
+    fi
+    [ "$(uname -s)-$(uname -m)" = Linux-x86_64 ] ||
+        die "Triton's server (the nvidia-pytriton wheel) is for Linux x86_64; this is $(uname -s) $(uname -m)"
+    py=${PYTHON:-python3}
+    if [ ! -x "$TRITON_VENV/bin/python" ]; then
+        say "creating $TRITON_VENV with $py for Triton's server"
+        "$py" -m venv "$TRITON_VENV" || {
+            rm -rf "$TRITON_VENV"
+            die "$py -m venv failed (Debian/Ubuntu: sudo apt install python3-venv)"
+        }
+    fi
+    say "installing Triton's server into $TRITON_VENV: pip install $TRITON_PACKAGES (about 450 MB)"
+    # shellcheck disable=SC2086 # the packages are words
+    "$TRITON_VENV/bin/python" -m pip install $TRITON_PACKAGES ||
+        die "pip install into $TRITON_VENV failed (pip's message is above)"
+    version=$(python_version "$TRITON_VENV/bin/python")
+    stub=$(ls "$TRITON_VENV"/lib/python*/site-packages/pytriton/tritonserver/python_backend_stubs/"$version"/triton_python_backend_stub 2>/dev/null || true)
+    [ -n "$stub" ] || die "the nvidia-pytriton wheel has no Python backend for Python $version"
+    if ldd "$stub" | grep -q "not found"; then
+        die "Triton's Python backend needs the system's libpython$version (Debian/Ubuntu: sudo apt install libpython$version)"
+    fi
+    printf '%s\n' "$TRITON_PACKAGES" >"$marker"
+    say "Triton set-up done"
+}
+
 COMMAND=${1:-}
 [ $# -gt 0 ] && shift
 case $COMMAND in
@@ -66,12 +105,18 @@ demo)
     ;;
 test)
     setup
+    if [ "$(uname -s)-$(uname -m)" = Linux-x86_64 ]; then
+        triton_setup
+    else
+        say "no Triton on $(uname -s) $(uname -m): its tests skip"
+    fi
     say "running the tests: python -m pytest $*"
     exec "$VENV/bin/python" -m pytest "$@"
     ;;
 setup) setup ;;
+triton) triton_setup ;;
 *)
-    printf 'usage: %s demo|test|setup [OPTIONS…]  (demo: the app; test: pytest)\n' "$0" >&2
+    printf 'usage: %s demo|test|setup|triton [OPTIONS…]  (demo: the app; test: pytest)\n' "$0" >&2
     exit 2
     ;;
 esac

@@ -1,16 +1,18 @@
-"""The serving tax: the same sessions, setting and curve served by BatchScope's own worker
-and by a real Ray Serve, side by side in one run.
+"""The serving tax: the same sessions, setting and curve served by BatchScope's own worker,
+by a real Ray Serve and by a real Triton server, side by side in one run.
 
     PYTHONPATH=app python benchmarks/serving_tax.py [--seconds 8] [--rounds 2]
-        [--sessions 1,4,8] [--resolutions 256x144,512x288]
+        [--sessions 1,4,8] [--resolutions 256x144,512x288] [--engines inprocess,ray,triton]
 
 Every run is the synthetic scene at 30 fps on the emulated laptop GPU (fp16), policy
 ``all`` (what waits, when the device is free: Ray's batcher with no wait), measured for
 ``--seconds`` after a 2 s warm-up. One local Ray (on loopback) serves every Ray run; its
 start, each deployment's and the stop are timed, and the memory of its processes (RSS)
-summed while it serves. Prints, per resolution, session count, engine and round:
-throughput, mean and slowest fps, p50 and p99, the mean batch, and for Ray where the time
-goes (the serving stages: client, to the replica, queue, compute, back).
+summed while it serves. Each Triton run starts its own server (.venv-triton; on loopback).
+Prints, per resolution, session count, engine and round: throughput, mean and slowest fps,
+p50 and p99, the mean batch, and for a serving engine where the time goes (the serving
+stages: Ray's client, to the replica, queue, compute, back; Triton's client, to the server
+and its queue, compute, back, then the server's own queue mean).
 """
 
 from __future__ import annotations
@@ -69,18 +71,21 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--sessions", default="1,4,8")
     p.add_argument("--resolutions", default="256x144,512x288")
+    p.add_argument("--engines", default="inprocess,ray,triton")
     args = p.parse_args()
+    engines = args.engines.split(",")
     counts = [int(x) for x in args.sessions.split(",")]
     sizes = [parse_resolution(x) for x in args.resolutions.split(",")]
     ray_serve.acquire_serving()  # one Ray for every Ray run (released at the end)
     print(
         f"{'res':>8} {'sess':>4} {'engine':>9} {'rnd':>3} {'w/s':>6} {'fps':>5} {'min':>5} "
-        f"{'p50':>6} {'p99':>6} {'batch':>5}  ray stages ms (client/to/queue/compute/back)"
+        f"{'p50':>6} {'p99':>6} {'batch':>5}  serving stages ms"
     )
     for w, h in sizes:
         for n in counts:
             for rnd in range(args.rounds):
-                for backend in ("emulated", "ray"):
+                for engine in engines:
+                    backend = "emulated" if engine == "inprocess" else engine
                     config = RunConfig(
                         sources=("synthetic",),
                         sessions=n,
@@ -93,12 +98,15 @@ def main() -> None:
                     report, opened, memory = run(config, args.seconds)
                     o = report["overall"]
                     stages = ""
-                    if backend == "ray":
-                        s = report["serving"]["stages_ms"]
-                        stages = "/".join(f"{s[k]:.1f}" for k in s)
+                    if backend != "emulated":
+                        serving = report["serving"]
+                        s = serving["stages_ms"]
+                        stages = "/".join(f"{k} {s[k]:.1f}" for k in s)
+                        if "server_ms" in serving:
+                            stages += f" (server queue {serving['server_ms']['queue'] or 0:.1f})"
                         stages += f"  (open {opened:.1f} s, children {memory:.0f} MB)"
                     print(
-                        f"{w}x{h:<4} {n:>4} {'inprocess' if backend == 'emulated' else 'ray':>9} "
+                        f"{w}x{h:<4} {n:>4} {engine:>9} "
                         f"{rnd:>3} {o['throughput_wps']:>6.1f} {o['mean_fps']:>5.1f} "
                         f"{o['min_fps']:>5.1f} {o['latency_ms']['p50']:>6.1f} "
                         f"{o['latency_ms']['p99']:>6.1f} {mean_batch(o['batch_sizes']):>5.2f}  "

@@ -19,12 +19,12 @@ POLICIES = ("oldest", "round-robin", "all", "dynamic", "fixed", "adaptive")
 PRECISIONS = ("fp32", "fp16", "bf16")
 #: Precisions an ONNX export can have: ONNX Runtime's CPU provider has no bf16 convolutions.
 EXPORT_PRECISIONS = ("fp32", "fp16")
-BACKENDS = ("torch", "emulated", "ray")
+BACKENDS = ("torch", "emulated", "ray", "triton")
 """What runs the batches: BatchScope's own worker on the real model (torch) or on a profile's
 curve (emulated), or a real Ray Serve deployment (ray) that forms its own batches and runs
 either of them in its replica: the curve with a profile, the real model on ``device``
 without one (``RunConfig.runner``)."""
-SERVING_ENGINES = ("ray",)
+SERVING_ENGINES = ("ray", "triton")
 FITS = ("letterbox", "stretch")
 """How a source frame of another aspect becomes a model frame: scaled to fit and padded
 (the default, so a portrait clip keeps its shape), or stretched to the model's size."""
@@ -479,18 +479,45 @@ class RunConfig:
             )
         if self.runner == "torch" and not re.fullmatch(r"cpu|cuda(:\d+)?", self.device):
             raise ConfigError("device", self.device, "expected cpu or cuda:N")
+        if self.backend == "triton":
+            self._validate_triton()
+
+    def _validate_triton(self) -> None:
+        """What BatchScope's Triton (the pytriton wheel's server, Python backend on the CPU)
+        can serve: the reason, said before the server starts."""
+        if self.policy == "adaptive":
+            raise ConfigError(
+                "policy",
+                self.policy,
+                "Triton has no live batch cap (each change reloads the model, about 1.5 s): "
+                "choose all, dynamic or fixed with --backend triton",
+            )
+        if self.runner == "torch" and self.device != "cpu":
+            raise ConfigError(
+                "device",
+                self.device,
+                "BatchScope's Triton runs the model on the CPU (Python backend, ONNX Runtime); "
+                "for a GPU, serve plan --export's onnxruntime_onnx config.pbtxt in your Triton",
+            )
+        if self.runner == "torch" and self.precision not in EXPORT_PRECISIONS:
+            raise ConfigError(
+                "precision",
+                self.precision,
+                f"Triton runs the ONNX export: choose {_or(EXPORT_PRECISIONS)}",
+            )
 
     @property
     def runner(self) -> str:
         """What runs a batch, in the worker or in a serving engine's replica: "emulated"
         (a profile's curve) or "torch" (the real model on ``device``)."""
-        if self.backend == "ray":
+        if self.backend in SERVING_ENGINES:
             return "emulated" if self.profile else "torch"
         return self.backend
 
     @property
     def serving(self) -> str | None:
-        """The serving engine that forms the batches (ray), or None: BatchScope's worker."""
+        """The serving engine that forms the batches (ray, triton), or None: BatchScope's
+        worker."""
         return self.backend if self.backend in SERVING_ENGINES else None
 
     def in_replica(self) -> RunConfig:
@@ -515,7 +542,7 @@ class RunConfig:
     @property
     def device_label(self) -> str:
         inner = f"emulated:{self.profile}" if self.runner == "emulated" else self.device
-        return f"ray: {inner}" if self.backend == "ray" else inner
+        return f"{self.backend}: {inner}" if self.serving else inner
 
     def policy_phrase(self) -> str:
         """The policy in one phrase, for status bars and tables."""

@@ -58,6 +58,8 @@ TRITON_INPUT, TRITON_OUTPUT = "frames", "heatmaps"
 TRITON_DTYPES = {"fp32": "TYPE_FP32", "fp16": "TYPE_FP16"}
 #: The ONNX file the recommended ``export-onnx`` writes, and where Triton looks for it.
 MODEL_FILE = "model.onnx"
+#: The Python backend's model file in a repository (``python_backend``), beside MODEL_FILE.
+PYTHON_MODEL_FILE = "model.py"
 
 #: How each policy becomes Triton's dynamic batcher (written into config.pbtxt too).
 TRITON_MAPPING = {
@@ -202,34 +204,39 @@ def triton_config(
     settled_cap: int | None = None,
     model_name: str = "blurball",
     cpu: bool = False,
+    python_backend: bool = False,
 ) -> str:
     """``config`` as a Triton model configuration (config.pbtxt text), the mapping in comments.
 
     ``settled_cap`` is the adaptive policy's cap at the end of its simulation (its
     batches' most frequent size); other policies ignore it. ``cpu``: the setting was
-    measured on a CPU, so a CPU instance serves it.
+    measured on a CPU, so a CPU instance serves it. ``python_backend``: the model is
+    Triton's Python backend running ``model.onnx`` through ONNX Runtime on the CPU (the
+    generated ``model.py``, :data:`PYTHON_MODEL_FILE`): for a Triton without its ONNX
+    Runtime backend, such as the server the nvidia-pytriton wheel ships.
     """
     policy = config.policy
-    if policy == "all":
-        max_batch, preferred, delay_us = config.max_batch or config.sessions, None, 0
-    elif policy == "dynamic":
-        assert config.max_batch is not None, "RunConfig: the dynamic policy needs max_batch"
-        max_batch = config.max_batch
-        preferred, delay_us = max_batch, round(config.max_delay_ms * 1000)
-    elif policy == "fixed":
-        max_batch = preferred = config.batch
-        delay_us = round(config.max_delay_ms * 1000)
-    elif policy == "adaptive":
-        max_batch = settled_cap or config.max_batch or config.sessions
-        preferred, delay_us = None, 0
-    else:
-        max_batch, preferred, delay_us = 1, None, 0
+    cap = (settled_cap or config.max_batch) if policy == "adaptive" else config.max_batch
+    max_batch, preferred, delay_us = triton_batching(
+        policy, cap, config.batch, config.max_delay_ms, config.sessions
+    )
     w, h = config.resolution
     knobs = ", ".join(f"{k}={getattr(config, k)}" for k in POLICY_PARAMS[policy]) or "no knobs"
     precision = export_precision(config.precision, cpu)
     note = precision_note(config.precision, cpu)
+    cpu = cpu or python_backend
     device = "CPU" if cpu else "GPU"
     instance = ["    kind: KIND_CPU"] if cpu else ["    kind: KIND_GPU", "    gpus: [ 0 ]"]
+    if python_backend:
+        runs = [
+            "# The model: Triton's Python backend runs model.py, which runs the ONNX export",
+            f"# ({model_name}/1/{MODEL_FILE}) through ONNX Runtime on the CPU, the batch as",
+            "# Triton's dynamic batcher formed it. For a GPU Triton with its own ONNX Runtime",
+            "# backend, use the onnxruntime_onnx config.pbtxt exported beside this repository.",
+        ]
+        platform = 'backend: "python"'
+    else:
+        runs, platform = [], 'platform: "onnxruntime_onnx"'
     lines = [
         "# Triton model configuration for BlurBall, made by `batchscope plan --export`",
         f"# from the setting: policy {policy} ({knobs}), {config.sessions} sessions at "
@@ -251,9 +258,10 @@ def triton_config(
         f"# and placed at {model_name}/1/{MODEL_FILE} in the model repository, beside",
         f"# {model_name}/config.pbtxt: uint8 frames in (the normalisation is inside the graph),",
         "# logits out in the export's precision.",
+        *runs,
         *(["# Precision:", *_comment(note + ".")] if note else []),
         f'name: "{model_name}"',
-        'platform: "onnxruntime_onnx"',
+        platform,
         f"max_batch_size: {max_batch}",
         "input [",
         "  {",
@@ -281,6 +289,25 @@ def triton_config(
         "]",
     ]
     return "\n".join(lines) + "\n"
+
+
+def triton_batching(
+    policy: str, cap: int | None, batch: int, max_delay_ms: float, uncapped: int
+) -> tuple[int, int | None, int]:
+    """A policy as Triton's dynamic batcher holds it (:data:`TRITON_MAPPING`):
+    ``(max_batch_size, preferred_batch_size or None, max_queue_delay_microseconds)``.
+
+    ``cap`` is the policy's batch cap (``max_batch``; for ``adaptive`` the cap it settled
+    at), ``uncapped`` the size used when it has none (the session count in an export).
+    """
+    if policy in ("all", "adaptive"):
+        return cap or uncapped, None, 0
+    if policy == "dynamic":
+        assert cap is not None, "RunConfig: the dynamic policy needs max_batch"
+        return cap, cap, round(max_delay_ms * 1000)
+    if policy == "fixed":
+        return batch, batch, round(max_delay_ms * 1000)
+    return 1, None, 0  # oldest, round-robin: one request at a time
 
 
 def _comment(text: str, width: int = 86) -> list[str]:

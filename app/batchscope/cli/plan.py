@@ -38,7 +38,13 @@ from batchscope.config import (
     format_resolution,
 )
 from batchscope.profiles.profile import load_profile
-from batchscope.setting import precision_note, save_setting, triton_config
+from batchscope.setting import (
+    MODEL_FILE,
+    export_precision,
+    precision_note,
+    save_setting,
+    triton_config,
+)
 from batchscope.sim.host_jitter import load_host_jitter
 from batchscope.sim.planner import (
     DEFAULT_DURATION_S,
@@ -129,7 +135,8 @@ def add_plan_command(sub: Any) -> None:
         choices=tuple(ENGINE_NAMES),
         default="inprocess",
         help="what serves it with --verify: BatchScope's own worker (inprocess, the default) "
-        "or a real Ray Serve started on loopback (ray; needs ray[serve])",
+        "or a real Ray Serve started on loopback (ray; needs ray[serve]), or a real Triton "
+        "server started on loopback (triton; set up by ./batchscope.sh triton)",
     )
     p.set_defaults(handler=cmd_plan, parser=p)
 
@@ -250,7 +257,11 @@ VERIFY_FIGURES = (
     ("p99_ms", "p99 ms", lambda o: o["latency_ms"]["p99"]),
     ("throughput_wps", "throughput w/s", lambda o: o["throughput_wps"]),
 )
-ENGINE_NAMES = {"inprocess": "BatchScope's own worker", "ray": "a real Ray Serve"}
+ENGINE_NAMES = {
+    "inprocess": "BatchScope's own worker",
+    "ray": "a real Ray Serve",
+    "triton": "a real Triton server",
+}
 
 
 def verify_json(check: dict[str, Any]) -> dict[str, Any]:
@@ -320,13 +331,23 @@ def cmd_plan(args: argparse.Namespace) -> int:
         config = result.config()
         rec = result.recommended
         planned = {"max_sessions": rec.max_sessions, "at_max": rec.at_max.to_json()}
+        from batchscope.engine.serving.triton_backend import write_repository
+
         triton = triton_config(config, rec.at_max.settled_cap, cpu=profile.on_cpu)
         try:
             save_setting(config, export / "policy.json", planned)
             (export / "config.pbtxt").write_text(triton)
+            model = write_repository(export / "triton", config, None, rec.at_max.settled_cap)
         except OSError as exc:
             raise CliError(f"--export {args.export}: cannot write ({exc.strerror})") from None
         print(f"exported: {export / 'policy.json'}, {export / 'config.pbtxt'}", file=out)
+        precision = export_precision(config.precision, cpu=True)
+        print(
+            f"Triton model repository (Python backend, CPU): {export / 'triton'}; add the model "
+            f"with: batchscope export-onnx --out {model / '1' / MODEL_FILE} --precision "
+            f"{precision} --resolution {format_resolution(config.resolution)}",
+            file=out,
+        )
         note = precision_note(config.precision, profile.on_cpu)
         if note:
             print(f"note: {note}", file=out)

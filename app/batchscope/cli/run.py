@@ -39,6 +39,7 @@ from batchscope.config import (
     POSTPROCESSING,
     PRECISIONS,
     RUNTIMES,
+    SERVING_ENGINES,
     UNTRAINED,
     ConfigError,
     RunConfig,
@@ -87,9 +88,11 @@ def add_run_command(sub: Any) -> None:
         "--backend",
         choices=BACKENDS,
         default=None,
-        help="torch (the real model) or emulated (replay a profile) in BatchScope's worker, "
-        "or ray: a real Ray Serve deployment forms the batches and runs the profile's curve, "
-        "or the real model with --device; default: torch if --device is given, else emulated",
+        help="torch (the real model) or emulated (replay a profile) in BatchScope's worker; "
+        "or a real serving engine forms the batches and runs the profile's curve, or the real "
+        "model with --device: ray (Ray Serve) or triton (a Triton server BatchScope starts on "
+        "loopback; set up by ./batchscope.sh triton); default: torch if --device is given, "
+        "else emulated",
     )
     run.add_argument(
         "--ray-address",
@@ -228,7 +231,8 @@ def add_run_command(sub: Any) -> None:
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     backend = args.backend or ("torch" if args.device else "emulated")
     # what runs a batch: in a serving engine's replica too, the real model with --device
-    runner = "torch" if backend == "torch" or (backend == "ray" and args.device) else "emulated"
+    real = backend == "torch" or (backend in SERVING_ENGINES and args.device)
+    runner = "torch" if real else "emulated"
     device = args.device or "cpu"
     precision = args.precision or ("fp32" if runner == "torch" and device == "cpu" else "fp16")
     if args.warmup < 0:

@@ -51,8 +51,10 @@ from batchscope.engine.roster import (
     open_slots,
 )
 from batchscope.engine.segments import SegmentLog
+from batchscope.engine.serving.base import SERVING_STOP_S
 from batchscope.engine.serving.dispatch import ServingWorker
-from batchscope.engine.serving.ray_serve import acquire_serving, release_serving, serving_backend
+from batchscope.engine.serving.engines import serving_backend
+from batchscope.engine.serving.ray_serve import acquire_serving, release_serving
 from batchscope.engine.session import Mailboxes, Session, Window, shown_state
 from batchscope.engine.snapshot import (
     BusRecords,
@@ -207,7 +209,9 @@ class Engine:
         self._feeder.stop(max(0.1, deadline - time.monotonic()))
         self._monitor.stop(max(0.1, deadline - time.monotonic()))
         if self._worker is not None:
-            self._worker.stop(max(0.1, deadline - time.monotonic()))
+            # a serving engine's backend closes on the worker's thread: its processes stop
+            extra = SERVING_STOP_S if self._serving else 0.0
+            self._worker.stop(max(0.1, deadline + extra - time.monotonic()))
         if self._load is not None:
             self._load.stop(max(0.1, deadline - time.monotonic()))
         if self._serving:  # the last engine out stops the engine's processes

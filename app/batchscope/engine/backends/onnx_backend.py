@@ -82,18 +82,12 @@ class OnnxBackend(Backend):
         self.resolution = resolution
         self.postprocess = check_method(postprocess)
         providers_for(import_onnxruntime(), self.device)  # before the export's seconds
-        if checkpoint and checkpoint.endswith(".onnx"):
-            data = _read_onnx(checkpoint)
-            self.weights = f"ONNX file {checkpoint}"
-            origin = checkpoint
-        else:
-            if cancelled():  # the export cannot be interrupted: ask before it
-                raise BuildCancelled()
-            path, self.weights = resolve_weights(checkpoint)
-            data = _exported(precision, resolution, path, _stamp(path), lean)
-            if not path:
-                self.draws_detections = False
-            origin = "the export"
+        if not (checkpoint and checkpoint.endswith(".onnx")) and cancelled():
+            raise BuildCancelled()  # the export cannot be interrupted: ask before it
+        data, self.weights, trained = onnx_model(checkpoint, precision, resolution, lean)
+        if not trained:
+            self.draws_detections = False
+        origin = checkpoint if checkpoint and checkpoint.endswith(".onnx") else "the export"
         self._session, self.providers = open_session(
             data, self.device, threads or torch.get_num_threads(), spinning, origin
         )
@@ -179,6 +173,19 @@ class OnnxBackend(Backend):
 
 
 @lru_cache(maxsize=4)
+def onnx_model(
+    checkpoint: str | None, precision: str, resolution: tuple[int, int], lean: bool = False
+) -> tuple[bytes, str, bool]:
+    """The ONNX model a run's ``checkpoint`` names: (its bytes, what reports call the
+    weights, whether they are trained). An ``.onnx`` file is read as it is; a torch
+    checkpoint (or the demo weights, or none: untrained) is exported (seconds, once per
+    process). BackendError for a file that cannot be read or exported."""
+    if checkpoint and checkpoint.endswith(".onnx"):
+        return _read_onnx(checkpoint), f"ONNX file {checkpoint}", True
+    path, weights = resolve_weights(checkpoint)
+    return _exported(precision, resolution, path, _stamp(path), lean), weights, bool(path)
+
+
 def _exported(
     precision: str,
     resolution: tuple[int, int],

@@ -29,7 +29,7 @@ from typing import Any
 from batchscope.engine.accuracy import UNSCORED
 from batchscope.engine.metrics import Latest
 from batchscope.engine.policies import SESSION
-from batchscope.engine.serving.ray_serve import RayBackend, batching_of
+from batchscope.engine.serving.base import ServingBackend
 from batchscope.engine.serving.wire import Served
 from batchscope.engine.session import Window
 from batchscope.engine.worker import POLL_S, Worker
@@ -37,7 +37,9 @@ from batchscope.engine.worker import POLL_S, Worker
 #: How long a batch whose answers did not all come back waits for them (s) before it is
 #: recorded with those that did.
 STALE_S = 2.0
-#: The serving stages, in order (ms means in the report's ``serving.stages_ms``).
+#: The serving stages, in order (ms means in the report's ``serving.stages_ms``); an engine
+#: that does not say when a request arrived (Triton) has ``to_engine_and_queue`` in place
+#: of ``to_replica`` and ``queue``.
 SERVING_STAGES = ("client", "to_replica", "queue", "compute", "back")
 
 
@@ -45,12 +47,12 @@ SERVING_STAGES = ("client", "to_replica", "queue", "compute", "back")
 class ServingStages:
     """Sums of each serving stage (s) over the answers recorded, and their count."""
 
-    sums: dict[str, float] = field(default_factory=lambda: dict.fromkeys(SERVING_STAGES, 0.0))
+    sums: dict[str, float] = field(default_factory=dict)
     count: int = 0
 
     def add(self, spans: dict[str, float]) -> None:
         for k, v in spans.items():
-            self.sums[k] += v
+            self.sums[k] = self.sums.get(k, 0.0) + v
         self.count += 1
 
     def means_ms(self) -> dict[str, float]:
@@ -75,7 +77,7 @@ class ServingWorker(Worker):
         # (window, sent, received, its future): answers the loop has yet to record
         self._answers: queue.SimpleQueue[tuple[Window, float, float, Future]] = queue.SimpleQueue()
         self._batches: dict[tuple[int, int], list[Answer]] = {}
-        self._applied: tuple[int, float] | None = None  # the knobs the engine holds
+        self._applied: tuple[Any, ...] | None = None  # the knobs the engine holds
         self._counted_at_reset: Counter[int] = Counter()  # the engine's counts then
         self._serving_lock = threading.Lock()
         self.serving = ServingStages()
@@ -88,17 +90,18 @@ class ServingWorker(Worker):
             self.serving = ServingStages()
             self.formed = Counter()
         backend = self.backend
-        if isinstance(backend, RayBackend):
+        if isinstance(backend, ServingBackend):
             try:
-                self._counted_at_reset = Counter(backend.stats()["batch_sizes"])
+                self._counted_at_reset = Counter(backend.counts())
+                backend.reset()
             except Exception as exc:
-                self._event("error", f"ray: its batch counts were not read: {exc}")
+                self._event("error", f"{backend.engine}: its batch counts were not read: {exc}")
 
     def counted_since_reset(self) -> dict[int, int]:
         """The batches the engine formed since the statistics' start, as it counts them."""
         backend = self.backend
-        assert isinstance(backend, RayBackend), "a serving worker runs a serving backend"
-        now = Counter(backend.stats()["batch_sizes"])
+        assert isinstance(backend, ServingBackend), "a serving worker runs a serving backend"
+        now = Counter(backend.counts())
         now.subtract(self._counted_at_reset)
         return {int(k): v for k, v in now.items() if v > 0}
 
@@ -110,7 +113,7 @@ class ServingWorker(Worker):
 
     def _step(self) -> None:
         backend = self.backend
-        assert isinstance(backend, RayBackend), "a serving worker runs a serving backend"
+        assert isinstance(backend, ServingBackend), "a serving worker runs a serving backend"
         self._collect(backend)
         self._sync_batching(backend)
         now = self._clock()
@@ -125,7 +128,7 @@ class ServingWorker(Worker):
         if not windows:
             self._mailboxes.wait(POLL_S)  # a publish or an answer wakes it
 
-    def _send(self, backend: RayBackend, win: Window) -> None:
+    def _send(self, backend: ServingBackend, win: Window) -> None:
         sent = self._clock()
         try:
             future = backend.submit(win)
@@ -141,7 +144,7 @@ class ServingWorker(Worker):
         self._answers.put((win, sent, self._clock(), future))
         self._mailboxes.wake()
 
-    def _collect(self, backend: RayBackend) -> None:
+    def _collect(self, backend: ServingBackend) -> None:
         while True:
             try:
                 win, sent, received, future = self._answers.get_nowait()
@@ -171,6 +174,7 @@ class ServingWorker(Worker):
         latest: dict[int, Latest] = {}
         worst = 0.0
         positions = self.backend is not None and self.backend.draws_detections
+        knows_arrival = getattr(self.backend, "knows_arrival", True)
         spans: list[dict[str, float]] = []
         for a in answers:
             win, sv = a.window, a.served
@@ -182,15 +186,15 @@ class ServingWorker(Worker):
             worst = max(worst, lat_ms)
             frame = win.frames[-1].copy()  # not the frame cache (see Worker._run_batch)
             latest[win.session] = Latest(frame, sv.detection, win.seq, win.frame_index, lat_ms)
-            spans.append(
-                {
-                    "client": a.sent - win.arrival,
-                    "to_replica": max(0.0, sv.arrived - a.sent),
-                    "queue": sv.start - sv.arrived,
-                    "compute": sv.post_end - sv.start,
-                    "back": max(0.0, a.received - sv.post_end),
-                }
-            )
+            span = {"client": a.sent - win.arrival}
+            if knows_arrival:
+                span["to_replica"] = max(0.0, sv.arrived - a.sent)
+                span["queue"] = sv.start - sv.arrived
+            else:  # the engine does not say when a request arrived: one stage
+                span["to_engine_and_queue"] = max(0.0, sv.start - a.sent)
+            span["compute"] = sv.post_end - sv.start
+            span["back"] = max(0.0, a.received - sv.post_end)
+            spans.append(span)
         batch = (
             first.start,
             n,
@@ -211,16 +215,16 @@ class ServingWorker(Worker):
             self.formed[n] += 1
         self.policy.observe(n, worst)
 
-    def _sync_batching(self, backend: RayBackend) -> None:
+    def _sync_batching(self, backend: ServingBackend) -> None:
         """Hand the policy's knobs to the engine when they changed (a live change, or the
         adaptive cap moved): one call to the replica's setters."""
-        want = batching_of(self.policy)
+        want = backend.batching_of(self.policy)
         if want == self._applied:
             return
         try:
-            applied = backend.set_batching(*want)
+            applied = backend.set_batching(want)
         except Exception as exc:
-            self._event("error", f"ray: the batching knobs were not applied: {exc}")
+            self._event("error", f"{backend.engine}: the batching knobs were not applied: {exc}")
             self._terminate.wait(POLL_S)
             return
         self._applied = want
@@ -228,34 +232,38 @@ class ServingWorker(Worker):
         def said(future: Future) -> None:
             if future.exception() is not None:
                 self._applied = None  # tried again before the next request
-                self._event("error", f"ray: batching {want} not applied: {future.exception()}")
+                self._event(
+                    "error", f"{backend.engine}: batching {want} not applied: {future.exception()}"
+                )
 
         applied.add_done_callback(said)
 
     def report(self) -> dict[str, Any]:
         """The report's ``serving`` object: the engine, its version, the batches it formed
-        since the statistics' start (as the replica counted them; ``recorded_batch_sizes``:
-        those whose answers the client recorded) and the serving stages' means (ms)."""
+        since the statistics' start (as the engine counted them; ``recorded_batch_sizes``:
+        those whose answers the client recorded), the serving stages' means (ms) and the
+        engine's own figures (``ServingBackend.report``)."""
         backend = self.backend
-        assert isinstance(backend, RayBackend), "a serving worker runs a serving backend"
+        assert isinstance(backend, ServingBackend), "a serving worker runs a serving backend"
         stages, formed = self.serving_figures()
         try:
             counted = {str(k): v for k, v in sorted(self.counted_since_reset().items())}
         except Exception as exc:  # the engine is gone (stopped): the client's count, said so
             counted = {str(k): v for k, v in sorted(formed.items())}
-            self._event("error", f"ray: its batch counts were not read ({exc}): the client's")
+            self._event(
+                "error", f"{backend.engine}: its batch counts were not read ({exc}): the client's"
+            )
+        try:
+            own = backend.report()
+        except Exception as exc:
+            own = {}
+            self._event("error", f"{backend.engine}: its figures were not read ({exc})")
         return {
-            "engine": "ray",
-            "version": backend.cluster.version,
+            "engine": backend.engine,
+            "version": backend.version,
             "runner": backend.runner,
-            "replica_pid": backend.replica_pid,
             "batch_sizes": counted,
             "recorded_batch_sizes": {str(k): v for k, v in sorted(formed.items())},
             "stages_ms": stages,
-            "start_s": {
-                "ray": round(backend.cluster.ray_s, 2),
-                "serve": round(backend.cluster.serve_s, 2),
-                "deploy": round(backend.deploy_s, 2),
-            },
-            "cluster": backend.cluster.address or "local (loopback)",
+            **own,
         }

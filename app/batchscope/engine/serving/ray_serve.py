@@ -23,19 +23,17 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import replace
 from typing import Any
 
 from batchscope.config import RunConfig
 from batchscope.device.checks import BackendError
-from batchscope.engine.backends.base import Backend, BatchResult
 from batchscope.engine.policies import BatchPolicy, make_policy
+from batchscope.engine.serving.base import ServingBackend
 from batchscope.engine.serving.reaper import Reaper, descendants
-from batchscope.engine.serving.wire import MAX_BATCH_SIZE, Served, boot_id
+from batchscope.engine.serving.wire import MAX_BATCH_SIZE
 from batchscope.engine.session import Window
-from batchscope.profiles.profile import ProfileError, load_profile
 
 APP_PREFIX = "batchscope"
 WAITERS = 256  # threads waiting for answers: at most one request in flight per session
@@ -296,9 +294,10 @@ def release_serving() -> None:
         shutdown_cluster()
 
 
-class RayBackend(Backend):
+class RayBackend(ServingBackend):
     """The client's side of one BatchScope deployment on Ray Serve."""
 
+    engine = "ray"
     draws_detections = False
 
     def __init__(
@@ -335,7 +334,7 @@ class RayBackend(Backend):
         self.runner = str(stats["runner"])
         self.replica_pid = int(stats["pid"])
         self.label = f"Ray Serve {cluster.version}: {self.runner}"
-        self.clock = boot_id()
+        self.version = cluster.version
         self.draws_detections = config.runner == "torch"
         self._waiters = ThreadPoolExecutor(WAITERS, thread_name_prefix="batchscope-ray-request")
         self._flight_lock = threading.Lock()
@@ -362,9 +361,13 @@ class RayBackend(Backend):
         with self._flight_lock:
             self._in_flight.discard(future)
 
-    def set_batching(self, max_batch_size: int, wait_s: float) -> Future:
-        """Ray's batcher knobs, live in the replica from its next batch; the Future has the
-        replica's PID (the same one: no redeploy)."""
+    def batching_of(self, policy: BatchPolicy) -> tuple[int, float]:
+        return batching_of(policy)
+
+    def set_batching(self, knobs: tuple[Any, ...]) -> Future:
+        """Ray's batcher knobs ``(max_batch_size, wait_s)``, live in the replica from its
+        next batch; the Future has the replica's PID (the same one: no redeploy)."""
+        max_batch_size, wait_s = knobs
         response = self._handle.set_batching.remote(max_batch_size, wait_s)
         self.max_batch_size, self.wait_s = max_batch_size, wait_s
         return self._waiters.submit(response.result)
@@ -374,40 +377,19 @@ class RayBackend(Backend):
         out: dict[str, Any] = self._handle.stats.remote().result()
         return out
 
-    # -- Backend ---------------------------------------------------------------
+    def counts(self) -> dict[int, int]:
+        return {int(k): int(v) for k, v in self.stats()["batch_sizes"].items()}
 
-    def on_client_clock(self, served: Served, sent: float, received: float) -> Served:
-        """``served`` with its replica times on this process's perf_counter clock.
-
-        A replica on this machine shares it (the same boot id: CLOCK_MONOTONIC); one on
-        another machine is placed by halving the round trip outside the replica.
-        """
-        if served.clock == self.clock:
-            return served
-        outside = (received - sent) - (served.post_end - served.arrived)
-        shift = sent + max(0.0, outside) / 2.0 - served.arrived
-        return replace(
-            served,
-            arrived=served.arrived + shift,
-            start=served.start + shift,
-            prep_end=served.prep_end + shift,
-            compute_end=served.compute_end + shift,
-            post_end=served.post_end + shift,
-            clock=self.clock,
-        )
-
-    def run(self, windows: Sequence[Window], pad: int = 0) -> BatchResult:
-        """All ``windows`` sent at once and awaited (Ray may split them into batches)."""
-        sent = time.perf_counter()
-        answers = [f.result() for f in [self.submit(w) for w in windows]]
-        received = time.perf_counter()
-        served = [self.on_client_clock(s, sent, received) for s in answers]
-        return BatchResult(
-            [s.detection for s in served],
-            max(s.prep_end for s in served),
-            max(s.compute_end for s in served),
-            received,
-        )
+    def report(self) -> dict[str, Any]:
+        return {
+            "replica_pid": self.replica_pid,
+            "start_s": {
+                "ray": round(self.cluster.ray_s, 2),
+                "serve": round(self.cluster.serve_s, 2),
+                "deploy": round(self.deploy_s, 2),
+            },
+            "cluster": self.cluster.address or "local (loopback)",
+        }
 
     def close(self) -> None:
         """Let the requests in flight end (each within its batch), stop the handle's router,
@@ -434,12 +416,6 @@ class RayBackend(Backend):
             serve.delete(self.app, _blocking=True)
 
 
-def serving_backend(config: RunConfig, progress: Callable[[str], None]) -> RayBackend:
-    """The backend of a serving engine's config (``--backend ray``): a deployment on the
-    process's Ray; a bad profile or curve is said before Ray starts."""
-    if config.runner == "emulated":
-        try:
-            load_profile(config.profile or "").curve(config.precision, config.resolution)
-        except ProfileError as exc:
-            raise BackendError(str(exc)) from None
+def ray_backend(config: RunConfig, progress: Callable[[str], None]) -> RayBackend:
+    """A deployment of ``config`` on the process's Ray (``--backend ray``)."""
     return RayBackend(config, cluster_for(config.ray_address, progress), progress)

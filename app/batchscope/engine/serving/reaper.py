@@ -6,7 +6,7 @@ BatchScope killed with SIGKILL by about a minute (they try to report the raylet'
 to the GCS that died with it, with a fixed 60 s timeout). The reaper is a child process
 that reads PIDs from a pipe; when the pipe closes — BatchScope closed it, or died, even
 by SIGKILL — it kills every listed process that is still the one listed (same start
-time), and ends. By PID, never by name.
+time), with the processes below them, and ends. By PID, never by name.
 
     python -m batchscope.engine.serving.reaper      # reads "PID START" lines on stdin
 """
@@ -96,10 +96,11 @@ def main() -> int:
         with contextlib.suppress(ValueError):
             pid, started = (int(x) for x in line.split())
             watched[pid] = started
-    for pid, started in watched.items():
-        if start_time(pid) == started:  # the same process, not a reused PID
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
+    alive = [pid for pid, started in watched.items() if start_time(pid) == started]  # not reused
+    # and what they started since they were handed over (a process being born then)
+    for pid in sorted(descendants(*alive)) + alive:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
     return 0
 
 

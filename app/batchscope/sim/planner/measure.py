@@ -344,15 +344,21 @@ def verify(
     plan_: Plan, seconds: float = 10.0, warmup_s: float = DEFAULT_WARMUP_S, on: str = "inprocess"
 ) -> dict:
     """The recommended setting served live for ``seconds`` (after a warm-up), on the emulated
-    curve: by BatchScope's own worker (``on="inprocess"``) or by a real Ray Serve (``"ray"``).
-    ``{"config", "planned", "live"}`` with the planned figures from the simulator at the same
-    seed and duration, so the two differ only by the engine's timing."""
+    curve: by BatchScope's own worker (``on="inprocess"``), a real Ray Serve (``"ray"``) or a
+    real Triton server (``"triton"``). ``{"config", "planned", "live"}`` with the planned
+    figures from the simulator at the same seed and duration, so the two differ only by the
+    engine's timing. Triton has no live AIMD cap: an ``adaptive`` recommendation is served
+    as ``plan --export`` writes it for Triton, ``all`` capped at the cap it settled at (and
+    planned so too)."""
     from batchscope.engine.engine import Engine  # the live worker: threads, and torch's import
     from batchscope.sim.simulator import simulate
 
     config = plan_.config().with_changes(sources=("synthetic",), duration_s=seconds, seed=0)
-    if on == "ray":
-        config = config.with_changes(backend="ray")
+    if on == "triton" and config.policy == "adaptive":
+        cap = plan_.recommended.at_max.settled_cap or config.max_batch
+        config = config.with_changes(policy="all", max_batch=cap)
+    if on != "inprocess":
+        config = config.with_changes(backend=on)
     engine = Engine(config)
     engine.open()
     engine.start()

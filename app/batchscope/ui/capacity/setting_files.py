@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from batchscope.config import RunConfig
+from batchscope.engine.serving.triton_backend import write_repository
 from batchscope.profiles.profile import ProfileError, load_profile
 from batchscope.setting import SettingError, load_setting, save_setting, triton_config
 
 POLICY_FILE, TRITON_FILE = "policy.json", "config.pbtxt"
+TRITON_REPOSITORY = "triton"  # the Python-backend model repository (model.onnx to be added)
 
 
 def export_setting(
@@ -23,7 +25,8 @@ def export_setting(
     planned: dict[str, Any] | None = None,
     settled_cap: int | None = None,
 ) -> Path:
-    """Write ``config``'s setting as policy.json and config.pbtxt into ``folder``.
+    """Write ``config``'s setting as policy.json and config.pbtxt into ``folder``, and
+    Triton's Python-backend model repository in ``folder/triton`` (as ``plan --export``).
 
     ``planned`` (what the planner measured for it) goes into policy.json, and
     ``settled_cap`` (an adaptive setting's cap in the simulation) into config.pbtxt,
@@ -41,6 +44,7 @@ def export_setting(
         folder.mkdir(parents=True, exist_ok=True)
         save_setting(config, folder / POLICY_FILE, planned)
         (folder / TRITON_FILE).write_text(triton)
+        write_repository(folder / TRITON_REPOSITORY, config, None, settled_cap)
     except OSError as exc:
         raise SettingError(f"{folder}: cannot write ({exc.strerror or exc})") from None
     return folder

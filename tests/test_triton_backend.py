@@ -1,0 +1,300 @@
+"""--backend triton: a real Triton server (the nvidia-pytriton wheel's, from .venv-triton)
+forms the batches of BatchScope's client-side sessions; and plan --export's repository
+loads into it.
+
+Structure, not throughput (two cores): batches within the cap as the server counted them,
+a live change applied by a reload of the same server, every listener on loopback, the
+report's ``serving`` object, the exported repository's config, refusals and outputs, and
+nothing left behind by a stop or by a BatchScope killed with SIGKILL. ``./batchscope.sh
+test`` sets Triton up on Linux x86_64; elsewhere (or set up by hand without it) these
+tests skip, except under CI, where a missing Triton fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tests.contract import SMALL_EMULATED, wait_for
+from tests.processes import listening, on_loopback
+
+from batchscope.config import ConfigError, RunConfig
+from batchscope.device.checks import BackendError
+from batchscope.engine.engine import Engine
+from batchscope.engine.serving.reaper import descendants, start_time
+from batchscope.engine.serving.triton_backend import MODEL
+from batchscope.engine.serving.triton_server import ENV_VAR, TritonServer, find_triton
+from batchscope.setting import load_setting, triton_batching
+
+pytestmark = pytest.mark.slow
+START_S = 90.0  # the server, and the model's process, on a busy two-core machine
+
+try:
+    find_triton()
+    MISSING = None
+except BackendError as exc:
+    MISSING = str(exc)
+if MISSING and os.environ.get("CI"):
+    raise RuntimeError(f"CI runs the Triton tests: {MISSING}")
+if MISSING:
+    pytest.skip(MISSING, allow_module_level=True)
+
+grpcclient = pytest.importorskip("tritonclient.grpc")
+
+
+def served(engine: Engine) -> int:
+    return sum(s.delivered for s in engine.snapshot().sessions)
+
+
+def batch_counts(report: dict) -> dict[int, int]:
+    return {int(k): v for k, v in report["serving"]["batch_sizes"].items()}
+
+
+@pytest.fixture(scope="module")
+def triton_engine():
+    config = RunConfig(
+        **{**SMALL_EMULATED, "backend": "triton"},
+        sessions=6,
+        policy="dynamic",
+        max_batch=3,
+        max_delay_ms=20.0,
+    )
+    engine = Engine(config)
+    engine.open()
+    engine.start()
+    assert wait_for(lambda: served(engine) > 60, START_S), "no results from Triton"
+    yield engine
+    engine.stop(10.0)
+
+
+def test_triton_forms_the_batches_within_the_cap_and_the_report_says_so(triton_engine):
+    engine = triton_engine
+    engine.reset_stats()
+    assert wait_for(lambda: served(engine) > 60, 60.0)
+    report = engine.report()
+    serving = report["serving"]
+    assert (serving["engine"], serving["version"]) == ("triton", "2.51.0")
+    sizes = batch_counts(report)
+    assert sizes and max(sizes) <= 3  # the cap, as Triton's statistics counted the batches
+    assert max(sizes) > 1  # six sessions, 20 ms to gather: Triton batched some
+    recorded = {int(k): v for k, v in report["overall"]["batch_sizes"].items()}
+    assert max(recorded) <= 3
+    assert set(serving["stages_ms"]) == {"client", "to_engine_and_queue", "compute", "back"}
+    assert serving["stages_ms"]["compute"] > 0
+    assert set(serving["server_ms"]) == {"queue", "compute_input", "compute_infer",
+                                         "compute_output"}  # fmt: skip
+    assert serving["server_ms"]["compute_infer"] > 0
+    assert serving["config"] == {
+        "max_batch_size": 3,
+        "preferred_batch_size": 3,
+        "max_queue_delay_us": 20000,
+    }
+    assert report["config"]["device"] == "triton: emulated:laptop-8gb"
+
+
+def test_a_live_change_reloads_the_model_in_the_same_server(triton_engine):
+    engine = triton_engine
+    backend = engine.backend
+    server_pid = backend.server.pid
+    assert engine.apply(engine.config.with_changes(max_batch=1, max_delay_ms=0.0)) is None
+    assert wait_for(lambda: backend.knobs == (1, 1, 0), 30.0)
+    engine.reset_stats()
+    assert wait_for(lambda: served(engine) > 40, 60.0)
+    report = engine.report()
+    assert set(batch_counts(report)) == {1}  # every batch from the reset on
+    reloads = report["serving"]["reloads"]
+    assert reloads[-1]["max_batch_size"] == 1 and reloads[-1]["seconds"] > 0
+    assert backend.server.pid == server_pid  # a new configuration, not a new server
+    assert engine.apply(engine.config.with_changes(max_batch=3, max_delay_ms=20.0)) is None
+
+
+def test_every_listener_triton_started_is_on_loopback(triton_engine):
+    pids = triton_engine.backend.server.processes()
+    sockets = listening(pids)
+    assert sockets, "Triton's gRPC server was not found"
+    off = [(pid, addr) for pid, addr in sockets if not on_loopback(addr)]
+    assert off == [], f"listening off loopback: {off}"
+
+
+def test_plan_verify_on_triton_prints_planned_vs_served(tmp_path, capsys):
+    from batchscope.cli import main
+
+    out = tmp_path / "plan.json"
+    args = ["plan", "--profile", "laptop-8gb", "--resolution", "256x144", "--seeds", "2",
+            "--p99-ms", "50", "--verify", "--on", "triton", "--json", str(out)]  # fmt: skip
+    assert main(args) == 0
+    verify = json.loads(out.read_text())["verify"]
+    assert verify["on"] == "triton"
+    assert verify["served"]["throughput_wps"] > 0
+    assert verify["ratio"]["mean_fps"] == pytest.approx(
+        verify["served"]["mean_fps"] / verify["planned"]["mean_fps"], abs=0.002
+    )
+    assert "served by a real Triton server" in capsys.readouterr().out
+
+
+def test_stopping_batchscope_stops_every_triton_process(triton_engine):
+    """The module's engine, stopped (after the tests that use it): gone, by PID."""
+    pids = triton_engine.backend.server.processes()
+    assert len(pids) >= 2  # the server and its model's process
+    assert triton_engine.stop(10.0) == []
+    assert wait_for(lambda: not {p for p in pids if start_time(p) is not None}, 30.0)
+
+
+# -- what Triton refuses, said before it starts ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("changes", "words"),
+    [
+        ({"policy": "adaptive"}, "Triton has no live batch cap"),
+        ({"profile": None, "device": "cuda:0", "precision": "fp16"}, "on the CPU"),
+        ({"profile": None, "precision": "bf16"}, "Triton runs the ONNX export"),
+    ],
+)
+def test_what_triton_cannot_serve_is_one_clear_error(changes, words):
+    with pytest.raises(ConfigError, match=words):
+        RunConfig(**{**SMALL_EMULATED, "backend": "triton", **changes})
+
+
+def test_a_missing_triton_is_one_line_naming_the_set_up(tmp_path):
+    env = {**os.environ, ENV_VAR: str(tmp_path / "nowhere")}
+    cmd = [sys.executable, "-m", "batchscope", "run", "synthetic", "--backend", "triton",
+           "--sessions", "1", "--resolution", "256x144", "--duration", "1"]  # fmt: skip
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "Triton is not set up" in proc.stderr and "./batchscope.sh triton" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_killed_batchscope_leaves_no_triton_behind(tmp_path):
+    cmd = [sys.executable, "-m", "batchscope", "run", "synthetic", "--backend", "triton",
+           "--sessions", "2", "--resolution", "256x144", "--duration", "600"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+
+        def model_up() -> bool:
+            for pid in descendants(proc.pid):
+                try:
+                    if "triton_python_backend_stub" in Path(f"/proc/{pid}/cmdline").read_text():
+                        return True
+                except OSError:
+                    continue
+            return False
+
+        assert wait_for(model_up, START_S), "no Triton model process started"
+        started = descendants(proc.pid)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    assert proc.stderr is not None
+    said = proc.stderr.read().decode(errors="replace")
+    assert "starting Triton on 127.0.0.1:" in said  # the terminal says what starts
+
+    def alive() -> set[int]:
+        return {p for p in started if start_time(p) is not None}
+
+    assert wait_for(lambda: not alive(), 30.0), f"left behind by a killed BatchScope: {alive()}"
+
+
+# -- plan --export's repository, in the real server -------------------------------------
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """plan --export's folder with the export-onnx command it names run (fp32 256x144)."""
+    from batchscope.cli import main
+
+    folder = tmp_path_factory.mktemp("deploy")
+    assert main(["plan", "--profile", "laptop-8gb", "--precision", "fp32", "--resolution",
+                 "256x144", "--p99-ms", "60", "--policies", "dynamic", "--seeds", "1",
+                 "--duration", "5", "--export", str(folder)]) == 0  # fmt: skip
+    onnx = folder / "triton" / MODEL / "1" / "model.onnx"
+    assert main(["export-onnx", "--out", str(onnx), "--precision", "fp32",
+                 "--resolution", "256x144"]) == 0  # fmt: skip
+    server = TritonServer(folder / "triton")
+    client = grpcclient.InferenceServerClient(server.url)
+    yield folder, server, client
+    client.close()
+    server.close()
+
+
+def frames(n: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, (n, 9, 144, 256), dtype=np.uint8)
+
+
+def infer(client, x: np.ndarray):
+    tensor = grpcclient.InferInput("frames", list(x.shape), "UINT8")
+    tensor.set_data_from_numpy(x)
+    return client.infer(MODEL, [tensor])
+
+
+def test_the_exported_repository_loads_with_the_setting_of_policy_json(exported):
+    folder, server, client = exported
+    client.load_model(MODEL)  # as written, config.pbtxt and all
+    assert client.is_model_ready(MODEL)
+    setting = load_setting(folder / "policy.json")
+    cap, preferred, delay_us = triton_batching(
+        setting.policy, setting.max_batch, setting.batch, setting.max_delay_ms, setting.sessions
+    )
+    config = client.get_model_config(MODEL, as_json=True)["config"]
+    assert config["max_batch_size"] == cap
+    batching = config.get("dynamic_batching", {})
+    assert [int(b) for b in batching.get("preferred_batch_size", [])] == (
+        [preferred] if preferred else []
+    )
+    assert int(batching.get("max_queue_delay_microseconds", 0)) == delay_us
+    assert config["backend"] == "python"
+
+
+def test_a_batch_over_the_cap_is_refused(exported):
+    _, _, client = exported
+    cap = client.get_model_config(MODEL, as_json=True)["config"]["max_batch_size"]
+    with pytest.raises(Exception, match="batch-size must be <="):
+        infer(client, frames(cap + 1))
+
+
+def test_its_outputs_equal_onnx_runtime_s(exported):
+    import onnxruntime as ort
+
+    folder, _, client = exported
+    x = frames(2, seed=3)
+    got = infer(client, x).as_numpy("heatmaps")
+    session = ort.InferenceSession(
+        str(folder / "triton" / MODEL / "1" / "model.onnx"), providers=["CPUExecutionProvider"]
+    )
+    want = session.run(["heatmaps"], {"frames": x})[0]
+    assert got.shape == want.shape == (2, 3, 144, 256)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_concurrent_sessions_never_get_a_batch_over_the_cap_and_a_live_change_applies(exported):
+    _, _, client = exported
+    config = client.get_model_config(MODEL, as_json=True)["config"]
+    cap = config["max_batch_size"]
+
+    def burst(n: int) -> None:
+        threads = [threading.Thread(target=infer, args=(client, frames(1, i))) for i in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    burst(2 * cap + 2)
+    stats = client.get_inference_statistics(MODEL, as_json=True)["model_stats"][0]
+    sizes = {int(b["batch_size"]) for b in stats["batch_stats"]}
+    assert sizes and max(sizes) <= cap
+    # a new batching setting, live: load_model with the configuration changed
+    config["max_batch_size"] = 1
+    config["dynamic_batching"] = {"max_queue_delay_microseconds": 0}
+    client.load_model(MODEL, config=json.dumps(config))
+    assert client.get_model_config(MODEL, as_json=True)["config"]["max_batch_size"] == 1
+    with pytest.raises(Exception, match="batch-size must be <= 1"):
+        infer(client, frames(2))
+    assert infer(client, frames(1)).as_numpy("heatmaps").shape == (1, 3, 144, 256)
