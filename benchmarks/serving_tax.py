@@ -43,7 +43,7 @@ def rss_mb(pids: set[int]) -> float:
 
 
 def run(config: RunConfig, seconds: float) -> tuple[dict, float, float]:
-    """(report, open s, memory of our children in MB while serving)."""
+    """(report, open s, memory of the engine's processes in MB while serving)."""
     engine = Engine(config)
     t0 = time.monotonic()
     engine.open()
@@ -53,7 +53,10 @@ def run(config: RunConfig, seconds: float) -> tuple[dict, float, float]:
         time.sleep(WARMUP_S)
         engine.reset_stats(announce=False)
         time.sleep(seconds)
-        memory = rss_mb(descendants(os.getpid()))
+        # Triton: its server and model processes; Ray: every child (Ray's processes)
+        backend = engine.backend
+        server = getattr(backend, "server", None)
+        memory = rss_mb(server.processes() if server else descendants(os.getpid()))
         report = engine.report()
     finally:
         engine.stop(10.0)

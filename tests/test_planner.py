@@ -459,7 +459,7 @@ def test_verify_agrees_with_the_plan_within_10_percent():
 
 
 def test_the_verify_object_has_planned_served_and_their_ratio():
-    from batchscope.cli.plan import format_verify, verify_json
+    from batchscope.sim.planner import format_verify, verify_json
 
     def overall(fps: float, p99: float) -> dict:
         return {

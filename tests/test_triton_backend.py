@@ -236,7 +236,7 @@ def infer(client, x: np.ndarray):
 
 
 def test_the_exported_repository_loads_with_the_setting_of_policy_json(exported):
-    folder, server, client = exported
+    folder, _, client = exported
     client.load_model(MODEL)  # as written, config.pbtxt and all
     assert client.is_model_ready(MODEL)
     setting = load_setting(folder / "policy.json")

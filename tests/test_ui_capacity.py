@@ -4,6 +4,7 @@ its recommendation applied live, and File → Export setting… / Open settings�
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ class FakeEngine:
     def __init__(self, config: RunConfig) -> None:
         self.config = config
         self.running = False
+        self.paused = False
 
 
 class FakeDashboard(QObject):
@@ -43,6 +45,9 @@ class FakeDashboard(QObject):
         super().__init__()
         self.engine = FakeEngine(config)
         self.changes: list[dict[str, Any]] = []
+
+    def set_paused(self, paused: bool) -> None:
+        self.engine.paused = paused
 
     def change(self, changes: dict[str, Any], by_user: bool = True) -> bool:
         self.changes.append(changes)
@@ -354,6 +359,38 @@ def test_a_cancelled_plan_in_the_child_raises_plan_cancelled():
         process.stop()
 
 
+def test_closing_the_app_mid_plan_cancels_it_without_an_error():
+    """stop() (the app closing) while a plan is computing: the plan is cancelled, and the
+    call that waited on it does not trip over the child stop() took away (it raised
+    AttributeError: 'NoneType' object has no attribute 'is_alive')."""
+    import os
+    import signal
+
+    from batchscope.sim.planner import PlanCancelled
+    from batchscope.sim.planner.background import PlanProcess
+
+    inputs = PlanInputs("laptop-8gb", "cpu", "fp16", (256, 144), Budget(30.0, 50.0), SLOW)
+    process = PlanProcess()
+    stopping = threading.Event()
+    started = threading.Event()
+    outcome: list[BaseException | object] = []
+
+    def plan_it() -> None:
+        try:
+            outcome.append(process.compute(inputs, lambda *a: started.set(), stopping.is_set))
+        except BaseException as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=plan_it)
+    thread.start()
+    assert started.wait(120), "the plan never progressed"
+    os.kill(process.pid, signal.SIGSTOP)  # a child too busy to answer the cancel in time
+    stopping.set()  # as CapacityPlanner.stop: cancelled() is true, then the child goes
+    process.stop(0.2)
+    thread.join(30)
+    assert len(outcome) == 1 and isinstance(outcome[0], PlanCancelled), outcome
+
+
 def test_the_planner_child_ends_when_the_app_is_killed(tmp_path):
     import os
     import signal
@@ -391,3 +428,48 @@ def gone(pid: int) -> bool:
     except OSError:
         return True
     return "State:\tZ" in status
+
+
+def test_verify_on_an_engine_pauses_the_live_run_and_shows_planned_vs_served(
+    view, qtbot, monkeypatch
+):
+    """Verify on…: the recommendation served on the chosen engine, off the GUI thread, the
+    live run paused meanwhile and resumed after; a failure is one line, resumed too."""
+    from batchscope.device.checks import BackendError
+    from batchscope.ui.capacity import presenter as module
+
+    calls: list[str] = []
+    release = threading.Event()
+
+    def fake_verify(plan_, on="inprocess", cancel=None):
+        calls.append(on)
+        release.wait(30)
+        if on == "triton":
+            raise BackendError("Triton is not set up (no pytriton in /nowhere): run it")
+        live = {"overall": {"mean_fps": 29.0, "min_fps": 28.0, "throughput_wps": 290.0,
+                            "latency_ms": {"p50": 20.0, "p99": 40.0}}}  # fmt: skip
+        planned = {"overall": {"mean_fps": 30.0, "min_fps": 29.0, "throughput_wps": 300.0,
+                               "latency_ms": {"p50": 18.0, "p99": 36.0}}}  # fmt: skip
+        config = plan_.config().with_changes(duration_s=10.0)
+        return {"config": config, "planned": planned, "live": live, "on": on}
+
+    monkeypatch.setattr(module, "verify", fake_verify)
+    view.show()
+    qtbot.waitUntil(view.verify_button.isEnabled, timeout=PLAN_MS)
+    dashboard = view.presenter.dashboard
+    assert view.verify_engine.itemData(0) == "inprocess"
+    view.verify_button.click()
+    qtbot.waitUntil(lambda: calls == ["inprocess"], timeout=CHANGE_MS)
+    assert dashboard.engine.paused and not view.verify_button.isEnabled()
+    assert "Verifying on BatchScope's own worker" in view.verify_text.text()
+    release.set()
+    qtbot.waitUntil(lambda: "served/planned" in view.verify_text.text(), timeout=CHANGE_MS)
+    assert "0.967" in view.verify_text.text()  # 29 / 30 fps
+    assert not dashboard.engine.paused and view.verify_button.isEnabled()
+
+    release.clear()
+    assert view.presenter.verify_on("triton")
+    release.set()
+    qtbot.waitUntil(lambda: "Triton is not set up" in view.verify_text.text(), timeout=CHANGE_MS)
+    assert view.verify_text.text().startswith("Verify on a real Triton server:")
+    assert not dashboard.engine.paused

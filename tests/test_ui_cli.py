@@ -161,3 +161,29 @@ def test_a_bad_size_is_one_line(tmp_path: Path):
         assert proc.returncode == 2
         errors = [line for line in proc.stderr.splitlines() if "error" in line]
         assert len(errors) == 1 and reason in errors[0] and "--size" in errors[0], errors
+
+
+def test_gui_backend_flags_that_do_not_go_together_are_one_line(tmp_path: Path):
+    for args, words in (
+        (["--ray-address", "127.0.0.1:1"], "--ray-address needs --backend ray"),
+        (["--backend", "triton", "--experiment", "burst"], "names its own engine"),
+    ):
+        proc = run_gui(args, tmp_path)
+        assert proc.returncode == 2, proc.stderr
+        assert words in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_on_engine_keeps_the_device_and_says_what_the_engine_cannot_hold():
+    from batchscope.config import RunConfig
+    from batchscope.ui.window.settings import on_engine
+
+    config = RunConfig(sources=("synthetic",), profile="server-24gb", policy="adaptive")
+    same, note = on_engine(config, "a note", None)
+    assert (same, note) == (config, "a note")
+    on_ray, note = on_engine(config, None, "ray", "127.0.0.1:6379")
+    assert (on_ray.backend, on_ray.profile, on_ray.policy) == ("ray", "server-24gb", "adaptive")
+    assert on_ray.ray_address == "127.0.0.1:6379" and note is None
+    on_triton, note = on_engine(config, None, "triton")
+    assert (on_triton.backend, on_triton.profile) == ("triton", "server-24gb")
+    assert on_triton.policy != "adaptive"  # Triton has no live cap: the demo's batching
+    assert note is not None and "no live batch cap" in note

@@ -114,6 +114,22 @@ def test_a_device_change_sends_the_device_and_what_fit_had_to_change(controls):
     }
 
 
+def test_on_a_serving_engine_the_device_is_what_runs_a_batch_in_it(controls):
+    """gui --backend triton: the Engine row names it, a device change keeps it."""
+    config = RunConfig(backend="triton", profile="laptop-8gb", resolution=(256, 144))
+    controls.show_config(config)
+    assert controls.engine.text() == "Triton server (forms the batches)"
+    assert controls.device.currentData() == "emulated:laptop-8gb"  # the runner, not the engine
+    pick(controls.device, "emulated:server-24gb")
+    sent = controls.sent[-1]
+    assert (sent["backend"], sent["profile"]) == ("triton", "server-24gb")
+    RunConfig(**{**config.__dict__, **sent})  # a config the engine can take as it is
+    controls.show_config(RunConfig())
+    assert controls.engine.text() == "BatchScope's worker"
+    pick(controls.device, "emulated:server-24gb")
+    assert controls.sent[-1]["backend"] == "emulated"
+
+
 def test_each_source_at_its_own_fps_is_shown_and_not_overwritten(controls):
     controls.show_config(RunConfig(fps=None))
     assert controls.source_fps.isChecked() and not controls.fps.isEnabled()

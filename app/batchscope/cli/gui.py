@@ -6,7 +6,14 @@ import argparse
 import re
 from typing import Any
 
-from batchscope.cli.args import SOURCES_HELP, add_stream_flags, number, stream_options
+from batchscope.cli.args import (
+    SOURCES_HELP,
+    CliError,
+    add_stream_flags,
+    number,
+    stream_options,
+)
+from batchscope.config import SERVING_ENGINES
 from batchscope.experiment import Experiment, list_experiments
 
 
@@ -52,6 +59,21 @@ def add_gui_command(sub: Any) -> None:
         "old name of this flag",
     )
     gui.add_argument(
+        "--backend",
+        choices=SERVING_ENGINES,
+        default=None,
+        help="a real serving engine forms the batches, with the same sessions: ray (Ray "
+        "Serve) or triton (a Triton server started on loopback; ./batchscope.sh triton sets "
+        "it up); the Device list is then what runs a batch in it; default: BatchScope's own "
+        "worker",
+    )
+    gui.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="ADDR",
+        help="with --backend ray: the Ray cluster to deploy on; default: a local Ray on loopback",
+    )
+    gui.add_argument(
         "--presentation",
         action="store_true",
         help="start in presentation mode: full screen, larger type (F11 toggles it)",
@@ -93,6 +115,13 @@ def experiment_names() -> str:
 def cmd_gui(args: argparse.Namespace) -> int:
     # Qt is imported only when the app opens: the headless commands never load it.
     from batchscope.ui.window import run_gui
+
+    if args.ray_address and args.backend != "ray":
+        raise CliError("--ray-address needs --backend ray")
+    if args.backend and args.experiment:
+        raise CliError(
+            '--backend: an experiment names its own engine (backend = "ray" in its file)'
+        )
 
     args.stream = stream_options(args)  # RunConfig's stream fields, for the first config
     return run_gui(args)

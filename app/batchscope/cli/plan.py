@@ -50,13 +50,15 @@ from batchscope.sim.planner import (
     DEFAULT_DURATION_S,
     DEFAULT_MIN_FPS_RATIO,
     DEFAULT_SEEDS,
+    ENGINE_NAMES,
+    VERIFY_S,
     Budget,
     Plan,
+    format_verify,
     plan,
+    verify_json,
 )
 from batchscope.sim.seeds import MAX_SEEDS
-
-VERIFY_S = 10.0
 
 
 def add_plan_command(sub: Any) -> None:
@@ -250,45 +252,6 @@ def _knobs_text(params: dict[str, Any]) -> str:
 
 #: The figures ``plan --verify`` compares, planned vs served: (JSON name, table name, how
 #: to read it from a report's ``overall``).
-VERIFY_FIGURES = (
-    ("mean_fps", "mean fps", lambda o: o["mean_fps"]),
-    ("min_fps", "slowest fps", lambda o: o["min_fps"]),
-    ("p50_ms", "p50 ms", lambda o: o["latency_ms"]["p50"]),
-    ("p99_ms", "p99 ms", lambda o: o["latency_ms"]["p99"]),
-    ("throughput_wps", "throughput w/s", lambda o: o["throughput_wps"]),
-)
-ENGINE_NAMES = {
-    "inprocess": "BatchScope's own worker",
-    "ray": "a real Ray Serve",
-    "triton": "a real Triton server",
-}
-
-
-def verify_json(check: dict[str, Any]) -> dict[str, Any]:
-    """The plan's ``verify`` object: ``on``, ``planned``, ``served`` and ``ratio``
-    (served ÷ planned; None where the plan has 0)."""
-    planned = {k: get(check["planned"]["overall"]) for k, _, get in VERIFY_FIGURES}
-    served = {k: get(check["live"]["overall"]) for k, _, get in VERIFY_FIGURES}
-    ratio = {k: round(served[k] / planned[k], 3) if planned[k] else None for k in planned}
-    return {"on": check["on"], "planned": planned, "served": served, "ratio": ratio}
-
-
-def format_verify(check: dict[str, Any]) -> str:
-    """Planned (simulated) vs served figures of the recommended setting, with ratios."""
-    data = verify_json(check)
-    config = check["config"]
-    lines = [
-        f"verify: {config.policy_label()} × {config.sessions} sessions served by "
-        f"{ENGINE_NAMES[data['on']]} on the emulated {config.profile}, "
-        f"{config.duration_s:g} s after a warm-up, seed {config.seed}",
-        f"{'':<16}{'planned':>9}{'served':>9}{'served/planned':>16}",
-    ]
-    for key, name, _ in VERIFY_FIGURES:
-        a, b, ratio = data["planned"][key], data["served"][key], data["ratio"][key]
-        lines.append(f"{name:<16}{a:>9.1f}{b:>9.1f}{'-' if ratio is None else f'{ratio:.3f}':>16}")
-    return "\n".join(lines)
-
-
 def cmd_plan(args: argparse.Namespace) -> int:
     if args.on != "inprocess" and not args.verify:
         raise ConfigError("on", args.on, "says what serves --verify: give --verify too")

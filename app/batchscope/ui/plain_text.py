@@ -13,10 +13,15 @@ them (the cards' titles are plain labels; event markers are plain text items).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from PySide6.QtCore import QEvent, QSize
-from PySide6.QtGui import QResizeEvent, Qt  # QtGui's Qt: adds mightBeRichText, convertFromPlainText
-from PySide6.QtWidgets import QLabel, QWidget
+from PySide6.QtGui import (  # QtGui's Qt: adds mightBeRichText, convertFromPlainText
+    QResizeEvent,
+    QStandardItemModel,
+    Qt,
+)
+from PySide6.QtWidgets import QComboBox, QLabel, QWidget
 
 
 def plain_label(text: str = "", parent: QWidget | None = None) -> QLabel:
@@ -189,3 +194,17 @@ class CardTitle(_FittedLabel):
                 if advance(shown if second_line else text) <= room:
                     return text
         return text
+
+
+def add_item(combo: QComboBox, text: str, data: Any, why: str | None) -> None:
+    """An item of ``combo``; greyed out with ``why`` as its tip when it cannot be chosen."""
+    combo.addItem(text, data)
+    index = combo.count() - 1
+    if why is not None:
+        why = plain_tip(why)  # the reason may quote an error
+        model = combo.model()
+        if isinstance(model, QStandardItemModel):
+            item = model.item(index)
+            item.setEnabled(False)
+            item.setToolTip(why)
+        combo.setItemData(index, why, Qt.ItemDataRole.ToolTipRole)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 
 from batchscope.config import RunConfig
@@ -25,3 +26,18 @@ def serving_backend(config: RunConfig, progress: Callable[[str], None]) -> Servi
     from batchscope.engine.serving.ray_serve import ray_backend
 
     return ray_backend(config, progress)
+
+
+def engine_availability() -> dict[str, str | None]:
+    """Each engine that can serve (``plan --verify --on``): None when it can here, else
+    why not (one line, with what to do). Quick: Ray is looked for, not imported (seconds)."""
+    from batchscope.engine.serving.ray_serve import RAY_MISSING
+    from batchscope.engine.serving.triton_server import find_triton
+
+    try:
+        find_triton()
+        triton = None
+    except BackendError as exc:
+        triton = str(exc)
+    ray = None if importlib.util.find_spec("ray") else RAY_MISSING
+    return {"inprocess": None, "ray": ray, "triton": triton}

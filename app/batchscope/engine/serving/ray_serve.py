@@ -54,13 +54,16 @@ RAY_ENV = {
 }
 
 
+RAY_MISSING = "Ray Serve is not installed: pip install 'ray[serve]'"
+
+
 def ray_available() -> str | None:
     """None when Ray Serve can be imported, else why not (one line)."""
     try:
         import ray  # noqa: F401
         from ray import serve  # noqa: F401
     except ImportError as exc:
-        return f"Ray Serve is not installed ({exc.name}): pip install 'ray[serve]'"
+        return f"{RAY_MISSING} ({exc.name})"
     return None
 
 

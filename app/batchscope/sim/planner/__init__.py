@@ -7,7 +7,16 @@ recommendation live) and ``present`` (the series the capacity plot draws), with
 the result types in ``results``. The rules are in ``search``'s docstring.
 """
 
-from batchscope.sim.planner.measure import Evaluator, verify
+from batchscope.sim.planner.measure import (
+    ENGINE_NAMES,
+    VERIFY_FIGURES,
+    VERIFY_S,
+    Evaluator,
+    VerifyCancelled,
+    format_verify,
+    verify,
+    verify_json,
+)
 from batchscope.sim.planner.present import Series, plot_counts, series
 from batchscope.sim.planner.results import (
     DEFAULT_DURATION_S,
@@ -35,6 +44,9 @@ __all__ = [
     "DEFAULT_MAX_SESSIONS",
     "DEFAULT_MIN_FPS_RATIO",
     "DEFAULT_SEEDS",
+    "ENGINE_NAMES",
+    "VERIFY_FIGURES",
+    "VERIFY_S",
     "Budget",
     "Evaluator",
     "Plan",
@@ -42,8 +54,10 @@ __all__ = [
     "Point",
     "PolicyPlan",
     "Series",
+    "VerifyCancelled",
     "candidates",
     "capacity_bound",
+    "format_verify",
     "plan",
     "plan_policy",
     "plot_counts",
@@ -51,5 +65,6 @@ __all__ = [
     "series",
     "settings",
     "verify",
+    "verify_json",
     "windows_needed",
 ]

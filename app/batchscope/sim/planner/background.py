@@ -200,18 +200,26 @@ class PlanProcess:
         with self._lock:
             if self._proc is None or not self._proc.is_alive():
                 self._start()
-            assert self._conn is not None and self._cancel is not None
-            self._cancel.clear()
-            self._conn.send(inputs)
+            # this call's own handles: stop() (the app closing) may clear the fields meanwhile
+            proc, conn, cancel = self._proc, self._conn, self._cancel
+            assert conn is not None and cancel is not None
+            cancel.clear()
+            conn.send(inputs)
             while True:
                 if cancelled():
-                    self._cancel.set()
-                if not self._conn.poll(0.05):
-                    if not self._proc.is_alive():
+                    cancel.set()
+                try:
+                    if not conn.poll(0.05):
+                        if proc.is_alive():
+                            continue
+                        raise EOFError
+                    kind, payload = conn.recv()
+                except (EOFError, OSError):  # the child ended, or stop() closed the pipe
+                    if self._proc is proc:
                         self._proc = None
-                        return PlanResult(inputs, error="the planner process ended")
-                    continue
-                kind, payload = self._conn.recv()
+                    if cancelled():  # stopped: the app is closing
+                        raise PlanCancelled() from None
+                    return PlanResult(inputs, error="the planner process ended")
                 if kind == "progress":
                     progress(*payload)
                 elif kind == "answer":

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import statistics
-import time
+import threading
 from collections.abc import Collection
 from operator import itemgetter
 from typing import Any
@@ -340,8 +340,20 @@ def _windows_per_s(curve: BatchCurve, config: RunConfig) -> float:
     return max(b / (curve.ms(max(b, shape)) * 1.0 / 1000.0) for b in range(1, largest + 1))
 
 
+#: How long ``verify`` serves the recommendation (s, after its warm-up).
+VERIFY_S = 10.0
+
+
+class VerifyCancelled(Exception):
+    """A verification stopped before its end (the app closed, say)."""
+
+
 def verify(
-    plan_: Plan, seconds: float = 10.0, warmup_s: float = DEFAULT_WARMUP_S, on: str = "inprocess"
+    plan_: Plan,
+    seconds: float = VERIFY_S,
+    warmup_s: float = DEFAULT_WARMUP_S,
+    on: str = "inprocess",
+    cancel: threading.Event | None = None,
 ) -> dict:
     """The recommended setting served live for ``seconds`` (after a warm-up), on the emulated
     curve: by BatchScope's own worker (``on="inprocess"``), a real Ray Serve (``"ray"``) or a
@@ -349,7 +361,7 @@ def verify(
     figures from the simulator at the same seed and duration, so the two differ only by the
     engine's timing. Triton has no live AIMD cap: an ``adaptive`` recommendation is served
     as ``plan --export`` writes it for Triton, ``all`` capped at the cap it settled at (and
-    planned so too)."""
+    planned so too). ``cancel`` set ends it early (VerifyCancelled), the engine stopped."""
     from batchscope.engine.engine import Engine  # the live worker: threads, and torch's import
     from batchscope.sim.simulator import simulate
 
@@ -359,15 +371,58 @@ def verify(
         config = config.with_changes(policy="all", max_batch=cap)
     if on != "inprocess":
         config = config.with_changes(backend=on)
+    cancel = cancel or threading.Event()
     engine = Engine(config)
-    engine.open()
-    engine.start()
     try:
-        time.sleep(warmup_s)
+        engine.open()
+        engine.start()
+        if cancel.wait(warmup_s):
+            raise VerifyCancelled()
         engine.reset_stats(announce=False)
-        time.sleep(seconds)
+        if cancel.wait(seconds):
+            raise VerifyCancelled()
         live = engine.report()
     finally:
         engine.stop()
     planned = simulate(config.with_changes(backend="emulated"), warmup_s=warmup_s)
     return {"config": config, "planned": planned, "live": live, "on": on}
+
+
+#: The figures planned vs served, as the verify object and table show them.
+VERIFY_FIGURES = (
+    ("mean_fps", "mean fps", lambda o: o["mean_fps"]),
+    ("min_fps", "slowest fps", lambda o: o["min_fps"]),
+    ("p50_ms", "p50 ms", lambda o: o["latency_ms"]["p50"]),
+    ("p99_ms", "p99 ms", lambda o: o["latency_ms"]["p99"]),
+    ("throughput_wps", "throughput w/s", lambda o: o["throughput_wps"]),
+)
+ENGINE_NAMES = {
+    "inprocess": "BatchScope's own worker",
+    "ray": "a real Ray Serve",
+    "triton": "a real Triton server",
+}
+
+
+def verify_json(check: dict[str, Any]) -> dict[str, Any]:
+    """The plan's ``verify`` object: ``on``, ``planned``, ``served`` and ``ratio``
+    (served ÷ planned; None where the plan has 0)."""
+    planned = {k: get(check["planned"]["overall"]) for k, _, get in VERIFY_FIGURES}
+    served = {k: get(check["live"]["overall"]) for k, _, get in VERIFY_FIGURES}
+    ratio = {k: round(served[k] / planned[k], 3) if planned[k] else None for k in planned}
+    return {"on": check["on"], "planned": planned, "served": served, "ratio": ratio}
+
+
+def format_verify(check: dict[str, Any]) -> str:
+    """Planned (simulated) vs served figures of the recommended setting, with ratios."""
+    data = verify_json(check)
+    config = check["config"]
+    lines = [
+        f"verify: {config.policy_label()} × {config.sessions} sessions served by "
+        f"{ENGINE_NAMES[data['on']]} on the emulated {config.profile}, "
+        f"{config.duration_s:g} s after a warm-up, seed {config.seed}",
+        f"{'':<16}{'planned':>9}{'served':>9}{'served/planned':>16}",
+    ]
+    for key, name, _ in VERIFY_FIGURES:
+        a, b, ratio = data["planned"][key], data["served"][key], data["ratio"][key]
+        lines.append(f"{name:<16}{a:>9.1f}{b:>9.1f}{'-' if ratio is None else f'{ratio:.3f}':>16}")
+    return "\n".join(lines)

@@ -13,6 +13,7 @@ path as the controls: one change, one segment).
 from __future__ import annotations
 
 import dataclasses
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,7 +24,17 @@ from PySide6.QtCore import QObject, Signal
 from batchscope.config import KNOBS, POLICY_PARAMS, ConfigError, RunConfig
 from batchscope.engine.stats import fps_figures, latency_summary, served
 from batchscope.setting import SettingError
-from batchscope.sim.planner import DEFAULT_MIN_FPS_RATIO, Budget, Plan, PolicyPlan
+from batchscope.sim.planner import (
+    DEFAULT_MIN_FPS_RATIO,
+    ENGINE_NAMES,
+    VERIFY_S,
+    Budget,
+    Plan,
+    PolicyPlan,
+    VerifyCancelled,
+    format_verify,
+    verify,
+)
 from batchscope.ui.capacity.planning import CapacityPlanner, PlanInputs, PlanResult, Search
 from batchscope.ui.capacity.setting_files import (
     POLICY_FILE,
@@ -95,6 +106,8 @@ class CapacityPresenter(QObject):
     computing = Signal(int, int, str)  # (done, total, what) while a plan runs
     planned = Signal(object)  # PlanResult of the current inputs (first its answer alone)
     note = Signal(str)  # a line about the inputs ("" when fine), e.g. no frame rate
+    verifying = Signal(str)  # what a verification does now ("" once it ended)
+    verified = Signal(str, bool)  # planned vs served (the table), or why not; whether it ran
 
     def __init__(
         self,
@@ -114,6 +127,10 @@ class CapacityPresenter(QObject):
         self.inputs: PlanInputs | None = None
         self.result: PlanResult | None = None  # for ``inputs``, once planned
         self._results: dict[PlanInputs, PlanResult] = {}  # going back to a setting is instant
+        self._verifier: threading.Thread | None = None
+        self._cancel = threading.Event()
+        self._resume_after = False  # the live run was paused for a verification
+        self.verified.connect(self._verify_ended)
 
     @property
     def config(self) -> RunConfig:
@@ -131,7 +148,7 @@ class CapacityPresenter(QObject):
     def inputs_for(self, config: RunConfig) -> PlanInputs:
         """The plan's inputs for ``config``; ConfigError when there is nothing to plan."""
         budget = Budget(fps=config.fps, p99_ms=self.p99_ms, min_fps_ratio=self.min_fps_ratio)
-        profile = config.profile if config.backend == "emulated" else None
+        profile = config.profile if config.runner == "emulated" else None
         return PlanInputs(
             profile, config.device, config.precision, config.resolution, budget, self.search
         )
@@ -212,7 +229,7 @@ class CapacityPresenter(QObject):
     def _export(
         self, config: RunConfig, folder: str | Path, planned: dict | None, cap: int | None
     ) -> Path | None:
-        if config.backend != "emulated":  # the profile the plan used, not the emulated default
+        if config.runner != "emulated":  # the profile the plan used, not the emulated default
             config = config.with_changes(profile=self.result.profile if self.result else None)
         try:
             out = export_setting(config, folder, planned, cap)
@@ -234,5 +251,60 @@ class CapacityPresenter(QObject):
             return True
         return self.dashboard.change(changes)
 
+    # -- verify on an engine ----------------------------------------------------------------
+
+    def verify_on(self, on: str) -> bool:
+        """Serve the recommendation on ``on`` (inprocess, ray, triton) for VERIFY_S s, on the
+        emulated curve, beside its plan (``plan --verify --on``): on a thread, the live run
+        paused meanwhile (so that it does not load the machine the verification measures).
+        ``verifying`` says what it does, ``verified`` brings the table or the reason."""
+        result = self.result
+        if result is None or result.plan is None or not result.plan.recommended.max_sessions:
+            self.dashboard.status.emit("No recommendation to verify yet", "error")
+            return False
+        if self.verifying_now:
+            self.dashboard.status.emit("A verification is running: wait for its table", "error")
+            return False
+        self._resume_after = not self.dashboard.engine.paused
+        if self._resume_after:
+            self.dashboard.set_paused(True)
+        self._cancel.clear()
+        name = ENGINE_NAMES[on]
+        self.verifying.emit(
+            f"Verifying on {name}: the live run is paused; about {VERIFY_S + 5:.0f} s"
+            + (" and the engine's start" if on != "inprocess" else "")
+        )
+        plan_ = result.plan
+        self._verifier = threading.Thread(
+            target=self._verify, args=(plan_, on), name="batchscope-verify", daemon=True
+        )
+        self._verifier.start()
+        return True
+
+    @property
+    def verifying_now(self) -> bool:
+        return self._verifier is not None and self._verifier.is_alive()
+
+    def _verify(self, plan_: Plan, on: str) -> None:
+        """The verification's thread: the table, or one line of why not."""
+        try:
+            check = verify(plan_, on=on, cancel=self._cancel)
+        except VerifyCancelled:
+            return
+        except Exception as exc:  # the engine did not start, say: one line, the app goes on
+            self.verified.emit(f"Verify on {ENGINE_NAMES[on]}: {exc}", False)
+            return
+        self.verified.emit(format_verify(check), True)
+
+    def _verify_ended(self, _text: str, _ok: bool) -> None:
+        """(GUI thread) the live run goes on as it was before the verification."""
+        self.verifying.emit("")
+        if self._resume_after:
+            self._resume_after = False
+            self.dashboard.set_paused(False)
+
     def shutdown(self) -> None:
+        self._cancel.set()
+        if self._verifier is not None:
+            self._verifier.join(5.0)
         self.planner.stop()

@@ -17,9 +17,10 @@ from pathlib import Path
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QBrush, QFont, QHideEvent, QShowEvent
+from PySide6.QtGui import QBrush, QFont, QFontDatabase, QHideEvent, QShowEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QComboBox,
     QFileDialog,
     QHBoxLayout,
     QHeaderView,
@@ -35,9 +36,10 @@ from PySide6.QtWidgets import (
 )
 
 from batchscope.config import POLICIES, format_resolution
+from batchscope.engine.serving.engines import engine_availability
 from batchscope.engine.snapshot import Snapshot
 from batchscope.render.plan_plot import P99_CLIP, POLICY_COLOURS
-from batchscope.sim.planner import Series
+from batchscope.sim.planner import VERIFY_S, Series
 from batchscope.ui.capacity.presenter import (
     CapacityPresenter,
     OperatingPoint,
@@ -45,7 +47,7 @@ from batchscope.ui.capacity.presenter import (
     operating_point,
     setting_changes,
 )
-from batchscope.ui.plain_text import ElidedLabel, plain_label
+from batchscope.ui.plain_text import ElidedLabel, add_item, plain_label
 from batchscope.ui.plots import PlotCard, pen
 from batchscope.ui.theme import Look
 
@@ -54,6 +56,10 @@ POINT_HZ = 2.0  # how often the live point re-reads a segment snapshot off anoth
 #: While shown, the tab takes this share of each splitter it sits in (a plot, a table
 #: and a budget do not read in a third of the bottom row); the old sizes come back on hide.
 SHARE = {Qt.Orientation.Horizontal: 0.62, Qt.Orientation.Vertical: 0.6}
+
+
+#: The engines the Capacity view verifies on (``plan --verify --on``).
+VERIFY_LABELS = {"inprocess": "BatchScope's worker", "ray": "Ray Serve", "triton": "Triton"}
 
 
 class CapacityPlot(PlotCard):
@@ -237,9 +243,38 @@ class CapacityView(QWidget):
             buttons.addWidget(b)
         lay.addLayout(buttons)
 
+        # verify on an engine: the recommendation served live beside its plan
+        verify_row = QHBoxLayout()
+        verify_row.addWidget(QLabel("Verify on"))
+        self.verify_engine = QComboBox()
+        for on, why in engine_availability().items():
+            add_item(self.verify_engine, VERIFY_LABELS[on], on, why)
+        verify_row.addWidget(self.verify_engine)
+        self.verify_button = QPushButton("Verify")
+        self.verify_button.setToolTip(
+            "Serve the recommendation live on this engine (the emulated curve, "
+            f"{VERIFY_S:g} s, the live run paused meanwhile) and show planned vs served"
+        )
+        self.verify_button.setEnabled(False)
+        self.verify_button.clicked.connect(
+            lambda: presenter.verify_on(self.verify_engine.currentData())
+        )
+        verify_row.addWidget(self.verify_button)
+        verify_row.addStretch(1)
+        lay.addLayout(verify_row)
+        self.verify_text = plain_label()  # an error may quote a path
+        self.verify_text.setObjectName("verifyTable")
+        self.verify_text.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.verify_text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.verify_text.setWordWrap(True)
+        self.verify_text.hide()
+        lay.addWidget(self.verify_text)
+
         presenter.computing.connect(self._on_computing)
         presenter.planned.connect(self._on_planned)
         presenter.note.connect(self._on_note)
+        presenter.verifying.connect(self._on_verifying)
+        presenter.verified.connect(self._on_verified)
 
     # -- from the window ---------------------------------------------------------------------
 
@@ -317,6 +352,17 @@ class CapacityView(QWidget):
 
     # -- from the presenter --------------------------------------------------------------------
 
+    def _on_verifying(self, what: str) -> None:
+        if what:
+            self.verify_text.setText(what)
+            self.verify_text.show()
+        self.verify_button.setEnabled(not what and self.apply_button.isEnabled())
+
+    def _on_verified(self, text: str, ok: bool) -> None:
+        self.verify_text.setText(text)
+        self.verify_text.setProperty("error", not ok)
+        self.verify_text.show()
+
     def _budget_edited(self) -> None:
         error = self.presenter.set_budget(self.p99.text(), self.ratio.text())
         self.budget_error.setText(f"Budget not changed: {error}" if error else "")
@@ -328,7 +374,7 @@ class CapacityView(QWidget):
         answered = self._show_progress(what)
         if answered:
             return  # the answer is shown (and can be applied): its curves are on their way
-        for b in (self.apply_button, self.export_button):
+        for b in (self.apply_button, self.export_button, self.verify_button):
             b.setEnabled(False)
         inputs = self.presenter.inputs
         if inputs is not None:
@@ -410,6 +456,7 @@ class CapacityView(QWidget):
             self.verdict.setText("Nothing meets this budget: the table shows the closest points")
         for button in (self.apply_button, self.export_button):
             button.setEnabled(fits)
+        self.verify_button.setEnabled(fits and not self.presenter.verifying_now)
 
     def _fill_table(self, result: PlanResult) -> None:
         plan = result.plan

@@ -116,7 +116,7 @@ def device_choices(gpus: list[str] | None = None) -> list[DeviceChoice]:
 
 
 def choice_key(config: RunConfig) -> str:
-    if config.backend == "emulated":
+    if config.runner == "emulated":  # in BatchScope's worker or in a serving engine
         return f"emulated:{config.profile}"
     if config.runtime == default_runtime(config.device):
         return config.device

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QPaintEvent, QStandardItemModel
+from PySide6.QtGui import QPaintEvent
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -50,7 +50,7 @@ from batchscope.ui.controls.device_options import (
     precision_reasons,
     resolution_options,
 )
-from batchscope.ui.plain_text import plain_label, plain_tip
+from batchscope.ui.plain_text import add_item, plain_label, plain_tip
 
 POLICY_LABELS = {
     "oldest": "Oldest first (1 at a time)",
@@ -62,6 +62,18 @@ POLICY_LABELS = {
 }
 
 SLIDER_DEBOUNCE_MS = 300
+
+#: The Engine row: what forms the batches (RunConfig.serving; None: BatchScope's worker).
+ENGINE_LABELS = {
+    "inprocess": "BatchScope's worker",
+    "ray": "Ray Serve (forms the batches)",
+    "triton": "Triton server (forms the batches)",
+}
+ENGINE_TIP = (
+    "What forms the batches, chosen when the app starts: BatchScope's own worker, or a real "
+    "serving engine with the same sessions: batchscope gui --backend ray|triton. The Device "
+    "list is then what runs a batch in that engine."
+)
 
 Slider = QLabeledSlider | QLabeledDoubleSlider
 
@@ -134,10 +146,15 @@ class ControlsPanel(QWidget):
         )
         self.device.setMinimumContentsLength(18)
         for d in devices:  # a runtime that cannot run here is greyed out, the reason its tip
-            _add_item(self.device, d.label, d.key, d.unavailable)
+            add_item(self.device, d.label, d.key, d.unavailable)
         # the closed box may cut a long label: the list shows it whole, the box's tip too
         self._fit_device_list()
         self.device.currentIndexChanged.connect(self._tip_device)
+        # the engine that forms the batches: chosen at the start (gui --backend ray|triton)
+        self.engine = plain_label()
+        self.engine.setObjectName("controlEngine")
+        self.engine.setToolTip(ENGINE_TIP)
+        self._serving: str | None = None
         self.precision = QComboBox()
         self.resolution = QComboBox()
         self.fps = _slider("fps")
@@ -197,6 +214,7 @@ class ControlsPanel(QWidget):
             form.addRow(lab, field)
             widgets = [self.max_batch, self.unlimited] if name == "max_batch" else [field]
             self._param_rows[name] = [lab, *widgets]
+        form.addRow("Engine", self.engine)
         form.addRow("Device", self.device)
         form.addRow("Precision", self.precision)
         form.addRow("Resolution", self.resolution)
@@ -283,6 +301,8 @@ class ControlsPanel(QWidget):
             self.drop_on.setChecked(config.drop_after_ms is not None)
             if config.drop_after_ms is not None:  # off keeps the last value typed, to re-use
                 self.drop_ms.setText(f"{config.drop_after_ms:g}")
+            self._serving = config.serving
+            self.engine.setText(ENGINE_LABELS[config.serving or "inprocess"])
             self.device.setCurrentIndex(_find(self.device, self._device_key(config)))
             self._tip_device()
             self._fill_options(config.precision, config.resolution)
@@ -320,11 +340,11 @@ class ControlsPanel(QWidget):
         """The device item for ``config``, added if the list lacks it (e.g. a profile path)."""
         key = choice_key(config)
         if key not in self._devices:
-            emulated = config.backend == "emulated"
+            emulated = config.runner == "emulated"
             choice = DeviceChoice(
                 key,
                 f"{key} · {'emulated' if emulated else 'real model'}",
-                config.backend,
+                config.runner,
                 config.device,
                 config.profile,
                 ((config.precision, tuple(config.resolution)),) if emulated else (),
@@ -343,9 +363,9 @@ class ControlsPanel(QWidget):
         options = resolution_options(choice)
         options.setdefault(tuple(resolution), None)  # the one in use is shown even if unlisted
         for res, why in sorted(options.items()):
-            _add_item(self.resolution, format_resolution(res).replace("x", " × "), res, why)
+            add_item(self.resolution, format_resolution(res).replace("x", " × "), res, why)
         for p, why in precision_reasons(choice, resolution).items():
-            _add_item(self.precision, p.upper(), p, why)
+            add_item(self.precision, p.upper(), p, why)
         self.resolution.setCurrentIndex(_find(self.resolution, tuple(resolution)))
         self.precision.setCurrentIndex(_find(self.precision, precision))
         for combo in (self.precision, self.resolution):
@@ -421,6 +441,8 @@ class ControlsPanel(QWidget):
 
     def _on_device(self) -> None:
         changes = self.choice().changes()
+        if self._serving:  # the engine stays; the device is what runs a batch in it
+            changes["backend"] = self._serving
         changes.update(self._refit())
         self._send(changes)
 
@@ -506,16 +528,3 @@ def _find(combo: QComboBox, data: Any) -> int:
         if item == data or (isinstance(item, list | tuple) and tuple(item) == data):
             return i
     return 0
-
-
-def _add_item(combo: QComboBox, text: str, data: Any, why: str | None) -> None:
-    combo.addItem(text, data)
-    index = combo.count() - 1
-    if why is not None:
-        why = plain_tip(why)  # the reason may quote an error
-        model = combo.model()
-        if isinstance(model, QStandardItemModel):
-            item = model.item(index)
-            item.setEnabled(False)
-            item.setToolTip(why)
-        combo.setItemData(index, why, Qt.ItemDataRole.ToolTipRole)

@@ -35,6 +35,7 @@ from PySide6.QtCore import QEventLoop, QSettings, QTimer
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication, QWidget
 
+from batchscope.config import ConfigError
 from batchscope.device.checks import gpu_driver_found
 from batchscope.engine.engine import Engine
 from batchscope.engine.player import first_config
@@ -44,7 +45,7 @@ from batchscope.ui.experiments_menu import on_sources
 from batchscope.ui.theme import Look, apply_palette, look_from_name
 from batchscope.ui.window import startup_log
 from batchscope.ui.window.qt_platform import display_problem, prepare_qt_platform
-from batchscope.ui.window.settings import initial_config
+from batchscope.ui.window.settings import initial_config, on_engine
 from batchscope.ui.window.starting import WINDOW_TITLE, StartingView
 
 if TYPE_CHECKING:
@@ -105,6 +106,14 @@ def run_gui(args: argparse.Namespace) -> int:
 
     config, note = initial_config(settings, args.sources, cuda_available())
     config = config.with_changes(**getattr(args, "stream", {}))  # --stream-* flags
+    try:  # --backend ray|triton: a real serving engine forms the batches
+        config, note = on_engine(
+            config, note, getattr(args, "backend", None), getattr(args, "ray_address", None)
+        )
+    except ConfigError as exc:
+        starting.close()
+        print(f"batchscope: error: --backend {args.backend}: {exc}", file=sys.stderr)
+        return 2
     if experiment is not None:  # start on its first step rather than switching right away
         experiment = on_sources(experiment, config.sources)
         config = first_config(experiment)

@@ -85,6 +85,29 @@ def initial_config(
     return config, None
 
 
+def on_engine(
+    config: RunConfig, note: str | None, engine: str | None, ray_address: str | None = None
+) -> tuple[RunConfig, str | None]:
+    """``config`` served by ``engine`` (``gui --backend ray|triton``; None: as it is): the
+    device stays what runs a batch. A setting the engine cannot hold (Triton and the
+    adaptive policy, say) falls back to the demo's batching, said in the note; ConfigError
+    when even that cannot be served."""
+    if engine is None:
+        return config, note
+    changes = {"backend": engine, "ray_address": ray_address}
+    if config.runner == "emulated" and not config.profile:
+        changes["profile"] = demo_config(config.sources, False).profile
+    try:
+        return config.with_changes(**changes), note
+    except ConfigError as exc:
+        demo = demo_config(config.sources, False)
+        fallback = config.with_changes(
+            **changes, **{k: getattr(demo, k) for k in ("policy", "max_batch", "max_delay_ms")}
+        )
+        why = f"{engine}: {exc.field} {exc.value!r}: {exc.reason}"
+        return fallback, f"{why}; batching as the demo's"
+
+
 def save_config(settings: QSettings, config: RunConfig) -> None:
     controls = {k: getattr(config, k) for k in CONTROL_FIELDS}
     controls["resolution"] = list(config.resolution)
