@@ -119,6 +119,9 @@ def test_on_a_serving_engine_the_device_is_what_runs_a_batch_in_it(controls):
     config = RunConfig(backend="triton", profile="laptop-8gb", resolution=(256, 144))
     controls.show_config(config)
     assert controls.engine.text() == "Triton server (forms the batches)"
+    adaptive = controls.policy.model().item(controls.policy.findData("adaptive"))
+    assert not adaptive.isEnabled()  # Triton has no live cap: greyed, the reason its tip
+    assert "no live batch cap" in adaptive.toolTip()
     assert controls.device.currentData() == "emulated:laptop-8gb"  # the runner, not the engine
     pick(controls.device, "emulated:server-24gb")
     sent = controls.sent[-1]
@@ -126,6 +129,7 @@ def test_on_a_serving_engine_the_device_is_what_runs_a_batch_in_it(controls):
     RunConfig(**{**config.__dict__, **sent})  # a config the engine can take as it is
     controls.show_config(RunConfig())
     assert controls.engine.text() == "BatchScope's worker"
+    assert controls.policy.model().item(controls.policy.findData("adaptive")).isEnabled()
     pick(controls.device, "emulated:server-24gb")
     assert controls.sent[-1]["backend"] == "emulated"
 

@@ -107,6 +107,34 @@ def test_the_window_shows_what_is_starting_until_the_engine_runs_then_the_plots(
     assert engine.threads_alive() == []
 
 
+def test_what_a_slow_start_says_is_shown_while_it_starts_then_in_the_status_line(
+    qtbot, tiny_video: Path, ui_settings
+):
+    """A serving engine's start says its steps (Engine.said, from the thread that builds the
+    backend): the starting view shows each under what is opening; once running, a later
+    one (a new deployment) goes to the status line."""
+    engine = Engine(emulated(tiny_video))
+    gate = gated(engine)
+    window = MainWindow(engine, Look(), ui_settings, devices=device_choices(gpus=[]))
+    qtbot.addWidget(window)
+    window.show()
+    window.start()
+    try:
+        said = threading.Thread(target=engine.said, args=("starting Triton on 127.0.0.1:1…",))
+        said.start()
+        said.join()
+        detail = window.starting.detail
+        qtbot.waitUntil(lambda: detail.text().endswith("starting Triton on 127.0.0.1:1…"))
+        assert detail.text().startswith("Opening 1 source (tiny.mp4)")
+        gate.set()
+        qtbot.waitUntil(lambda: window.pages.currentWidget() is window.dashboard, timeout=15_000)
+        engine.said("deploying BatchScope's replica on Ray Serve…")
+        qtbot.waitUntil(lambda: "deploying" in window.status_line.message.text(), timeout=5_000)
+    finally:
+        gate.set()
+        window.close()
+
+
 def test_a_start_failure_is_said_where_the_plots_would_be(qtbot, tiny_video, ui_settings):
     # the server profile has no fp32 curve: the backend cannot be built
     engine = Engine(emulated(tiny_video, profile="server-24gb", precision="fp32"))

@@ -25,6 +25,14 @@ curve (emulated), or a real Ray Serve deployment (ray) that forms its own batche
 either of them in its replica: the curve with a profile, the real model on ``device``
 without one (``RunConfig.runner``)."""
 SERVING_ENGINES = ("ray", "triton")
+#: Policies a serving engine cannot hold, and why (refused by RunConfig; greyed in the app).
+SERVING_REFUSALS: dict[str, dict[str, str]] = {
+    "ray": {},
+    "triton": {
+        "adaptive": "Triton has no live batch cap: every step of the AIMD cap would reload "
+        "the model; choose all, dynamic or fixed with --backend triton",
+    },
+}
 FITS = ("letterbox", "stretch")
 """How a source frame of another aspect becomes a model frame: scaled to fit and padded
 (the default, so a portrait clip keeps its shape), or stretched to the model's size."""
@@ -485,13 +493,9 @@ class RunConfig:
     def _validate_triton(self) -> None:
         """What BatchScope's Triton (the pytriton wheel's server, Python backend on the CPU)
         can serve: the reason, said before the server starts."""
-        if self.policy == "adaptive":
-            raise ConfigError(
-                "policy",
-                self.policy,
-                "Triton has no live batch cap (each change reloads the model, about 1.5 s): "
-                "choose all, dynamic or fixed with --backend triton",
-            )
+        why = SERVING_REFUSALS["triton"].get(self.policy)
+        if why:
+            raise ConfigError("policy", self.policy, why)
         if self.runner == "torch" and self.device != "cpu":
             raise ConfigError(
                 "device",

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QPaintEvent
+from PySide6.QtGui import QPaintEvent, QStandardItemModel
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -39,6 +39,7 @@ from batchscope.config import (
     KNOBS,
     POLICIES,
     POLICY_PARAMS,
+    SERVING_REFUSALS,
     ConfigError,
     RunConfig,
     format_resolution,
@@ -303,6 +304,7 @@ class ControlsPanel(QWidget):
                 self.drop_ms.setText(f"{config.drop_after_ms:g}")
             self._serving = config.serving
             self.engine.setText(ENGINE_LABELS[config.serving or "inprocess"])
+            self._grey_policies(SERVING_REFUSALS.get(config.serving or "", {}))
             self.device.setCurrentIndex(_find(self.device, self._device_key(config)))
             self._tip_device()
             self._fill_options(config.precision, config.resolution)
@@ -312,6 +314,15 @@ class ControlsPanel(QWidget):
             for w in widgets:
                 w.blockSignals(False)
         self._update_enabled()
+
+    def _grey_policies(self, refused: dict[str, str]) -> None:
+        """Grey out the policies the engine cannot hold, the reason their tip."""
+        model = self.policy.model()
+        for i, p in enumerate(POLICIES):
+            why = refused.get(p)
+            if isinstance(model, QStandardItemModel):
+                model.item(i).setEnabled(why is None)
+            self.policy.setItemData(i, plain_tip(why) if why else None, Qt.ItemDataRole.ToolTipRole)
 
     def _fit_device_list(self) -> None:
         fm = self.device.fontMetrics()

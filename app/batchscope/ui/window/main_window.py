@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QRect, QSettings, Qt, QTimer
+from PySide6.QtCore import QByteArray, QRect, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import (
     QAction,
     QActionGroup,
@@ -108,6 +108,10 @@ class TickStats:
 
 
 class MainWindow(QMainWindow):
+    #: what a slow start says (a serving engine's: "starting Triton on 127.0.0.1:…"), from
+    #: the thread that builds the backend (``Engine.said``)
+    progress_said = Signal(str)
+
     def __init__(
         self,
         engine: Engine,
@@ -125,6 +129,8 @@ class MainWindow(QMainWindow):
         self.settings = settings
         self._host_said = False  # the start's host probe said (once)
         self.presenter = Presenter(engine, self)
+        engine.on_progress = self.progress_said.emit
+        self.progress_said.connect(self._on_progress_said)
         self.tick_stats = TickStats()
         self._start_note: str | None = None
         self._noted: set[tuple[str, str]] = set()  # (spec, note) already said in the status line
@@ -401,6 +407,14 @@ class MainWindow(QMainWindow):
             else "the sample videos"
         )
         return f"Opening {sources}\nand building the backend ({config.device_label})…"
+
+    def _on_progress_said(self, message: str) -> None:
+        """A slow start's step: on the starting view, or in the status line once running
+        (a device change that builds a new deployment)."""
+        if self.pages.currentWidget() is self.starting:
+            self.starting.say(f"{self._starting_line()}\n{message}")
+        else:
+            self.status_line.show_message(message, "busy")
 
     def play_experiment(self, experiment: Experiment) -> None:
         self._experiment = experiment
