@@ -101,3 +101,26 @@ def played_live(exp: Experiment, slack_s: float = 60.0) -> tuple[dict, Engine]:
         engine.stop()
     assert wait_for(lambda: engine.threads_alive() == [] and not player.alive)
     return report, engine
+
+
+def check_plan_verify(on: str, engine_name: str, tmp_path, capsys) -> None:
+    """``plan --verify --on ON --json P`` at 256×144 on laptop-8gb: the contract's verify
+    object (served ÷ planned as its ratio) and the table naming the engine."""
+    import json
+
+    import pytest
+
+    from batchscope.cli import main
+
+    out = tmp_path / "plan.json"
+    args = ["plan", "--profile", "laptop-8gb", "--resolution", "256x144", "--seeds", "2",
+            "--p99-ms", "50", "--verify", "--on", on, "--json", str(out)]  # fmt: skip
+    assert main(args) == 0
+    verify = json.loads(out.read_text())["verify"]
+    assert verify["on"] == on
+    assert set(verify) == {"on", "planned", "served", "ratio"}
+    assert verify["served"]["throughput_wps"] > 0
+    assert verify["ratio"]["mean_fps"] == pytest.approx(
+        verify["served"]["mean_fps"] / verify["planned"]["mean_fps"], abs=0.002
+    )
+    assert f"served by {engine_name}" in capsys.readouterr().out

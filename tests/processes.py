@@ -1,9 +1,19 @@
-"""The processes and sockets a test started: what a serving engine's tests check by PID."""
+"""What the serving engines' tests share: a started engine, and the processes and sockets
+it started, checked by PID."""
 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
+
+from tests.contract import SMALL_EMULATED, wait_for
+
+from batchscope.config import RunConfig
+from batchscope.engine.engine import Engine
+from batchscope.engine.serving.reaper import descendants, start_time
 
 
 def listening(pids: set[int]) -> list[tuple[int, str]]:
@@ -35,3 +45,56 @@ def on_loopback(address: str) -> bool:
     return ip == "00000000000000000000000001000000" or (
         ip[:24] == "0000000000000000FFFF0000" and ip.endswith("7F")
     )
+
+
+def run_then_kill(engine: str, marker: str, start_s: float) -> tuple[set[int], str]:
+    """``batchscope run --backend ENGINE`` in a child, SIGKILLed once one of its processes'
+    command lines has ``marker`` (the engine's model process is up): the processes below it
+    then, and what it said on stderr."""
+    cmd = [sys.executable, "-m", "batchscope", "run", "synthetic", "--backend", engine,
+           "--sessions", "2", "--resolution", "256x144", "--duration", "600"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+
+        def up() -> bool:
+            for pid in descendants(proc.pid):
+                try:
+                    if marker in Path(f"/proc/{pid}/cmdline").read_text():
+                        return True
+                except OSError:
+                    continue
+            return False
+
+        assert wait_for(up, start_s), f"no process with {marker!r} started"
+        started = descendants(proc.pid)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    assert proc.stderr is not None
+    return started, proc.stderr.read().decode(errors="replace")
+
+
+def alive(pids: set[int]) -> set[int]:
+    """Those of ``pids`` still running (the same processes: start times checked)."""
+    return {p for p in pids if start_time(p) is not None}
+
+
+def served(engine: Engine) -> int:
+    """Windows delivered so far, over every session."""
+    return sum(s.delivered for s in engine.snapshot().sessions)
+
+
+def started_engine(backend: str, start_s: float) -> Engine:
+    """Six synthetic sessions on ``backend`` (dynamic, cap 3, 20 ms), started and serving."""
+    config = RunConfig(
+        **{**SMALL_EMULATED, "backend": backend},
+        sessions=6,
+        policy="dynamic",
+        max_batch=3,
+        max_delay_ms=20.0,
+    )
+    engine = Engine(config)
+    engine.open()
+    engine.start()
+    assert wait_for(lambda: served(engine) > 60, start_s), f"no results from {backend}"
+    return engine

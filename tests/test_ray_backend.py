@@ -9,21 +9,21 @@ two cores.
 
 from __future__ import annotations
 
-import json
 import os
-import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
-from tests.contract import SMALL_EMULATED, wait_for
-from tests.processes import listening, on_loopback
+from tests.contract import SMALL_EMULATED, check_plan_verify, wait_for
+from tests.processes import (
+    alive,
+    listening,
+    on_loopback,
+    run_then_kill,
+    served,
+    started_engine,
+)
 
 from batchscope.config import ConfigError, RunConfig
-from batchscope.engine.engine import Engine
-from batchscope.engine.serving.reaper import descendants, start_time
+from batchscope.engine.serving.reaper import descendants
 
 pytest.importorskip("ray.serve", reason="Ray Serve is not installed: pip install 'ray[serve]'")
 
@@ -31,25 +31,9 @@ pytestmark = pytest.mark.slow
 START_S = 120.0  # a cold Ray, Serve and one replica on a busy two-core machine
 
 
-def served(engine: Engine) -> int:
-    return sum(s.delivered for s in engine.snapshot().sessions)
-
-
 @pytest.fixture(scope="module")
 def ray_engine():
-    config = RunConfig(
-        **{**SMALL_EMULATED, "backend": "ray"},
-        sessions=6,
-        policy="dynamic",
-        max_batch=3,
-        max_delay_ms=20.0,
-    )
-    engine = Engine(config)
-    started = time.monotonic()
-    engine.open()
-    engine.start()
-    assert wait_for(lambda: served(engine) > 60, START_S), "no results from Ray Serve"
-    engine.open_s = time.monotonic() - started  # type: ignore[attr-defined]
+    engine = started_engine("ray", START_S)
     yield engine
     engine.stop(10.0)
 
@@ -112,20 +96,7 @@ def test_a_bad_ray_address_is_one_clear_error():
 
 def test_plan_verify_on_ray_prints_planned_vs_served(ray_engine, tmp_path, capsys):
     """Served by a Ray Serve (the module's Ray: one per process), planned vs served."""
-    from batchscope.cli import main
-
-    out = tmp_path / "plan.json"
-    args = ["plan", "--profile", "laptop-8gb", "--resolution", "256x144", "--seeds", "2",
-            "--p99-ms", "50",
-            "--verify", "--on", "ray", "--json", str(out)]  # fmt: skip
-    assert main(args) == 0
-    verify = json.loads(out.read_text())["verify"]
-    assert verify["on"] == "ray"
-    assert verify["served"]["throughput_wps"] > 0
-    assert verify["ratio"]["mean_fps"] == pytest.approx(
-        verify["served"]["mean_fps"] / verify["planned"]["mean_fps"], abs=0.002
-    )
-    assert "served by a real Ray Serve" in capsys.readouterr().out
+    check_plan_verify("ray", "a real Ray Serve", tmp_path, capsys)
 
 
 def test_stopping_batchscope_stops_every_ray_process(ray_engine):
@@ -138,34 +109,8 @@ def test_stopping_batchscope_stops_every_ray_process(ray_engine):
     )
 
 
-def test_a_killed_batchscope_leaves_no_ray_behind(tmp_path):
-    report = tmp_path / "r.json"
-    cmd = [sys.executable, "-m", "batchscope", "run", "synthetic", "--backend", "ray",
-           "--sessions", "2", "--resolution", "256x144", "--duration", "600",
-           "--json", str(report)]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-
-        def replica_up() -> bool:
-            for pid in descendants(proc.pid):
-                try:
-                    if "ServeReplica" in Path(f"/proc/{pid}/cmdline").read_text():
-                        return True
-                except OSError:
-                    continue
-            return False
-
-        assert wait_for(replica_up, START_S), "no Serve replica started"
-        ray_processes = descendants(proc.pid)
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(10)
-    assert proc.stderr is not None
-    said = proc.stderr.read().decode(errors="replace")
+def test_a_killed_batchscope_leaves_no_ray_behind():
+    started, said = run_then_kill("ray", "ServeReplica", START_S)
     assert "starting a local Ray on loopback" in said  # the terminal says what starts
-
-    def alive() -> set[int]:
-        return {p for p in ray_processes if start_time(p) is not None}
-
     # Ray's agents alone waited 60 s for the GCS that died with BatchScope: the reaper
-    assert wait_for(lambda: not alive(), 15.0), f"left behind by a killed BatchScope: {alive()}"
+    assert wait_for(lambda: not alive(started), 15.0), f"left behind: {alive(started)}"

@@ -14,21 +14,24 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
-from tests.contract import SMALL_EMULATED, wait_for
-from tests.processes import listening, on_loopback
+from tests.contract import SMALL_EMULATED, check_plan_verify, wait_for
+from tests.processes import (
+    alive,
+    listening,
+    on_loopback,
+    run_then_kill,
+    served,
+    started_engine,
+)
 
 from batchscope.config import ConfigError, RunConfig
 from batchscope.device.checks import BackendError
-from batchscope.engine.engine import Engine
-from batchscope.engine.serving.reaper import descendants, start_time
 from batchscope.engine.serving.triton_backend import MODEL
 from batchscope.engine.serving.triton_server import ENV_VAR, TritonServer, find_triton
 from batchscope.setting import load_setting, triton_batching
@@ -49,27 +52,13 @@ if MISSING:
 grpcclient = pytest.importorskip("tritonclient.grpc")
 
 
-def served(engine: Engine) -> int:
-    return sum(s.delivered for s in engine.snapshot().sessions)
-
-
 def batch_counts(report: dict) -> dict[int, int]:
     return {int(k): v for k, v in report["serving"]["batch_sizes"].items()}
 
 
 @pytest.fixture(scope="module")
 def triton_engine():
-    config = RunConfig(
-        **{**SMALL_EMULATED, "backend": "triton"},
-        sessions=6,
-        policy="dynamic",
-        max_batch=3,
-        max_delay_ms=20.0,
-    )
-    engine = Engine(config)
-    engine.open()
-    engine.start()
-    assert wait_for(lambda: served(engine) > 60, START_S), "no results from Triton"
+    engine = started_engine("triton", START_S)
     yield engine
     engine.stop(10.0)
 
@@ -105,6 +94,9 @@ def test_a_live_change_reloads_the_model_in_the_same_server(triton_engine):
     server_pid = backend.server.pid
     assert engine.apply(engine.config.with_changes(max_batch=1, max_delay_ms=0.0)) is None
     assert wait_for(lambda: backend.knobs == (1, 1, 0), 30.0)
+    # the old configuration's instance finishes the requests it holds (one a session)
+    after = served(engine)
+    assert wait_for(lambda: served(engine) > after + 24, 60.0)
     engine.reset_stats()
     assert wait_for(lambda: served(engine) > 40, 60.0)
     report = engine.report()
@@ -124,19 +116,7 @@ def test_every_listener_triton_started_is_on_loopback(triton_engine):
 
 
 def test_plan_verify_on_triton_prints_planned_vs_served(tmp_path, capsys):
-    from batchscope.cli import main
-
-    out = tmp_path / "plan.json"
-    args = ["plan", "--profile", "laptop-8gb", "--resolution", "256x144", "--seeds", "2",
-            "--p99-ms", "50", "--verify", "--on", "triton", "--json", str(out)]  # fmt: skip
-    assert main(args) == 0
-    verify = json.loads(out.read_text())["verify"]
-    assert verify["on"] == "triton"
-    assert verify["served"]["throughput_wps"] > 0
-    assert verify["ratio"]["mean_fps"] == pytest.approx(
-        verify["served"]["mean_fps"] / verify["planned"]["mean_fps"], abs=0.002
-    )
-    assert "served by a real Triton server" in capsys.readouterr().out
+    check_plan_verify("triton", "a real Triton server", tmp_path, capsys)
 
 
 def test_stopping_batchscope_stops_every_triton_process(triton_engine):
@@ -144,7 +124,7 @@ def test_stopping_batchscope_stops_every_triton_process(triton_engine):
     pids = triton_engine.backend.server.processes()
     assert len(pids) >= 2  # the server and its model's process
     assert triton_engine.stop(10.0) == []
-    assert wait_for(lambda: not {p for p in pids if start_time(p) is not None}, 30.0)
+    assert wait_for(lambda: not alive(pids), 30.0), f"left running: {alive(pids)}"
 
 
 # -- what Triton refuses, said before it starts ----------------------------------------
@@ -173,34 +153,10 @@ def test_a_missing_triton_is_one_line_naming_the_set_up(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
-def test_a_killed_batchscope_leaves_no_triton_behind(tmp_path):
-    cmd = [sys.executable, "-m", "batchscope", "run", "synthetic", "--backend", "triton",
-           "--sessions", "2", "--resolution", "256x144", "--duration", "600"]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-
-        def model_up() -> bool:
-            for pid in descendants(proc.pid):
-                try:
-                    if "triton_python_backend_stub" in Path(f"/proc/{pid}/cmdline").read_text():
-                        return True
-                except OSError:
-                    continue
-            return False
-
-        assert wait_for(model_up, START_S), "no Triton model process started"
-        started = descendants(proc.pid)
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(10)
-    assert proc.stderr is not None
-    said = proc.stderr.read().decode(errors="replace")
+def test_a_killed_batchscope_leaves_no_triton_behind():
+    started, said = run_then_kill("triton", "triton_python_backend_stub", START_S)
     assert "starting Triton on 127.0.0.1:" in said  # the terminal says what starts
-
-    def alive() -> set[int]:
-        return {p for p in started if start_time(p) is not None}
-
-    assert wait_for(lambda: not alive(), 30.0), f"left behind by a killed BatchScope: {alive()}"
+    assert wait_for(lambda: not alive(started), 30.0), f"left behind: {alive(started)}"
 
 
 # -- plan --export's repository, in the real server -------------------------------------
@@ -220,6 +176,7 @@ def exported(tmp_path_factory):
                  "--resolution", "256x144"]) == 0  # fmt: skip
     server = TritonServer(folder / "triton")
     client = grpcclient.InferenceServerClient(server.url)
+    client.load_model(MODEL)  # as written, config.pbtxt and all
     yield folder, server, client
     client.close()
     server.close()
@@ -237,7 +194,6 @@ def infer(client, x: np.ndarray):
 
 def test_the_exported_repository_loads_with_the_setting_of_policy_json(exported):
     folder, _, client = exported
-    client.load_model(MODEL)  # as written, config.pbtxt and all
     assert client.is_model_ready(MODEL)
     setting = load_setting(folder / "policy.json")
     cap, preferred, delay_us = triton_batching(
