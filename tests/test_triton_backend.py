@@ -103,6 +103,8 @@ def test_a_live_change_reloads_the_model_in_the_same_server(triton_engine):
     assert set(batch_counts(report)) == {1}  # every batch from the reset on
     reloads = report["serving"]["reloads"]
     assert reloads[-1]["max_batch_size"] == 1 and reloads[-1]["seconds"] > 0
+    said = [e.message for e in engine.events() if "Triton loaded the new batching" in e.message]
+    assert said and "max_batch_size 1" in said[-1]  # the reload's time, said as an event
     assert backend.server.pid == server_pid  # a new configuration, not a new server
     assert engine.apply(engine.config.with_changes(max_batch=3, max_delay_ms=20.0)) is None
 

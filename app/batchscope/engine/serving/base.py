@@ -49,7 +49,8 @@ class ServingBackend(Backend):
 
     @abstractmethod
     def set_batching(self, knobs: tuple[Any, ...]) -> Future:
-        """Apply ``knobs`` (from :meth:`batching_of`) live; the Future ends when applied."""
+        """Apply ``knobs`` (from :meth:`batching_of`) live; the Future ends when applied,
+        with a line that says what it took (an event), or None."""
 
     @abstractmethod
     def counts(self) -> dict[int, int]:

@@ -235,6 +235,8 @@ class ServingWorker(Worker):
                 self._event(
                     "error", f"{backend.engine}: batching {want} not applied: {future.exception()}"
                 )
+            elif future.result():  # what applying it took (Triton: the reload), said
+                self._event("config", str(future.result()))
 
         applied.add_done_callback(said)
 

@@ -369,11 +369,15 @@ class RayBackend(ServingBackend):
 
     def set_batching(self, knobs: tuple[Any, ...]) -> Future:
         """Ray's batcher knobs ``(max_batch_size, wait_s)``, live in the replica from its
-        next batch; the Future has the replica's PID (the same one: no redeploy)."""
+        next batch (its setters: the same replica, no redeploy; nothing to say)."""
         max_batch_size, wait_s = knobs
         response = self._handle.set_batching.remote(max_batch_size, wait_s)
         self.max_batch_size, self.wait_s = max_batch_size, wait_s
-        return self._waiters.submit(response.result)
+
+        def applied() -> None:
+            response.result()  # raises what the replica raised
+
+        return self._waiters.submit(applied)
 
     def stats(self) -> dict[str, Any]:
         """The replica's own count of the batches it formed (and its runner, its PID)."""

@@ -285,15 +285,15 @@ class TritonBackend(ServingBackend):
 
     def set_batching(self, knobs: tuple[Any, ...]) -> Future:
         """The knobs as a new configuration of the loaded model (``load_model(config=…)``);
-        the Future has the reload's seconds (0 when Triton holds these knobs already)."""
+        the Future says what the reload took (None when Triton holds these knobs already)."""
         want: Knobs = (int(knobs[0]), knobs[1], int(knobs[2]))
         if want == self.knobs:
             done: Future = Future()
-            done.set_result(0.0)
+            done.set_result(None)
             return done
         return self._reloader.submit(self._reload, want)
 
-    def _reload(self, knobs: Knobs) -> float:
+    def _reload(self, knobs: Knobs) -> str:
         before = self._batch_counts()
         seconds = self._load(knobs)
         after = self._batch_counts()
@@ -308,7 +308,11 @@ class TritonBackend(ServingBackend):
                 "max_queue_delay_us": delay_us,
             }
         )
-        return seconds
+        preferred_text = f", preferred {preferred}" if preferred else ""
+        return (
+            f"Triton loaded the new batching (max_batch_size {max_batch}{preferred_text}, "
+            f"delay {delay_us} µs) in {seconds:.2f} s"
+        )
 
     # -- the server's figures --------------------------------------------------
 
