@@ -109,6 +109,13 @@ def test_a_live_change_reloads_the_model_in_the_same_server(triton_engine):
     assert engine.apply(engine.config.with_changes(max_batch=3, max_delay_ms=20.0)) is None
 
 
+def test_a_slow_device_fault_is_refused_with_the_reason(triton_engine):
+    from batchscope.experiment import Fault
+
+    error = triton_engine.inject(Fault("slow_device", 2.0, None, 3.0))
+    assert error is not None and "slow-device faults run on BatchScope's worker" in error
+
+
 def test_every_listener_triton_started_is_on_loopback(triton_engine):
     pids = triton_engine.backend.server.processes()
     sockets = listening(pids)
@@ -138,6 +145,7 @@ def test_stopping_batchscope_stops_every_triton_process(triton_engine):
         ({"policy": "adaptive"}, "Triton has no live batch cap"),
         ({"profile": None, "device": "cuda:0", "precision": "fp16"}, "on the CPU"),
         ({"profile": None, "precision": "bf16"}, "Triton runs the ONNX export"),
+        ({"neighbours": 2}, "no neighbours to stretch"),
     ],
 )
 def test_what_triton_cannot_serve_is_one_clear_error(changes, words):

@@ -496,6 +496,13 @@ class RunConfig:
         why = SERVING_REFUSALS["triton"].get(self.policy)
         if why:
             raise ConfigError("policy", self.policy, why)
+        if self.runner == "emulated" and self.neighbours:
+            raise ConfigError(
+                "neighbours",
+                self.neighbours,
+                "Triton's emulated model has no neighbours to stretch its batches: run them on "
+                "BatchScope's worker or Ray, or with the real model (real processes)",
+            )
         if self.runner == "torch" and self.device != "cpu":
             raise ConfigError(
                 "device",

@@ -153,6 +153,12 @@ class RunFaults:
             return "the engine is not running"
         if fault.session is not None and self._roster.session(fault.session) is None:
             return f"{fault.kind}: no session {fault.session} (the run has {config.sessions})"
+        if fault.kind == "slow_device" and config.serving:
+            # the engine runs the batches on its own device, out of the worker's reach
+            return (
+                f"{fault.kind}: the device is {config.serving}'s own (a serving engine runs "
+                "the batches): slow-device faults run on BatchScope's worker"
+            )
         start, end = fault_actions(
             fault,
             self.active,
