@@ -4,6 +4,7 @@ window or says in one line why not (xcb's missing libraries; cv2 never redirects
 from __future__ import annotations
 
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -23,6 +24,7 @@ from batchscope.ui.window.qt_platform import (
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "app"
+LINUX_X86_64 = sys.platform == "linux" and platform.machine() == "x86_64"
 
 # -- ./batchscope.sh: set-up once, then the command -------------------------------------
 
@@ -43,16 +45,39 @@ esac
 """
 
 
+# Stands in for .venv-triton/bin/python: logs each call; pip "installs" the wheel's Python
+# backend stub for Python 3.11 (an empty file: ldd finds nothing missing in it).
+FAKE_TRITON_PYTHON = """#!/bin/sh
+here=$(dirname "$0")
+echo "$*" >>"$here/../calls.log"
+stubs="$here/../lib/python3.11/site-packages/pytriton/tritonserver/python_backend_stubs/3.11"
+case "$*" in
+"-m pip install"*) mkdir -p "$stubs" && touch "$stubs/triton_python_backend_stub" ;;
+"-c import sys"*) echo 3.11 ;;
+esac
+"""
+TRITON_PACKAGES = re.search(
+    r'^TRITON_PACKAGES="(.*)"$', (ROOT / "batchscope.sh").read_text(), re.M
+).group(1)  # type: ignore[union-attr]
+
+
 @pytest.fixture
 def checkout(tmp_path: Path) -> Path:
-    """A copy of the script and pyproject.toml with a fake .venv (no pip, no network)."""
+    """A copy of the script and pyproject.toml with a fake .venv and .venv-triton (no pip,
+    no network)."""
     shutil.copy(ROOT / "batchscope.sh", tmp_path / "batchscope.sh")
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    python = tmp_path / ".venv" / "bin" / "python"
-    python.parent.mkdir(parents=True)
-    python.write_text(FAKE_PYTHON)
-    python.chmod(0o755)
+    for venv, fake in ((".venv", FAKE_PYTHON), (".venv-triton", FAKE_TRITON_PYTHON)):
+        python = tmp_path / venv / "bin" / "python"
+        python.parent.mkdir(parents=True)
+        python.write_text(fake)
+        python.chmod(0o755)
     return tmp_path
+
+
+def triton_calls(checkout: Path) -> list[str]:
+    log = checkout / ".venv-triton" / "calls.log"
+    return log.read_text().splitlines() if log.exists() else []
 
 
 def script(checkout: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
@@ -82,6 +107,15 @@ def test_setup_installs_once_then_skips_until_pyproject_changes(checkout: Path):
     ]
     assert "batchscope.sh: installing torch==2.13.0 into .venv" in first.stdout
     assert first.stdout.endswith("pytest ran\n")
+    if LINUX_X86_64:  # the test command sets Triton's server up too, once
+        assert triton_calls(checkout) == [
+            f"-m pip install {TRITON_PACKAGES}",
+            '-c import sys; print("%d.%d" % sys.version_info[:2])',
+        ]
+        assert "batchscope.sh: Triton set-up done" in first.stdout
+        assert (checkout / ".venv-triton" / ".batchscope-setup").read_text() == (
+            TRITON_PACKAGES + "\n"
+        )
 
     again = script(checkout, "demo", "--light")
     assert again.returncode == 0, again.stderr
@@ -98,6 +132,11 @@ def test_setup_installs_once_then_skips_until_pyproject_changes(checkout: Path):
     assert changed.returncode == 0, changed.stderr
     assert calls(checkout)[4:] == ["-c import torch", "-m pip install -e .[dev]"]
     assert "batchscope.sh: torch is already in .venv: keeping it" in changed.stdout
+    if LINUX_X86_64:  # Triton's set-up has its own marker: nothing to redo
+        assert len(triton_calls(checkout)) == 2  # neither the demo nor setup touched it
+        tested = script(checkout, "test")
+        assert "Triton set-up is up to date (.venv-triton)" in tested.stdout
+        assert len(triton_calls(checkout)) == 2
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="a POSIX sh script")
