@@ -38,6 +38,9 @@ SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, with python3-gi (the venv has no
 GST_SERVER = Path(__file__).with_name("gst_rtsp_server.py")
 CLIP_FPS = 30
 CLIP_SIZE = "160x96"
+#: How long a test server may take to listen before it counts as failed (s): a condition
+#: waited on, generous for a loaded machine, not a timing the test asserts.
+LISTEN_TIMEOUT_S = 60.0
 
 
 def need(tool: str | None, name: str) -> str:
@@ -121,10 +124,20 @@ class Server:
         if self.ready_port is not None:
             wait_listening(self.ready_port, self.proc)
         if self.listen_port is not None:
-            deadline = time.monotonic() + 15
+            # generous: ffmpeg opens its input before it listens, slow late in a suite run
+            # beside two CPU hogs (it failed once at 15 s)
+            deadline = time.monotonic() + LISTEN_TIMEOUT_S
             while not tcp_listening(self.listen_port):
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"{self.args[0]} did not listen on {self.listen_port}")
+                if self.proc.poll() is not None:
+                    raise RuntimeError(
+                        f"{self.args[0]} ended with code {self.proc.returncode} before it "
+                        f"listened on {self.listen_port}"
+                    )
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"{self.args[0]} did not listen on {self.listen_port} within "
+                        f"{LISTEN_TIMEOUT_S:g} s"
+                    )
                 time.sleep(0.05)
         return self
 
@@ -149,8 +162,9 @@ class Server:
         self.stop()
 
 
-def wait_listening(port: int, proc: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
+def wait_listening(port: int, proc: subprocess.Popen[bytes], timeout: float | None = None) -> None:
     """Until something accepts on 127.0.0.1:port (the server is up), or fail."""
+    timeout = LISTEN_TIMEOUT_S if timeout is None else timeout
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
