@@ -78,3 +78,12 @@ def dashboard(qtbot, tiny_video: Path, ui_settings):
     qtbot.waitUntil(window.timer.isActive, timeout=15_000)
     yield window
     window.close()
+
+
+@pytest.fixture
+def fakes(monkeypatch):
+    """Serving engines faked in this process (tests/fake_serving.py): the backends built
+    (listed) and Ray's holds ("acquire", "release")."""
+    from fake_serving import install_fakes
+
+    return install_fakes(monkeypatch)

@@ -74,11 +74,25 @@ def test_a_live_knob_change_is_set_in_the_same_replica(ray_engine):
     assert engine.apply(engine.config.with_changes(max_batch=3, max_delay_ms=20.0)) is None
 
 
-def test_switching_to_batchscope_s_own_worker_live_is_refused(ray_engine):
+def test_switching_live_to_batchscope_s_worker_stops_ray_and_back_starts_it(ray_engine):
+    """The engine switched live (the app's Engine list): off Ray its processes are gone (by
+    PID), the worker batches; back on Ray a new one serves (the module's other tests use it)."""
     engine = ray_engine
-    error = engine.apply(engine.config.with_changes(backend="emulated"))
-    assert error is not None and "stop and start" in error
-    assert engine.config.backend == "ray"
+    ray_processes = descendants(os.getpid())
+    assert ray_processes
+    said_before = len(engine.events())
+    assert engine.apply(engine.config.with_changes(backend="emulated")) is None
+    assert engine.config.serving is None and "serving" not in engine.report()
+    assert wait_for(lambda: not (descendants(os.getpid()) & ray_processes), 30.0), (
+        f"left running: {descendants(os.getpid()) & ray_processes}"
+    )
+    now = served(engine)
+    assert wait_for(lambda: served(engine) > now + 30, 30.0)  # the worker delivers
+    assert engine.apply(engine.config.with_changes(backend="ray")) is None
+    now = served(engine)
+    assert wait_for(lambda: served(engine) > now + 30, START_S)
+    assert engine.report()["serving"]["engine"] == "ray"
+    assert [e.message for e in engine.events()[said_before:] if e.kind == "error"] == []
 
 
 def test_every_listener_ray_started_is_on_loopback(ray_engine):

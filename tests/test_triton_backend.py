@@ -124,6 +124,28 @@ def test_every_listener_triton_started_is_on_loopback(triton_engine):
     assert off == [], f"listening off loopback: {off}"
 
 
+def test_switching_live_to_batchscope_s_worker_stops_triton_and_back_starts_it(triton_engine):
+    """The engine switched live (the app's Engine list): off Triton its server and model
+    process are gone (by PID) and its workspace removed; back on Triton a new server."""
+    engine = triton_engine
+    server = engine.backend.server
+    pids = server.processes()
+    said_before = len(engine.events())
+    assert engine.apply(engine.config.with_changes(backend="emulated")) is None
+    assert engine.config.serving is None and "serving" not in engine.report()
+    assert wait_for(lambda: not alive(pids), 30.0), f"left running: {alive(pids)}"
+    assert not server.workspace.exists()
+    now = served(engine)
+    assert wait_for(lambda: served(engine) > now + 30, 30.0)  # the worker delivers
+    assert engine.apply(engine.config.with_changes(backend="triton")) is None
+    assert engine.backend.server.pid not in pids
+    now = served(engine)
+    assert wait_for(lambda: served(engine) > now + 30, START_S)
+    serving = engine.report()["serving"]
+    assert serving["engine"] == "triton" and max(batch_counts(engine.report())) <= 3
+    assert [e.message for e in engine.events()[said_before:] if e.kind == "error"] == []
+
+
 def test_plan_verify_on_triton_prints_planned_vs_served(tmp_path, capsys):
     check_plan_verify("triton", "a real Triton server", tmp_path, capsys)
 

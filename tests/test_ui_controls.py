@@ -118,7 +118,7 @@ def test_on_a_serving_engine_the_device_is_what_runs_a_batch_in_it(controls):
     """gui --backend triton: the Engine row names it, a device change keeps it."""
     config = RunConfig(backend="triton", profile="laptop-8gb", resolution=(256, 144))
     controls.show_config(config)
-    assert controls.engine.text() == "Triton server (forms the batches)"
+    assert controls.engine.currentText() == "Triton server"
     adaptive = controls.policy.model().item(controls.policy.findData("adaptive"))
     assert not adaptive.isEnabled()  # Triton has no live cap: greyed, the reason its tip
     assert "no live batch cap" in adaptive.toolTip()
@@ -128,10 +128,33 @@ def test_on_a_serving_engine_the_device_is_what_runs_a_batch_in_it(controls):
     assert (sent["backend"], sent["profile"]) == ("triton", "server-24gb")
     RunConfig(**{**config.__dict__, **sent})  # a config the engine can take as it is
     controls.show_config(RunConfig())
-    assert controls.engine.text() == "BatchScope's worker"
+    assert controls.engine.currentText() == "BatchScope's worker"
     assert controls.policy.model().item(controls.policy.findData("adaptive")).isEnabled()
     pick(controls.device, "emulated:server-24gb")
     assert controls.sent[-1]["backend"] == "emulated"
+
+
+def test_the_engine_list_switches_the_engine_and_keeps_the_device(qtbot):
+    """Choosing an engine sends only the backend: the device stays what runs a batch (in
+    the engine, or in BatchScope's worker); an engine not set up is greyed with the reason."""
+    panel = ControlsPanel(
+        device_choices(gpus=[]), {"inprocess": None, "ray": None, "triton": "not set up here"}
+    )
+    qtbot.addWidget(panel)
+    sent: list[dict] = []
+    panel.changed.connect(sent.append)
+    config = RunConfig(profile="laptop-8gb", resolution=(256, 144))
+    panel.show_config(config)
+    assert sent == []  # showing sends nothing
+    triton = panel.engine.model().item(panel.engine.findData("triton"))
+    assert not triton.isEnabled() and "not set up here" in triton.toolTip()
+    pick(panel.engine, "ray")
+    assert sent == [{"backend": "ray"}]
+    ray = RunConfig(**{**config.__dict__, **sent[-1]})  # a config the engine takes as it is
+    assert ray.serving == "ray" and ray.runner == "emulated"
+    panel.show_config(ray)
+    pick(panel.engine, "inprocess")
+    assert sent[-1] == {"backend": "emulated"}  # the device's own backend again
 
 
 def test_each_source_at_its_own_fps_is_shown_and_not_overwritten(controls):

@@ -327,3 +327,23 @@ def test_checkpoint_loads_on_the_real_model_and_is_refused_on_emulated(
     assert dashboard.presenter.load_checkpoint(str(ckpt)) is True
     qtbot.waitUntil(lambda: engine.snapshot().weights == f"checkpoint {ckpt}", timeout=build_ms)
     assert engine.snapshot().draws_detections
+
+
+def test_the_engine_list_switches_the_engine_live_and_back(dashboard, qtbot, fakes):
+    """Engine → a serving engine (faked here: tests/fake_serving.py), and back: the switch
+    is a live change, said in the status line; the Device list stays what runs a batch."""
+    engine, controls = dashboard.engine, dashboard.controls
+    device = controls.device.currentData()
+    controls.engine.setCurrentIndex(controls.engine.findData("triton"))
+    qtbot.waitUntil(lambda: engine.config.serving == "triton", timeout=CHANGE_MS)
+    qtbot.waitUntil(
+        lambda: "triton: fake" in dashboard.status_line.message.text(), timeout=CHANGE_MS
+    )
+    assert controls.device.currentData() == device
+    built, _ = fakes
+    qtbot.waitUntil(lambda: built[0].sent > 20, timeout=CHANGE_MS)
+    controls.engine.setCurrentIndex(controls.engine.findData("inprocess"))
+    qtbot.waitUntil(lambda: engine.config.serving is None, timeout=CHANGE_MS)
+    assert built[0].closed and engine.config.backend == "emulated"
+    assert controls.engine.currentData() == "inprocess"
+    assert controls.device.currentData() == device

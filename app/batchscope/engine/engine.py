@@ -52,7 +52,7 @@ from batchscope.engine.roster import (
 )
 from batchscope.engine.segments import SegmentLog
 from batchscope.engine.serving.base import SERVING_STOP_S
-from batchscope.engine.serving.dispatch import ServingWorker
+from batchscope.engine.serving.dispatch import ServingWorker, engine_of
 from batchscope.engine.serving.engines import serving_backend
 from batchscope.engine.serving.ray_serve import acquire_serving, release_serving
 from batchscope.engine.session import Mailboxes, Session, Window, shown_state
@@ -71,7 +71,7 @@ from batchscope.engine.sources import (
     SourceError,
 )
 from batchscope.engine.streams import StreamSettings, StreamSource
-from batchscope.engine.worker import Worker, WorkerStopped
+from batchscope.engine.worker import WorkerStopped
 from batchscope.experiment import Fault
 from batchscope.urls import mask_credentials
 
@@ -96,8 +96,8 @@ class Engine:
         self._listeners: list[Callable[[Event], None]] = []
         self._lifecycle = threading.Lock()  # open/stop: who owns the sources and threads
         self._stopping = threading.Event()
-        self._worker: Worker | None = None
-        self._serving = False  # holds the process's serving engine (released by stop)
+        self._worker: ServingWorker | None = None
+        self._holds_ray = False  # holds the process's Ray (released by stop, or a switch)
         self._feeder = Feeder(
             self.mailboxes,
             lambda m: self.event("error", m),
@@ -142,11 +142,10 @@ class Engine:
                 raise EngineStopped()
             if self.host_probe is None:  # while the sources open: it costs no time
                 self.host_probe = HostProbe(self._stopping)
-            if config.serving and not self._serving:
-                acquire_serving()  # released by stop()
-                self._serving = True
-            worker_kind = ServingWorker if config.serving else Worker
-            self._worker = worker_kind(
+            self.hold_ray(config)
+            # the worker, or a serving engine's client while its backend is one: the engine
+            # can switch live (engine/serving/dispatch.py)
+            self._worker = ServingWorker(
                 self.mailboxes, self.store, make_policy(config), self.event, self.clock
             )
             self.set_worker_knobs(config)
@@ -161,7 +160,7 @@ class Engine:
                 for slot in slots:
                     if slot.error:
                         raise SourceError(slot.spec, slot.error)
-            self._worker.swap_backend(self.build_backend(config))
+            self.swap_in(self.build_backend(config))
         except WorkerStopped:
             close_slots(slots)
             raise EngineStopped() from None
@@ -210,13 +209,11 @@ class Engine:
         self._monitor.stop(max(0.1, deadline - time.monotonic()))
         if self._worker is not None:
             # a serving engine's backend closes on the worker's thread: its processes stop
-            extra = SERVING_STOP_S if self._serving else 0.0
+            extra = SERVING_STOP_S if engine_of(self._worker.backend) else 0.0
             self._worker.stop(max(0.1, deadline + extra - time.monotonic()))
         if self._load is not None:
             self._load.stop(max(0.1, deadline - time.monotonic()))
-        if self._serving:  # the last engine out stops the engine's processes
-            self._serving = False
-            release_serving()
+        self.hold_ray()  # the last engine out stops Ray's processes
         with self._lifecycle:
             self.roster.close()
         return self.threads_alive()
@@ -257,7 +254,7 @@ class Engine:
         """
         self.store.reset()
         self.mailboxes.reset_counts()
-        if isinstance(self._worker, ServingWorker):
+        if self._worker is not None:
             self._worker.reset_serving()
         self._load_mark = load_mark()
         for slot in self.roster.slots:
@@ -456,18 +453,45 @@ class Engine:
         self._load = neighbour_load(self._load, config)
 
     def build_backend(self, config: RunConfig) -> Backend:
+        """The backend of ``config``, built while the one in use keeps running.
+
+        An in-process backend is built on the worker thread (its model runs there); a
+        serving engine's on this thread: its work is the engine's processes' (seconds:
+        Ray's start, Triton's), and the engine in use keeps serving meanwhile.
+        """
         oom_above = self._oom_above
+        if config.serving:
+            return serving_backend(config, self.said)
         try:
-            if config.serving:
-                return self.worker.build_backend(lambda _: serving_backend(config, self.said))
             return self.worker.build_backend(
                 lambda cancelled: make_backend(config, oom_above, cancelled)
             )
         except BuildCancelled:
             raise EngineStopped() from None
 
+    def swap_in(self, backend: Backend) -> None:
+        """Make ``backend`` the one in use (between two batches); a stop that came first
+        closes it instead (a serving engine's processes with it) and raises WorkerStopped."""
+        try:
+            self.worker.swap_backend(backend)
+        except WorkerStopped:
+            backend.close()
+            raise
+
+    def hold_ray(self, *configs: RunConfig) -> None:
+        """Hold the process's Ray while one of ``configs`` serves on it, else let it go:
+        the last holder's release shuts Ray down (its processes, a gigabyte), so a run
+        switched off Ray does not share the machine with it."""
+        wants = any(c.serving == "ray" for c in configs)
+        if wants and not self._holds_ray:
+            acquire_serving()
+            self._holds_ray = True
+        elif not wants and self._holds_ray:
+            self._holds_ray = False
+            release_serving()
+
     @property
-    def worker(self) -> Worker:
+    def worker(self) -> ServingWorker:
         """The worker; :meth:`open` makes it first, before anything that uses it."""
         assert self._worker is not None, "the engine is not open"
         return self._worker
@@ -563,7 +587,7 @@ class Engine:
         if probe is not None:
             report["host_probe"] = probe
         report["host_load"] = host_load_since(self._load_mark)
-        if isinstance(self._worker, ServingWorker):
+        if self._worker is not None and engine_of(self._worker.backend):
             report["serving"] = self._worker.report()
         return report
 

@@ -74,6 +74,7 @@ class Host(Protocol):
     def backend(self) -> Backend: ...
     def event(self, kind: str, message: str) -> Event: ...
     def build_backend(self, config: RunConfig) -> Backend: ...
+    def hold_ray(self, *configs: RunConfig) -> None: ...
     def open_sources(self, specs: tuple[str, ...], config: RunConfig) -> list[SourceSlot]: ...
     def install_sources(self, slots: list[SourceSlot]) -> None: ...
     def release_caches(self) -> None: ...
@@ -165,24 +166,29 @@ class LiveChange:
     def _transact(self, new: RunConfig, changes: dict[str, tuple[Any, Any]]) -> None:
         engine = self._engine
         old = engine.config
-        if old.serving != new.serving:  # the worker is the engine's client, or the batcher
-            raise ConfigError(
-                "backend", new.backend, "a serving engine is chosen at the start: stop and start"
-            )
-        # 1. build and check what can fail; the run goes on untouched meanwhile
+        # 1. build and check what can fail; the run goes on untouched meanwhile (a switch
+        # of engine too: the worker is the new engine's client, or the batcher, after the
+        # swap; engine/serving/dispatch.py)
         policy = make_policy(new) if new.policy != old.policy else None
-        backend = engine.build_backend(new) if set(BACKEND_FIELDS) & changes.keys() else None
+        backend = None
         slots = None
         try:
+            if set(BACKEND_FIELDS) & changes.keys():
+                engine.hold_ray(old, new)  # Ray stays up while either serves on it
+                backend = engine.build_backend(new)
             if {"resolution", "fit", "sources"} & changes.keys():
                 slots = self._reopen(new)
             # 2. swap it in, between two batches
-            if backend is not None:
-                engine.worker.swap_backend(backend)
-                backend = None  # the worker owns it now
+            if backend is not None:  # with the new policy from the same batch on
+                engine.worker.swap_backend(backend, policy)
+                backend = policy = None  # the worker owns them now
         except BaseException:
             self._release(backend, slots)
+            engine.hold_ray(old)
             raise
+        # off Ray, the last holder out shuts it down: once its app is gone (closed aside)
+        engine.worker.wait_retired()
+        engine.hold_ray(new)
         worker = engine.worker
         if policy is not None:
             worker.set_policy(policy)

@@ -84,6 +84,9 @@ class Worker:
         # how late the worker woke from its last wait (s), against when it meant to: the
         # policy's deadline, or the publish that woke it; 0 once a batch ran after it
         self._woke_late = 0.0
+        # threads closing backends swapped out (a serving engine's server takes seconds to
+        # stop: not on this thread, which goes on running batches)
+        self._closers: list[threading.Thread] = []
         self._prepare()
         self._thread = threading.Thread(target=self._run, name="batchscope-worker", daemon=True)
         self._thread.start()
@@ -111,16 +114,40 @@ class Worker:
         """
         return self._result(self.call(lambda: factory(self._terminate.is_set)))
 
-    def swap_backend(self, backend: Backend) -> None:
-        """Make ``backend`` the one that runs batches (from the next batch); close the old one."""
+    def swap_backend(self, backend: Backend, policy: BatchPolicy | None = None) -> None:
+        """Make ``backend`` the one that runs batches (from the next batch); close the old one.
+
+        ``policy``: use it from the same instant (one call: no batch runs between the two).
+        """
 
         def swap() -> None:
+            if policy is not None:
+                self.policy = policy
             old, self.backend = self.backend, backend
             self.oom_cap = None
             if old is not None:
-                old.close()
+                self._retire(old)
 
         self._result(self.call(swap))
+
+    def _retire(self, old: Backend) -> None:
+        """Worker thread: a backend swapped out (the new one is in) is closed."""
+        old.close()
+
+    def close_aside(self, backend: Backend) -> None:
+        """Close ``backend`` on a thread of its own (:meth:`wait_retired` waits for it)."""
+        closer = threading.Thread(target=backend.close, name="batchscope-retire", daemon=True)
+        self._closers.append(closer)
+        closer.start()
+
+    def wait_retired(self, timeout: float | None = None) -> bool:
+        """Wait for the backends swapped out to be closed; whether all were."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for closer in list(self._closers):
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            closer.join(left)
+        self._closers = [c for c in self._closers if c.is_alive()]
+        return not self._closers
 
     def discard(self, backend: Backend) -> Future:
         """Close a built backend that will not be used (on the thread that built it).
@@ -186,6 +213,7 @@ class Worker:
         self._fail_calls()
         if self.backend is not None:
             self.backend.close()
+        self.wait_retired()
 
     def _run_calls(self) -> None:
         while not self._terminate.is_set():

@@ -1,7 +1,8 @@
-"""The worker for a serving engine: it sends windows, the engine forms the batches.
+"""The worker, which is a serving engine's client while its backend is one.
 
 BatchScope's sessions stay as they are on the client's side (the feeder, the latest-only
-mailboxes); :class:`ServingWorker` replaces the batching loop with a client's: a session
+mailboxes); while the backend is a serving engine's (``ServingBackend``),
+:class:`ServingWorker` replaces the batching loop with a client's: a session
 whose last request has been answered sends its newest window at once, so at most one
 request per session is in flight and a window that waits meanwhile can be overwritten, as
 in a real deployment's clients. The engine (Ray Serve) gathers the requests into batches
@@ -15,6 +16,16 @@ worker's: *wait* is arrival → the engine's batch start (the mailbox, the way t
 replica and its queue), *prep* and *compute* are the replica's, *post* is the replica's
 post-processing and the way back. The serving stages apart (:attr:`ServingWorker.serving`)
 go in the report's ``serving`` object.
+
+With any other backend it is the in-process :class:`~batchscope.engine.worker.Worker`, on
+the same thread: the engine switches live (a backend swap, between two batches), and a
+model that ran on this thread before runs on it again (a thread that takes over torch from
+another runs it 1.7x slower on a CPU: docs/BENCHMARKS.md). At a swap the old engine's
+answers in flight land (the swap waits for them) and are recorded as its own, and the old
+engine stops on a thread aside, this one serving the new meanwhile; on a
+switch to another engine the serving figures start again (the report's ``serving`` object
+is the engine's that serves at the end, since it took over), while a redeploy on the same
+engine (a device change) carries the engine's batch counts across.
 """
 
 from __future__ import annotations
@@ -22,11 +33,12 @@ from __future__ import annotations
 import queue
 import threading
 from collections import Counter
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 from typing import Any
 
 from batchscope.engine.accuracy import UNSCORED
+from batchscope.engine.backends import Backend
 from batchscope.engine.metrics import Latest
 from batchscope.engine.policies import SESSION
 from batchscope.engine.serving.base import ServingBackend
@@ -34,6 +46,8 @@ from batchscope.engine.serving.wire import Served
 from batchscope.engine.session import Window
 from batchscope.engine.worker import POLL_S, Worker
 
+#: How long a swap waits for the answers in flight from the engine swapped out (s).
+RETIRE_WAIT_S = 5.0
 #: How long a batch whose answers did not all come back waits for them (s) before it is
 #: recorded with those that did.
 STALE_S = 2.0
@@ -68,17 +82,28 @@ class Answer:
     served: Served  # on the client's clock
 
 
+def engine_of(backend: Backend | None) -> str | None:
+    """The serving engine a backend is the client of (ray, triton), or None: in-process."""
+    return backend.engine if isinstance(backend, ServingBackend) else None
+
+
 class ServingWorker(Worker):
-    """A client per session of a serving engine, in place of the batching loop."""
+    """The worker; a client per session of a serving engine while its backend is one."""
 
     def _prepare(self) -> None:
         # made before the thread starts (Worker.__init__ starts it)
         self._in_flight: dict[int, Future] = {}
-        # (window, sent, received, its future): answers the loop has yet to record
-        self._answers: queue.SimpleQueue[tuple[Window, float, float, Future]] = queue.SimpleQueue()
+        # (window, sent, received, its future, the backend it went to): answers the loop
+        # has yet to record
+        self._answers: queue.SimpleQueue[tuple[Window, float, float, Future, Backend]] = (
+            queue.SimpleQueue()
+        )
         self._batches: dict[tuple[int, int], list[Answer]] = {}
         self._applied: tuple[Any, ...] | None = None  # the knobs the engine holds
         self._counted_at_reset: Counter[int] = Counter()  # the engine's counts then
+        # batches the engine formed since the reset in deployments swapped out since (a
+        # device change redeploys on the same engine)
+        self._counted_before: Counter[int] = Counter()
         self._serving_lock = threading.Lock()
         self.serving = ServingStages()
         self.formed: Counter[int] = Counter()  # batch sizes the engine formed, as recorded
@@ -89,6 +114,8 @@ class ServingWorker(Worker):
         with self._serving_lock:
             self.serving = ServingStages()
             self.formed = Counter()
+        self._counted_at_reset = Counter()
+        self._counted_before = Counter()
         backend = self.backend
         if isinstance(backend, ServingBackend):
             try:
@@ -98,12 +125,17 @@ class ServingWorker(Worker):
                 self._event("error", f"{backend.engine}: its batch counts were not read: {exc}")
 
     def counted_since_reset(self) -> dict[int, int]:
-        """The batches the engine formed since the statistics' start, as it counts them."""
+        """The batches the engine formed since the statistics' start (or since it took
+        over), as it counts them."""
         backend = self.backend
-        assert isinstance(backend, ServingBackend), "a serving worker runs a serving backend"
+        assert isinstance(backend, ServingBackend), "counted on a serving engine only"
+        now = self._since_reset(backend) + self._counted_before
+        return {int(k): v for k, v in now.items() if v > 0}
+
+    def _since_reset(self, backend: ServingBackend) -> Counter[int]:
         now = Counter(backend.counts())
         now.subtract(self._counted_at_reset)
-        return {int(k): v for k, v in now.items() if v > 0}
+        return +now  # the positive counts
 
     def serving_figures(self) -> tuple[dict[str, float], dict[int, int]]:
         with self._serving_lock:
@@ -113,7 +145,9 @@ class ServingWorker(Worker):
 
     def _step(self) -> None:
         backend = self.backend
-        assert isinstance(backend, ServingBackend), "a serving worker runs a serving backend"
+        if not isinstance(backend, ServingBackend):  # in-process: the batching loop
+            super()._step()
+            return
         self._collect(backend)
         self._sync_batching(backend)
         now = self._clock()
@@ -137,19 +171,23 @@ class ServingWorker(Worker):
             self._terminate.wait(POLL_S)
             return
         self._in_flight[win.session] = future
-        future.add_done_callback(lambda f: self._answered(win, sent, f))
+        future.add_done_callback(lambda f: self._answered(win, sent, f, backend))
 
-    def _answered(self, win: Window, sent: float, future: Future) -> None:
+    def _answered(self, win: Window, sent: float, future: Future, backend: Backend) -> None:
         """Any thread: an answer came back; the loop records it."""
-        self._answers.put((win, sent, self._clock(), future))
+        self._answers.put((win, sent, self._clock(), future, backend))
         self._mailboxes.wake()
 
     def _collect(self, backend: ServingBackend) -> None:
+        """Record the answers of ``backend`` that came back (those of a backend swapped
+        out before are dropped: its own were recorded at the swap)."""
         while True:
             try:
-                win, sent, received, future = self._answers.get_nowait()
+                win, sent, received, future, came_from = self._answers.get_nowait()
             except queue.Empty:
                 break
+            if came_from is not backend:
+                continue
             self._in_flight.pop(win.session, None)
             try:
                 served = backend.on_client_clock(future.result(), sent, received)
@@ -159,13 +197,45 @@ class ServingWorker(Worker):
             group = self._batches.setdefault((served.pid, served.batch_id), [])
             group.append(Answer(win, sent, received, served))
             if len(group) == served.batch_size:
-                self._record(self._batches.pop((served.pid, served.batch_id)))
+                self._record(self._batches.pop((served.pid, served.batch_id)), backend)
         # a batch some of whose answers never come (a request failed): recorded as it is
         now = self._clock()
         for key in [k for k, g in self._batches.items() if now - g[0].received > STALE_S]:
-            self._record(self._batches.pop(key))
+            self._record(self._batches.pop(key), backend)
 
-    def _record(self, answers: list[Answer]) -> None:
+    def _retire(self, old: Backend) -> None:
+        """Worker thread, at a swap (the new backend is in): close ``old``, and when it was
+        a serving engine's, record the answers its close let land. Another engine's figures
+        start again; a redeploy on the same engine carries its batch counts."""
+        new_engine = engine_of(self.backend)
+        if not isinstance(old, ServingBackend):
+            old.close()
+        else:
+            try:
+                counted = self._since_reset(old)
+            except Exception as exc:  # its server is gone: said, not guessed
+                counted = Counter()
+                self._event("error", f"{old.engine}: its batch counts were not read: {exc}")
+            # the answers in flight land (each within its batch), then the engine stops
+            # aside (Triton's server 2 s, Ray's app 1 s) while this thread serves the new
+            wait(list(self._in_flight.values()), timeout=RETIRE_WAIT_S)
+            self.close_aside(old)
+            self._collect(old)
+            for group in self._batches.values():
+                self._record(group, old)
+            self._batches.clear()
+            self._in_flight.clear()
+            self._counted_at_reset = Counter()
+            if new_engine == old.engine:
+                self._counted_before += counted
+        if new_engine != engine_of(old):
+            with self._serving_lock:
+                self.serving = ServingStages()
+                self.formed = Counter()
+            self._counted_before = Counter()
+            self._applied = None
+
+    def _record(self, answers: list[Answer], backend: Backend) -> None:
         """One batch the engine formed, with the answers of its windows that came back."""
         first = answers[0].served
         n = first.batch_size  # as the engine formed it, whether or not all came back
@@ -173,8 +243,8 @@ class ServingWorker(Worker):
         records = []
         latest: dict[int, Latest] = {}
         worst = 0.0
-        positions = self.backend is not None and self.backend.draws_detections
-        knows_arrival = getattr(self.backend, "knows_arrival", True)
+        positions = backend.draws_detections
+        knows_arrival = getattr(backend, "knows_arrival", True)
         spans: list[dict[str, float]] = []
         for a in answers:
             win, sv = a.window, a.served
@@ -246,7 +316,7 @@ class ServingWorker(Worker):
         those whose answers the client recorded), the serving stages' means (ms) and the
         engine's own figures (``ServingBackend.report``)."""
         backend = self.backend
-        assert isinstance(backend, ServingBackend), "a serving worker runs a serving backend"
+        assert isinstance(backend, ServingBackend), "reported on a serving engine only"
         stages, formed = self.serving_figures()
         try:
             counted = {str(k): v for k, v in sorted(self.counted_since_reset().items())}

@@ -47,6 +47,7 @@ from batchscope.ui.capacity.presenter import (
     operating_point,
     setting_changes,
 )
+from batchscope.ui.controls.panel import ENGINE_LABELS
 from batchscope.ui.plain_text import ElidedLabel, add_item, plain_label
 from batchscope.ui.plots import PlotCard, pen
 from batchscope.ui.theme import Look
@@ -59,9 +60,6 @@ SHARE = {Qt.Orientation.Horizontal: 0.62, Qt.Orientation.Vertical: 0.6}
 
 
 #: The engines the Capacity view verifies on (``plan --verify --on``).
-VERIFY_LABELS = {"inprocess": "BatchScope's worker", "ray": "Ray Serve", "triton": "Triton"}
-
-
 class CapacityPlot(PlotCard):
     """One panel: per policy a line over sessions, the budget, the maxima, the live point."""
 
@@ -248,7 +246,7 @@ class CapacityView(QWidget):
         verify_row.addWidget(QLabel("Verify on"))
         self.verify_engine = QComboBox()
         for on, why in engine_availability().items():
-            add_item(self.verify_engine, VERIFY_LABELS[on], on, why)
+            add_item(self.verify_engine, ENGINE_LABELS[on], on, why)
         verify_row.addWidget(self.verify_engine)
         self.verify_button = QPushButton("Verify")
         self.verify_button.setToolTip(

@@ -44,6 +44,7 @@ from batchscope.config import (
     RunConfig,
     format_resolution,
 )
+from batchscope.engine.serving.engines import engine_availability
 from batchscope.ui.controls.device_options import (
     DeviceChoice,
     choice_key,
@@ -64,16 +65,18 @@ POLICY_LABELS = {
 
 SLIDER_DEBOUNCE_MS = 300
 
-#: The Engine row: what forms the batches (RunConfig.serving; None: BatchScope's worker).
+#: The engines that can form the batches (RunConfig.serving; "inprocess": BatchScope's
+#: worker), as the Engine list and the Capacity tab's Verify on name them.
 ENGINE_LABELS = {
     "inprocess": "BatchScope's worker",
-    "ray": "Ray Serve (forms the batches)",
-    "triton": "Triton server (forms the batches)",
+    "ray": "Ray Serve",
+    "triton": "Triton server",
 }
 ENGINE_TIP = (
-    "What forms the batches, chosen when the app starts: BatchScope's own worker, or a real "
-    "serving engine with the same sessions: batchscope gui --backend ray|triton. The Device "
-    "list is then what runs a batch in that engine."
+    "What forms the batches: BatchScope's own worker, or a real serving engine with the same "
+    "sessions (batchscope gui --backend ray|triton starts on one). A switch is a live change: "
+    "the engine starts (seconds; the run goes on meanwhile), then takes over, and a new "
+    "segment opens. The Device list is what runs a batch in the engine."
 )
 
 Slider = QLabeledSlider | QLabeledDoubleSlider
@@ -126,7 +129,14 @@ def _decimals(value: float) -> int:
 class ControlsPanel(QWidget):
     changed = Signal(dict)  # the RunConfig fields the user changed: name -> new value
 
-    def __init__(self, devices: list[DeviceChoice], parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        devices: list[DeviceChoice],
+        engines: dict[str, str | None] | None = None,
+        parent: QWidget | None = None,
+    ) -> None:
+        """``engines``: each engine's reason it cannot serve here, or None (default:
+        ``engine_availability()``); one that cannot is greyed, the reason its tip."""
         super().__init__(parent)
         self._devices = {d.key: d for d in devices}
         form = QFormLayout(self)
@@ -151,10 +161,12 @@ class ControlsPanel(QWidget):
         # the closed box may cut a long label: the list shows it whole, the box's tip too
         self._fit_device_list()
         self.device.currentIndexChanged.connect(self._tip_device)
-        # the engine that forms the batches: chosen at the start (gui --backend ray|triton)
-        self.engine = plain_label()
+        # the engine that forms the batches (a live switch; gui --backend ray|triton)
+        self.engine = QComboBox()
         self.engine.setObjectName("controlEngine")
         self.engine.setToolTip(ENGINE_TIP)
+        for name, why in (engines if engines is not None else engine_availability()).items():
+            add_item(self.engine, ENGINE_LABELS[name], name, why)
         self._serving: str | None = None
         self.precision = QComboBox()
         self.resolution = QComboBox()
@@ -240,6 +252,7 @@ class ControlsPanel(QWidget):
         self._pending: dict[str, Any] = {}
         self._flush_debounced = qdebounced(self._flush, timeout=SLIDER_DEBOUNCE_MS)
         self.policy.currentIndexChanged.connect(self._on_policy)
+        self.engine.currentIndexChanged.connect(self._on_engine)
         self.device.currentIndexChanged.connect(self._on_device)
         self.precision.currentIndexChanged.connect(self._on_precision)
         self.resolution.currentIndexChanged.connect(self._on_resolution)
@@ -271,6 +284,7 @@ class ControlsPanel(QWidget):
         widgets = (
             self.policy,
             self.unlimited,
+            self.engine,
             self.device,
             self.precision,
             self.resolution,
@@ -303,7 +317,7 @@ class ControlsPanel(QWidget):
             if config.drop_after_ms is not None:  # off keeps the last value typed, to re-use
                 self.drop_ms.setText(f"{config.drop_after_ms:g}")
             self._serving = config.serving
-            self.engine.setText(ENGINE_LABELS[config.serving or "inprocess"])
+            self.engine.setCurrentIndex(_find(self.engine, config.serving or "inprocess"))
             self._grey_policies(SERVING_REFUSALS.get(config.serving or "", {}))
             self.device.setCurrentIndex(_find(self.device, self._device_key(config)))
             self._tip_device()
@@ -449,6 +463,15 @@ class ControlsPanel(QWidget):
 
     def _on_precision(self) -> None:
         self._send({"precision": self.precision.currentData()})
+
+    def _on_engine(self) -> None:
+        """A switch of engine: the device stays what runs a batch (in the engine, or in
+        BatchScope's worker); the policies the engine cannot hold are greyed."""
+        engine = self.engine.currentData()
+        self._serving = None if engine == "inprocess" else engine
+        self._grey_policies(SERVING_REFUSALS.get(self._serving or "", {}))
+        changes = self.choice().changes()
+        self._send({"backend": self._serving or changes["backend"]})
 
     def _on_device(self) -> None:
         changes = self.choice().changes()
