@@ -10,6 +10,14 @@ from batchscope.device.checks import BackendError
 from batchscope.engine.serving.base import ServingBackend
 from batchscope.profiles.profile import ProfileError, load_profile
 
+#: The engines that can form the batches (RunConfig.serving; "inprocess": BatchScope's
+#: worker), as the app's Engine list and its Capacity tab's Verify on name them.
+ENGINE_LABELS = {
+    "inprocess": "BatchScope's worker",
+    "ray": "Ray Serve",
+    "triton": "Triton server",
+}
+
 
 def serving_backend(config: RunConfig, progress: Callable[[str], None]) -> ServingBackend:
     """A deployment of ``config`` on its engine; a bad profile or curve is said before the

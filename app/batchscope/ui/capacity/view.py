@@ -36,7 +36,7 @@ from PySide6.QtWidgets import (
 )
 
 from batchscope.config import POLICIES, format_resolution
-from batchscope.engine.serving.engines import engine_availability
+from batchscope.engine.serving.engines import ENGINE_LABELS, engine_availability
 from batchscope.engine.snapshot import Snapshot
 from batchscope.render.plan_plot import P99_CLIP, POLICY_COLOURS
 from batchscope.sim.planner import VERIFY_S, Series
@@ -47,7 +47,6 @@ from batchscope.ui.capacity.presenter import (
     operating_point,
     setting_changes,
 )
-from batchscope.ui.controls.panel import ENGINE_LABELS
 from batchscope.ui.plain_text import ElidedLabel, add_item, plain_label
 from batchscope.ui.plots import PlotCard, pen
 from batchscope.ui.theme import Look

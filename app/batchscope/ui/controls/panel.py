@@ -44,7 +44,7 @@ from batchscope.config import (
     RunConfig,
     format_resolution,
 )
-from batchscope.engine.serving.engines import engine_availability
+from batchscope.engine.serving.engines import ENGINE_LABELS, engine_availability
 from batchscope.ui.controls.device_options import (
     DeviceChoice,
     choice_key,
@@ -65,13 +65,6 @@ POLICY_LABELS = {
 
 SLIDER_DEBOUNCE_MS = 300
 
-#: The engines that can form the batches (RunConfig.serving; "inprocess": BatchScope's
-#: worker), as the Engine list and the Capacity tab's Verify on name them.
-ENGINE_LABELS = {
-    "inprocess": "BatchScope's worker",
-    "ray": "Ray Serve",
-    "triton": "Triton server",
-}
 ENGINE_TIP = (
     "What forms the batches: BatchScope's own worker, or a real serving engine with the same "
     "sessions (batchscope gui --backend ray|triton starts on one). A switch is a live change: "
