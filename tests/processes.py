@@ -47,13 +47,16 @@ def on_loopback(address: str) -> bool:
     )
 
 
-def run_then_kill(engine: str, marker: str, start_s: float) -> tuple[set[int], str]:
+def run_then_kill(
+    engine: str, marker: str, start_s: float, tmp: Path | None = None
+) -> tuple[set[int], str]:
     """``batchscope run --backend ENGINE`` in a child, SIGKILLed once one of its processes'
     command lines has ``marker`` (the engine's model process is up): the processes below it
-    then, and what it said on stderr."""
+    then, and what it said on stderr. ``tmp``: the child's temporary folder (TMPDIR)."""
     cmd = [sys.executable, "-m", "batchscope", "run", "synthetic", "--backend", engine,
            "--sessions", "2", "--resolution", "256x144", "--duration", "600"]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    env = {**os.environ, "TMPDIR": str(tmp)} if tmp is not None else None
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     try:
 
         def up() -> bool:

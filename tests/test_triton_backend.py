@@ -185,10 +185,14 @@ def test_a_missing_triton_is_one_line_naming_the_set_up(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
-def test_a_killed_batchscope_leaves_no_triton_behind():
-    started, said = run_then_kill("triton", "triton_python_backend_stub", START_S)
+def test_a_killed_batchscope_leaves_no_triton_behind(tmp_path):
+    started, said = run_then_kill("triton", "triton_python_backend_stub", START_S, tmp_path)
     assert "starting Triton on 127.0.0.1:" in said  # the terminal says what starts
     assert wait_for(lambda: not alive(started), 30.0), f"left behind: {alive(started)}"
+    # nor its workspace and model repository (the reaper removes them after the kills)
+    assert wait_for(lambda: not list(tmp_path.glob("batchscope-*")), 30.0), (
+        f"left behind: {sorted(p.name for p in tmp_path.glob('batchscope-*'))}"
+    )
 
 
 # -- plan --export's repository, in the real server -------------------------------------

@@ -6,19 +6,25 @@ BatchScope killed with SIGKILL by about a minute (they try to report the raylet'
 to the GCS that died with it, with a fixed 60 s timeout). The reaper is a child process
 that reads PIDs from a pipe; when the pipe closes — BatchScope closed it, or died, even
 by SIGKILL — it kills every listed process that is still the one listed (same start
-time), with the processes below them, and ends. By PID, never by name.
+time), with the processes below them, removes the temporary folders listed (a Triton
+server's workspace and model repository: only BatchScope's own, named ``batchscope-…``),
+and ends. By PID, never by name.
 
-    python -m batchscope.engine.serving.reaper      # reads "PID START" lines on stdin
+    python -m batchscope.engine.serving.reaper      # reads "PID START" and "rm PATH" lines
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
 from pathlib import Path
+
+REMOVE = "rm "  # a line naming a folder to remove
+FOLDER_PREFIX = "batchscope-"  # the only folders the reaper removes
 
 
 def start_time(pid: int) -> int | None:
@@ -77,6 +83,13 @@ class Reaper:
                 self.watched.add(pid)
         self._proc.stdin.flush()
 
+    def remove(self, folder: Path) -> None:
+        """Have ``folder`` (a temporary one of BatchScope's, ``batchscope-…``) removed when
+        the pipe closes, after the kills."""
+        assert self._proc.stdin is not None, "made with a pipe"
+        self._proc.stdin.write(f"{REMOVE}{folder}\n")
+        self._proc.stdin.flush()
+
     def close(self, timeout: float = 5.0) -> None:
         """Close the pipe: what is still running of the watched processes is killed."""
         assert self._proc.stdin is not None, "made with a pipe"
@@ -92,7 +105,11 @@ class Reaper:
 def main() -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl+C in the terminal is the parent's
     watched: dict[int, int] = {}
+    folders: list[Path] = []
     for line in sys.stdin:  # until the pipe closes: closed by the parent, or its death
+        if line.startswith(REMOVE):
+            folders.append(Path(line[len(REMOVE) :].rstrip("\n")))
+            continue
         with contextlib.suppress(ValueError):
             pid, started = (int(x) for x in line.split())
             watched[pid] = started
@@ -101,6 +118,9 @@ def main() -> int:
     for pid in sorted(descendants(*alive)) + alive:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
+    for folder in folders:
+        if folder.name.startswith(FOLDER_PREFIX):  # never a folder of the user's
+            shutil.rmtree(folder, ignore_errors=True)
     return 0
 
 

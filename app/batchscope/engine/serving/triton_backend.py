@@ -164,7 +164,7 @@ class TritonBackend(ServingBackend):
         try:
             onnx = self._onnx(config, progress) if self.real else None
             write_repository(self._folder, config, onnx)
-            self.server = TritonServer(self._folder, progress)
+            self.server = TritonServer(self._folder, progress, temporary=(self._folder,))
             self.version = self.server.version
             self._client = grpcclient.InferenceServerClient(self.server.url)
             progress(f"loading BlurBall into Triton {self.version}…")

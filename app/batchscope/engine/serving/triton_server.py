@@ -102,9 +102,14 @@ class TritonServer:
         repository: Path,
         progress: Callable[[str], None] = lambda _: None,
         install: TritonInstall | None = None,
+        temporary: tuple[Path, ...] = (),
     ) -> None:
+        """``temporary``: folders of the caller's (its model repository) that go with the
+        workspace if BatchScope dies (the reaper removes them); the caller removes them on
+        a stop."""
         self.install = install or find_triton()
         self.repository = repository
+        self._temporary = temporary
         self.workspace = Path(tempfile.mkdtemp(prefix="batchscope-triton-"))
         self.reaper: Reaper | None = None
         self.process: subprocess.Popen | None = None
@@ -154,6 +159,8 @@ class TritonServer:
                 command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
         self.reaper = Reaper()
+        for folder in (self.workspace, *self._temporary):  # left by a BatchScope killed
+            self.reaper.remove(folder)
         self.watch()
         self._wait_live(t0)
         self.start_s = time.monotonic() - t0
