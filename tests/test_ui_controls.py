@@ -149,12 +149,29 @@ def test_the_engine_list_switches_the_engine_and_keeps_the_device(qtbot):
     triton = panel.engine.model().item(panel.engine.findData("triton"))
     assert not triton.isEnabled() and "not set up here" in triton.toolTip()
     pick(panel.engine, "ray")
-    assert sent == [{"backend": "ray"}]
+    assert sent == [{"backend": "ray", "ray_address": None}]
     ray = RunConfig(**{**config.__dict__, **sent[-1]})  # a config the engine takes as it is
     assert ray.serving == "ray" and ray.runner == "emulated"
     panel.show_config(ray)
     pick(panel.engine, "inprocess")
-    assert sent[-1] == {"backend": "emulated"}  # the device's own backend again
+    assert sent[-1] == {"backend": "emulated", "ray_address": None}  # the device's own again
+
+
+def test_a_ray_cluster_given_at_the_start_is_left_and_found_again(qtbot):
+    """gui --backend ray --ray-address ADDR: a switch off Ray drops the address (it is
+    Ray's only: a config keeping it is refused), a switch back connects to it again."""
+    panel = ControlsPanel(device_choices(gpus=[]), {"inprocess": None, "ray": None})
+    qtbot.addWidget(panel)
+    sent: list[dict] = []
+    panel.changed.connect(sent.append)
+    on_cluster = RunConfig(backend="ray", profile="laptop-8gb", ray_address="10.0.0.5:6379")
+    panel.show_config(on_cluster)
+    pick(panel.engine, "inprocess")
+    off = RunConfig(**{**on_cluster.__dict__, **sent[-1]})  # refused if it kept the address
+    assert off.serving is None and off.ray_address is None
+    panel.show_config(off)
+    pick(panel.engine, "ray")
+    assert sent[-1] == {"backend": "ray", "ray_address": "10.0.0.5:6379"}
 
 
 def test_each_source_at_its_own_fps_is_shown_and_not_overwritten(controls):

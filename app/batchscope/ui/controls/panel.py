@@ -161,6 +161,7 @@ class ControlsPanel(QWidget):
         for name, why in (engines if engines is not None else engine_availability()).items():
             add_item(self.engine, ENGINE_LABELS[name], name, why)
         self._serving: str | None = None
+        self._ray_address: str | None = None  # gui --ray-address: Ray's, whenever on Ray
         self.precision = QComboBox()
         self.resolution = QComboBox()
         self.fps = _slider("fps")
@@ -310,6 +311,7 @@ class ControlsPanel(QWidget):
             if config.drop_after_ms is not None:  # off keeps the last value typed, to re-use
                 self.drop_ms.setText(f"{config.drop_after_ms:g}")
             self._serving = config.serving
+            self._ray_address = config.ray_address or self._ray_address
             self.engine.setCurrentIndex(_find(self.engine, config.serving or "inprocess"))
             self._grey_policies(SERVING_REFUSALS.get(config.serving or "", {}))
             self.device.setCurrentIndex(_find(self.device, self._device_key(config)))
@@ -463,8 +465,11 @@ class ControlsPanel(QWidget):
         engine = self.engine.currentData()
         self._serving = None if engine == "inprocess" else engine
         self._grey_policies(SERVING_REFUSALS.get(self._serving or "", {}))
-        changes = self.choice().changes()
-        self._send({"backend": self._serving or changes["backend"]})
+        backend = self._serving or self.choice().changes()["backend"]
+        # the cluster given at the start (gui --ray-address) is Ray's only: kept for a
+        # switch back
+        ray_address = self._ray_address if self._serving == "ray" else None
+        self._send({"backend": backend, "ray_address": ray_address})
 
     def _on_device(self) -> None:
         changes = self.choice().changes()
