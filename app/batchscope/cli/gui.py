@@ -62,10 +62,10 @@ def add_gui_command(sub: Any) -> None:
         "--backend",
         choices=SERVING_ENGINES,
         default=None,
-        help="a real serving engine forms the batches, with the same sessions: ray (Ray "
-        "Serve) or triton (a Triton server started on loopback; ./batchscope.sh triton sets "
-        "it up); the Device list is then what runs a batch in it; default: BatchScope's own "
-        "worker",
+        help="start on a real serving engine that forms the batches, with the same "
+        "sessions: ray (Ray Serve) or triton (a Triton server started on loopback; "
+        "./batchscope.sh triton sets it up); the Device list is then what runs a batch in "
+        "it, and the Engine list switches engines live; default: BatchScope's own worker",
     )
     gui.add_argument(
         "--ray-address",
