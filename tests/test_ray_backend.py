@@ -23,6 +23,7 @@ from tests.processes import (
 )
 
 from batchscope.config import ConfigError, RunConfig
+from batchscope.engine.engine import Engine
 from batchscope.engine.serving.reaper import descendants
 
 pytest.importorskip("ray.serve", reason="Ray Serve is not installed: pip install 'ray[serve]'")
@@ -74,25 +75,34 @@ def test_a_live_knob_change_is_set_in_the_same_replica(ray_engine):
     assert engine.apply(engine.config.with_changes(max_batch=3, max_delay_ms=20.0)) is None
 
 
-def test_switching_live_to_batchscope_s_worker_stops_ray_and_back_starts_it(ray_engine):
-    """The engine switched live (the app's Engine list): off Ray its processes are gone (by
-    PID), the worker batches; back on Ray a new one serves (the module's other tests use it)."""
-    engine = ray_engine
-    ray_processes = descendants(os.getpid())
-    assert ray_processes
-    said_before = len(engine.events())
-    assert engine.apply(engine.config.with_changes(backend="emulated")) is None
-    assert engine.config.serving is None and "serving" not in engine.report()
-    assert wait_for(lambda: not (descendants(os.getpid()) & ray_processes), 30.0), (
-        f"left running: {descendants(os.getpid()) & ray_processes}"
-    )
-    now = served(engine)
-    assert wait_for(lambda: served(engine) > now + 30, 30.0)  # the worker delivers
-    assert engine.apply(engine.config.with_changes(backend="ray")) is None
-    now = served(engine)
-    assert wait_for(lambda: served(engine) > now + 30, START_S)
-    assert engine.report()["serving"]["engine"] == "ray"
-    assert [e.message for e in engine.events()[said_before:] if e.kind == "error"] == []
+def test_a_run_switches_live_onto_ray_and_off_it(ray_engine):
+    """A run on BatchScope's worker switches onto Ray and back (the app's Engine list): on
+    the module's Ray, which the other engine holds, a deployment of its own, whose replica
+    is gone (by PID) once the run is off Ray; the other engine serves throughout. (Ray
+    itself shut down when the last run leaves it: tests/test_engine_switch.py, and
+    benchmarks/engine_switch.py: no process left.)"""
+    config = ray_engine.config.with_changes(backend="emulated", sessions=3)
+    engine = Engine(config)
+    engine.open()
+    engine.start()
+    try:
+        assert engine.apply(engine.config.with_changes(backend="ray")) is None
+        now = served(engine)
+        assert wait_for(lambda: served(engine) > now + 30, START_S)
+        assert engine.report()["serving"]["engine"] == "ray"
+        replica = engine.backend.replica_pid
+        assert replica != ray_engine.backend.replica_pid
+        said_before = len(engine.events())
+        assert engine.apply(engine.config.with_changes(backend="emulated")) is None
+        assert engine.config.serving is None and "serving" not in engine.report()
+        assert wait_for(lambda: not alive({replica}), 30.0), f"replica {replica} left running"
+        now = served(engine)
+        assert wait_for(lambda: served(engine) > now + 30, 30.0)  # the worker delivers
+        assert [e.message for e in engine.events()[said_before:] if e.kind == "error"] == []
+    finally:
+        assert engine.stop(10.0) == []
+    now = served(ray_engine)
+    assert wait_for(lambda: served(ray_engine) > now + 20, 30.0)  # still on its Ray
 
 
 def test_every_listener_ray_started_is_on_loopback(ray_engine):
