@@ -208,8 +208,10 @@ class Engine:
         self._feeder.stop(max(0.1, deadline - time.monotonic()))
         self._monitor.stop(max(0.1, deadline - time.monotonic()))
         if self._worker is not None:
-            # a serving engine's backend closes on the worker's thread: its processes stop
-            extra = SERVING_STOP_S if engine_of(self._worker.backend) else 0.0
+            # a serving engine's backend closes on the worker's thread (one swapped out,
+            # on a thread aside the worker waits for): its processes stop
+            serving = engine_of(self._worker.backend) or self._worker.retiring
+            extra = SERVING_STOP_S if serving else 0.0
             self._worker.stop(max(0.1, deadline + extra - time.monotonic()))
         if self._load is not None:
             self._load.stop(max(0.1, deadline - time.monotonic()))

@@ -140,14 +140,16 @@ class Worker:
         self._closers.append(closer)
         closer.start()
 
-    def wait_retired(self, timeout: float | None = None) -> bool:
-        """Wait for the backends swapped out to be closed; whether all were."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+    @property
+    def retiring(self) -> bool:
+        """Whether a backend swapped out is still closing (a serving engine stopping)."""
+        return any(c.is_alive() for c in self._closers)
+
+    def wait_retired(self) -> None:
+        """Wait until the backends swapped out are closed (each close has its own limits)."""
         for closer in list(self._closers):
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            closer.join(left)
-        self._closers = [c for c in self._closers if c.is_alive()]
-        return not self._closers
+            closer.join()
+        self._closers = []
 
     def discard(self, backend: Backend) -> Future:
         """Close a built backend that will not be used (on the thread that built it).

@@ -58,7 +58,6 @@ POINT_HZ = 2.0  # how often the live point re-reads a segment snapshot off anoth
 SHARE = {Qt.Orientation.Horizontal: 0.62, Qt.Orientation.Vertical: 0.6}
 
 
-#: The engines the Capacity view verifies on (``plan --verify --on``).
 class CapacityPlot(PlotCard):
     """One panel: per policy a line over sessions, the budget, the maxima, the live point."""
 
