@@ -26,6 +26,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -114,11 +115,13 @@ class Server:
         return self.proc.pid if self.proc is not None else None
 
     def start(self) -> Server:
+        # what it says (errors only) goes to a file, for the reason when it never listens
+        self._said = tempfile.TemporaryFile()  # noqa: SIM115 (closed with the object)
         self.proc = subprocess.Popen(
             self.args,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stderr=self._said,
             preexec_fn=_die_with_parent,
         )
         if self.ready_port is not None:
@@ -131,15 +134,23 @@ class Server:
                 if self.proc.poll() is not None:
                     raise RuntimeError(
                         f"{self.args[0]} ended with code {self.proc.returncode} before it "
-                        f"listened on {self.listen_port}"
+                        f"listened on {self.listen_port}: {self.said()}"
                     )
                 if time.monotonic() > deadline:
+                    said = self.said()
+                    self.stop()  # by its PID: not left running past the failed test
                     raise RuntimeError(
                         f"{self.args[0]} did not listen on {self.listen_port} within "
-                        f"{LISTEN_TIMEOUT_S:g} s"
+                        f"{LISTEN_TIMEOUT_S:g} s: {said}"
                     )
                 time.sleep(0.05)
         return self
+
+    def said(self) -> str:
+        """The last of what the server wrote on stderr (or that it wrote nothing)."""
+        self._said.seek(0)
+        text = self._said.read().decode(errors="replace").strip()
+        return text[-500:] if text else "(nothing on stderr)"
 
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
