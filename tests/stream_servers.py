@@ -130,7 +130,7 @@ class Server:
             # generous: ffmpeg opens its input before it listens, slow late in a suite run
             # beside two CPU hogs (it failed once at 15 s)
             deadline = time.monotonic() + LISTEN_TIMEOUT_S
-            while not tcp_listening(self.listen_port):
+            while not serving_on(self.listen_port, self.proc.pid):
                 if self.proc.poll() is not None:
                     raise RuntimeError(
                         f"{self.args[0]} ended with code {self.proc.returncode} before it "
@@ -188,12 +188,32 @@ def wait_listening(port: int, proc: subprocess.Popen[bytes], timeout: float | No
     raise RuntimeError(f"nothing listened on 127.0.0.1:{port} within {timeout:g} s")
 
 
-def tcp_listening(port: int) -> bool:
-    """Whether a socket listens on 127.0.0.1:``port`` (the kernel's table, no connection)."""
+def serving_on(port: int, pid: int) -> bool:
+    """Whether process ``pid`` listens on 127.0.0.1:``port``, or has already accepted its
+    client there (the kernel's table and the process's open sockets, no connection).
+
+    ffmpeg's ``-listen 1`` accepts one client and closes its listening socket: when a
+    client is already retrying (a session reconnecting to a restarted server), the socket
+    can listen and be gone between two looks, so an accepted connection counts too. A
+    socket on that port counts only if the server holds it (not the old server's
+    closing one)."""
     want = f"0100007F:{port:04X}"
+    mine: set[str] = set()
+    try:
+        links = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return False  # it ended (the caller says so)
+    for link in links:
+        try:
+            target = os.readlink(link)
+        except OSError:
+            continue  # closed meanwhile
+        if target.startswith("socket:["):
+            mine.add(target[8:-1])
     for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
         cols = line.split()
-        if cols[1] == want and cols[3] == "0A":  # TCP_LISTEN
+        # TCP_LISTEN or TCP_ESTABLISHED, on the local side, held by the server
+        if cols[1] == want and cols[3] in ("0A", "01") and cols[9] in mine:
             return True
     return False
 
@@ -208,7 +228,7 @@ def http_server(clip: Path, kind: str = "mjpeg") -> Server:
     """ffmpeg's HTTP server for one client: MJPEG (multipart) or MPEG-TS (progressive).
 
     A probe connection would be its one client, so readiness is read from the kernel's
-    table of listening sockets instead (:func:`tcp_listening`)."""
+    table of sockets instead (:func:`serving_on`)."""
     port = free_port()
     if kind == "mjpeg":
         out = ["-c:v", "mjpeg", "-q:v", "5", "-f", "mpjpeg"]

@@ -231,3 +231,39 @@ def test_a_server_that_refuses_says_why_not_no_stream_within_5_s(clip):
         StreamSource(server.url.replace("/cam", "/nothing"), (128, 72))
     assert caught.value.reason.startswith("the server answered 404")
     assert caught.value.reason.endswith(": no stream at this path")
+
+
+def test_an_http_server_that_a_waiting_client_takes_at_once_counts_as_up(clip):
+    """ffmpeg's ``-listen 1`` closes its listening socket once it accepts: a session
+    already retrying the port (a restarted camera) can take it before anyone sees it
+    listen. The test server's readiness must not wait for a listening socket then (it
+    waited 60 s and failed a clean-clone run)."""
+    import socket
+    import threading
+
+    server = http_server(clip)
+    port = int(server.url.split(":")[2].split("/")[0])
+    got = threading.Event()
+    done = threading.Event()
+
+    def knock() -> None:  # a client retrying every millisecond, as a reconnecting one would
+        while not done.is_set():
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+                    s.sendall(b"GET /live.mjpg HTTP/1.1\r\nHost: x\r\n\r\n")
+                    if s.recv(64):
+                        got.set()
+                    done.wait(30)
+            except OSError:
+                time.sleep(0.001)
+
+    thread = threading.Thread(target=knock, daemon=True)
+    thread.start()
+    try:
+        server.start()  # returns once the server holds the port, listening or accepted
+        assert server.running()
+        assert got.wait(30)  # and the waiting client is served
+    finally:
+        done.set()
+        server.stop()
+        thread.join(10)
