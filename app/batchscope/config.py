@@ -16,6 +16,8 @@ from typing import Any
 from batchscope.urls import mask_credentials
 
 POLICIES = ("oldest", "round-robin", "all", "dynamic", "fixed", "adaptive")
+#: How windows go to devices when there are several (sim/devices.py has the rules)
+ROUTERS = ("pinned", "least-loaded")
 PRECISIONS = ("fp32", "fp16", "bf16")
 #: Precisions an ONNX export can have: ONNX Runtime's CPU provider has no bf16 convolutions.
 EXPORT_PRECISIONS = ("fp32", "fp16")

@@ -17,6 +17,7 @@ from typing import Any
 from batchscope.config import (
     DROP_AFTER_RULE,
     KNOBS,
+    ROUTERS,
     STREAM_TRANSPORTS,
     ConfigError,
     parse_resolution,
@@ -209,6 +210,24 @@ def add_stream_flags(p: argparse.ArgumentParser) -> None:
         metavar="S",
         help="the longest wait for a stream's next frame before it counts as stalled and "
         "reconnects with backoff (default %(default)g)",
+    )
+
+
+def add_devices_flags(p: argparse.ArgumentParser) -> None:
+    """``--devices N|LIST`` and ``--router`` (several devices; sim/devices.py's rules)."""
+    p.add_argument(
+        "--devices",
+        metavar="N|LIST",
+        help="several devices: a count of --profile's device, or a list of profiles "
+        "(emulated:laptop-8gb,emulated:server-24gb); one policy per device, one roster "
+        "(default: one device)",
+    )
+    p.add_argument(
+        "--router",
+        choices=ROUTERS,
+        help="with --devices, where each window goes: pinned (a session stays on one "
+        "device, sessions dealt by count) or least-loaded (the power of two choices on "
+        f"waiting windows, Ray Serve's rule); default {ROUTERS[0]}",
     )
 
 

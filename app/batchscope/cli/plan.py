@@ -58,6 +58,12 @@ from batchscope.sim.planner import (
     plan,
     verify_json,
 )
+from batchscope.sim.planner.devices import (
+    DEVICES_MAX,
+    DevicesPlan,
+    fewest_devices,
+    sessions_for_devices,
+)
 from batchscope.sim.seeds import MAX_SEEDS
 
 
@@ -140,7 +146,38 @@ def add_plan_command(sub: Any) -> None:
         "or a real Ray Serve started on loopback (ray; needs ray[serve]), or a real Triton "
         "server started on loopback (triton; set up by ./batchscope.sh triton)",
     )
+    p.add_argument(
+        "--devices",
+        type=_device_count,
+        metavar="N",
+        help="answer for N devices of the profile: the most sessions they carry with the "
+        "recommended setting (pinned: N × one device's; least-loaded may carry more)",
+    )
+    p.add_argument(
+        "--sessions",
+        type=knob_type("sessions"),
+        metavar="S",
+        help="answer the fewest devices of the profile that carry S sessions within the "
+        "budget for every seed, and the router that does it",
+    )
+    p.add_argument(
+        "--devices-max",
+        type=_device_count,
+        default=DEVICES_MAX,
+        metavar="N",
+        help="with --sessions: the most devices considered (default %(default)s)",
+    )
     p.set_defaults(handler=cmd_plan, parser=p)
+
+
+def _device_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= DEVICES_MAX:
+        raise argparse.ArgumentTypeError(f"must be a whole number of devices, 1 to {DEVICES_MAX}")
+    return value
 
 
 def _positive_ms(text: str) -> float:
@@ -238,6 +275,27 @@ def format_plan(result: Plan) -> str:
     return "\n".join(lines)
 
 
+def format_devices_plan(answer: DevicesPlan, result: Plan, asked: int | None) -> str:
+    """The answer on several devices, with what was tried."""
+    rec = result.recommended
+    setting = f"{rec.policy} ({_knobs_text(rec.params)})"
+    if asked is not None:
+        head = (
+            f"fewest devices for {asked} sessions: {answer.devices} × {result.profile}, router "
+            f"{answer.router}, each {setting} (one device carries {answer.per_device})"
+        )
+    else:
+        head = (
+            f"{answer.devices} × {result.profile}: {answer.sessions} sessions, router "
+            f"{answer.router}, each {setting} (one device carries {answer.per_device})"
+        )
+    tried = ", ".join(f"{s} on {d} {r} {'fits' if ok else 'no'}" for d, r, s, ok in answer.tried)
+    return (
+        f"{head}\n  there: slowest session {answer.min_fps_worst:.1f} fps, p99 "
+        f"{answer.p99_worst:.1f} ms (worst of {result.seeds} seeds); tried: {tried}"
+    )
+
+
 def _knobs_text(params: dict[str, Any]) -> str:
     names = {"max_batch": "max", "max_delay_ms": "delay", "batch": "batch", "slo_ms": "slo"}
     parts = []
@@ -255,6 +313,15 @@ def _knobs_text(params: dict[str, Any]) -> str:
 def cmd_plan(args: argparse.Namespace) -> int:
     if args.on != "inprocess" and not args.verify:
         raise ConfigError("on", args.on, "says what serves --verify: give --verify too")
+    if args.devices is not None and args.sessions is not None:
+        raise CliError(
+            "--devices N asks how many sessions, --sessions S how many devices: give one"
+        )
+    if (args.devices or args.sessions) and (args.verify or args.export or args.plot):
+        raise CliError(
+            "--verify, --export and --plot are for one device's plan; leave out --devices and "
+            "--sessions for them"
+        )
     budget = Budget(fps=args.fps, p99_ms=args.p99_ms, min_fps_ratio=args.min_fps_ratio)
     profile = load_profile(args.profile)
     profile.curve(args.precision, args.resolution)  # ProfileError names what the profile has
@@ -274,6 +341,21 @@ def cmd_plan(args: argparse.Namespace) -> int:
     )
     print(format_plan(result), file=out)
     data = result.to_json()
+    across = None
+    if args.devices is not None:
+        across = sessions_for_devices(result, profile, args.devices)
+    elif args.sessions is not None:
+        across = fewest_devices(result, profile, args.sessions, args.devices_max)
+        if across is None:
+            print(
+                f"no count of devices up to {args.devices_max} carries {args.sessions} sessions "
+                "within the budget",
+                file=out,
+            )
+            data["recommended"].update(devices=None, router=None)
+    if across is not None:
+        print(format_devices_plan(across, result, args.sessions), file=out)
+        data["recommended"].update(across.to_json())
     if args.plot:
         from batchscope.render.plan_plot import save_plan_plot  # Qt, only when asked
         from batchscope.sim.planner import series

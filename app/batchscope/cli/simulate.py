@@ -18,6 +18,7 @@ from typing import Any
 
 from batchscope.cli.args import (
     CliError,
+    add_devices_flags,
     add_host_jitter_flag,
     add_knob,
     add_policy_flags,
@@ -36,6 +37,7 @@ from batchscope.config import (
     KNOBS,
     POLICIES,
     PRECISIONS,
+    ROUTERS,
     ConfigError,
     RunConfig,
     format_resolution,
@@ -44,6 +46,12 @@ from batchscope.engine.report.run_report import experiment_block
 from batchscope.engine.report.text import format_table
 from batchscope.experiment import load_experiment
 from batchscope.profiles.profile import load_profile
+from batchscope.sim.devices import (
+    format_devices,
+    load_devices,
+    parse_devices,
+    simulate_devices,
+)
 from batchscope.sim.host_jitter import load_host_jitter
 from batchscope.sim.seeds import seed_spread
 from batchscope.sim.simulated_experiment import simulate_experiment
@@ -140,6 +148,7 @@ def add_simulate_command(sub: Any) -> None:
         help="simulate an experiment file (see `batchscope experiments`) segment by segment",
     )
     p.add_argument("--csv", metavar="PATH", help="with --experiment: the segment table as CSV")
+    add_devices_flags(p)
     add_host_jitter_flag(p)
     p.add_argument(
         "--report", metavar="OUT.html", help="with --experiment: a self-contained HTML report"
@@ -190,13 +199,38 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     profile = load_profile(args.profile)
     profile.curve(args.precision, args.resolution)  # ProfileError names what the profile has
     jitter = load_host_jitter(args.host_jitter)
-    reports = [simulate(c, profile, args.warmup, jitter) for c in configs]
+    devices = None
+    if args.router is not None and args.devices is None:
+        raise CliError("--router places windows on several devices: give --devices too")
+    router = args.router or ROUTERS[0]
+    if args.devices is not None:  # several devices: the router places the windows
+        if jitter is not None:
+            raise CliError("--host-jitter is not simulated on several devices yet (--devices)")
+        devices = load_devices(parse_devices(args.devices, profile.name), profile)
+        for device in devices:
+            device.curve(configs[0])  # ProfileError names what the profile has
+        on = devices
+
+        def report_of(c: RunConfig) -> dict[str, Any]:
+            return simulate_devices(c, on, router, args.warmup)
+
+    else:
+
+        def report_of(c: RunConfig) -> dict[str, Any]:
+            return simulate(c, profile, args.warmup, jitter)
+
+    reports = [report_of(c) for c in configs]
     if args.seeds > 1:  # the spread over phase draws beside each seed-0 report
         for report, config in zip(reports, configs, strict=True):
-            report["seeds"] = seed_spread(config, args.seeds, profile, args.warmup)
+            report["seeds"] = seed_spread(config, args.seeds, profile, args.warmup, report_of)
     out = sys.stderr if args.json == "-" else sys.stdout
+    where = (
+        f"{len(devices)} devices ({', '.join(d.label for d in devices)}), router {router}"
+        if devices is not None
+        else f"{profile.name} ({profile.device})"
+    )
     print(
-        f"simulated: {profile.name} ({profile.device}) · {args.precision} "
+        f"simulated: {where} · {args.precision} "
         f"{format_resolution(args.resolution)} · {args.fps:g} fps · {args.duration:g} s "
         f"after {args.warmup:g} s warm-up · seed {args.seed}"
         + (
@@ -207,6 +241,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         file=out,
     )
     print(format_table(reports), file=out)
+    if devices is not None:
+        print(format_devices(reports), file=out)
     write_json(reports, args.json)
     return 0
 

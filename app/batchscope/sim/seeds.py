@@ -12,6 +12,7 @@ the worst seed's p99.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from typing import Any
 
 from batchscope.config import RunConfig
@@ -26,11 +27,14 @@ def seed_spread(
     seeds: int,
     profile: DeviceProfile | None = None,
     warmup_s: float = DEFAULT_WARMUP_S,
+    report_of: Callable[[RunConfig], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The spread of ``config`` over seeds ``config.seed`` … ``config.seed + seeds - 1``."""
-    reports = [
-        simulate(config.with_changes(seed=config.seed + k), profile, warmup_s) for k in range(seeds)
-    ]
+    """The spread of ``config`` over seeds ``config.seed`` … ``config.seed + seeds - 1``.
+
+    ``report_of``: what simulates one seed's config (default: one device, ``profile``)."""
+    if report_of is None:
+        report_of = lambda c: simulate(c, profile, warmup_s)  # noqa: E731
+    reports = [report_of(config.with_changes(seed=config.seed + k)) for k in range(seeds)]
     slowest = [r["overall"]["min_fps"] for r in reports]
     return {
         "seeds": seeds,

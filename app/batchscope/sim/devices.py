@@ -1,0 +1,364 @@
+"""Several devices in the simulator: one batching worker per device, one roster, a router.
+
+Why it exists: past one GPU the deployment question is "how many devices for N
+sessions, and how should sessions be spread over them". This module plays one run
+on N devices in virtual time, with the rules of the one-device simulator
+(:mod:`batchscope.sim.simulator`) on each device:
+
+- the **sessions** publish their windows on one clock (:class:`~batchscope.sim.clock.Clock`,
+  the same phases a one-device run of the config draws), and a session has at most one
+  window waiting anywhere (latest-only holds per session: a newer window overwrites the
+  waiting one where it waits, and counts one *overwritten* frame);
+- each **device** has its own policy object (:func:`~batchscope.engine.policies.make_policy`
+  of the config: one policy per device, the same knobs), its own batch curve (its
+  profile's curve at the config's precision and resolution: devices may differ), and
+  runs one batch at a time, asked on the occasions the one-device loop asks it (a window
+  arrives on it, its batch ends, its policy's ``wait_until`` falls due);
+- the **router** (:data:`~batchscope.config.ROUTERS`) places a window when it opens a
+  session's mailbox (a window with no window of its session waiting anywhere):
+
+  - ``pinned``: a session stays on one device, sessions dealt over the devices in id
+    order (session ``s`` on device ``s mod N``), so the counts differ by at most one.
+    It is a partition: each device plays its sessions as a one-device run would.
+  - ``least-loaded``: the power of two choices, Ray Serve's rule: two devices drawn at
+    random (distinct), the window goes to the one with fewer windows waiting; a tie goes
+    to the one that is free first (idle, or its batch ends sooner), then to the lower
+    index. With two devices that is always the less loaded of the two.
+
+A window waits on the device it was routed to until that device's policy takes it: a
+router places, it does not move windows later (nor does Ray's).
+
+The records are the one-device simulator's: ``Measured`` rows whose curve index is the
+device's index, so the report is :func:`~batchscope.engine.report.body.build_report`'s over
+all devices (every figure by its definition in ``run``), with ``overall.busy`` the mean of
+the devices' busy shares, and a ``devices`` list: ``device``, ``sessions`` (pinned: the
+sessions on it; least-loaded: those it served in the measured interval), ``busy`` and
+``batch_sizes``.
+
+What it does not play yet: experiment steps, faults, ``drop_after_ms``, neighbours and a
+measured host's lateness (each refused with one clear error): a run of one config.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from operator import itemgetter
+from typing import Any
+
+import numpy as np
+
+from batchscope.config import ROUTERS, ConfigError, RunConfig
+from batchscope.engine.policies import make_policy
+from batchscope.engine.report.body import SessionInfo, build_report
+from batchscope.engine.stats import busy_fraction
+from batchscope.profiles.profile import BatchCurve, DeviceProfile, load_profile
+from batchscope.sim.changes import need_fps
+from batchscope.sim.clock import NEVER, Clock
+from batchscope.sim.plain import Delivered, Measured
+from batchscope.sim.simulator import DEFAULT_WARMUP_S, _records
+
+_arrival_of, _session_of = itemgetter(0), itemgetter(1)
+EMULATED = "emulated:"
+
+
+@dataclass(frozen=True)
+class Device:
+    """One simulated device: its label (``emulated:NAME``) and its profile."""
+
+    label: str
+    profile: DeviceProfile
+
+    def curve(self, config: RunConfig) -> BatchCurve:
+        return self.profile.curve(config.precision, config.resolution)
+
+
+def parse_devices(text: str | int, profile: str) -> list[str]:
+    """``--devices N|LIST`` as profile names: N copies of ``profile``, or the list's names
+    (``emulated:NAME`` or ``NAME``). ConfigError names the input and the reason."""
+    text = str(text).strip()
+    if text.isdigit():
+        count = int(text)
+        if not 1 <= count <= 256:
+            raise ConfigError("devices", text, "must be 1 to 256 devices")
+        return [profile] * count
+    names = [part.strip() for part in text.split(",")]
+    if not text or any(not name for name in names):
+        raise ConfigError("devices", text, "give a count (2) or a list (emulated:NAME,…)")
+    out = []
+    for name in names:
+        if name.startswith(EMULATED):
+            name = name[len(EMULATED) :]
+        elif name == "cpu" or name.startswith(("cuda", "mig-", "MIG-")):
+            raise ConfigError(
+                "devices",
+                text,
+                f"{name} is a real device: the simulator plays device profiles "
+                "(a count, or emulated:NAME for each)",
+            )
+        out.append(name)
+    if len(out) > 256:
+        raise ConfigError("devices", text, "must be 1 to 256 devices")
+    return out
+
+
+def load_devices(names: Sequence[str], known: DeviceProfile | None = None) -> list[Device]:
+    """The devices of ``names`` (profiles loaded once each; ``known`` stands for its name)."""
+    loaded: dict[str, DeviceProfile] = {}
+    if known is not None:
+        loaded[known.name] = known
+    devices = []
+    for name in names:
+        if name not in loaded:
+            loaded[name] = load_profile(name)
+        devices.append(Device(f"{EMULATED}{loaded[name].name}", loaded[name]))
+    return devices
+
+
+def check_router(router: str) -> str:
+    if router not in ROUTERS:
+        raise ConfigError("router", router, f"unknown router; choose from {', '.join(ROUTERS)}")
+    return router
+
+
+@dataclass
+class DevicesPlayed:
+    """A run on several devices: the measured batches (curve index = device index), their
+    windows, the clock (for the overwrites), and the sessions pinned to each device."""
+
+    measured: Measured
+    delivered: Delivered
+    clock: Clock
+    t0: float
+    t_end: float
+    pinned: list[int] | None  # sessions per device (pinned), None (least-loaded)
+
+
+def play_devices(
+    config: RunConfig,
+    curves: Sequence[BatchCurve],
+    router: str,
+    warmup_s: float = DEFAULT_WARMUP_S,
+) -> DevicesPlayed:
+    """Play ``config`` on one device per curve, windows placed by ``router`` (module doc)."""
+    check_router(router)
+    need_fps(config)
+    if not warmup_s >= 0:
+        raise ConfigError("warmup", warmup_s, "must be 0 or more seconds")
+    _refuse_unplayed(config)
+    n_dev = len(curves)
+    if n_dev < 1:
+        raise ConfigError("devices", n_dev, "give at least one device")
+    t0 = warmup_s
+    t_end = warmup_s + config.duration_s
+    clock = Clock(config, config.sessions, t_end)
+    frames = clock.schedule(0.0, NEVER)
+    ft, fs, opened = frames.times, frames.sessions, frames.opened
+    policies = [make_policy(config) for _ in curves]
+    pending: list[dict[int, list[Any]]] = [{} for _ in curves]  # per device, by session
+    where: dict[int, int] = {}  # session -> the device its waiting window waits on
+    busy = [False] * n_dev
+    free_at = [NEVER] * n_dev
+    start = [0.0] * n_dev
+    taken: list[list[list[Any]]] = [[] for _ in curves]
+    why = [(0, 0, 0)] * n_dev  # (reason, cap, padding) of the batch on each device
+    timers = [NEVER] * n_dev
+    batch_s: list[dict[int, float]] = [{} for _ in curves]
+    pins = [s % n_dev for s in range(config.sessions)] if router == "pinned" else None
+    draws = random.Random(config.seed + 104_729)  # least-loaded's two choices
+    pair = n_dev >= 2
+    measured: Measured = []
+    delivered: Delivered = ([], [])
+    add_arrivals, add_sessions = delivered[0].extend, delivered[1].extend
+    i = 0
+
+    def route(s: int) -> int:
+        if pins is not None:
+            return pins[s]
+        if not pair:
+            return 0
+        a, b = draws.sample(range(n_dev), 2) if n_dev > 2 else (0, 1)
+        ka = (len(pending[a]), free_at[a] if busy[a] else -1.0, a)
+        kb = (len(pending[b]), free_at[b] if busy[b] else -1.0, b)
+        return a if ka <= kb else b
+
+    heap: list[tuple[float, int]] = []  # (batch end or timer, device); stale ones skipped
+    touched: set[int] = set()  # devices to look at now: a window, a batch end, a timer
+    while True:
+        while heap and heap[0][0] != free_at[heap[0][1]] and heap[0][0] != timers[heap[0][1]]:
+            heapq.heappop(heap)  # superseded
+        now = min(ft[i], heap[0][0] if heap else NEVER)
+        t = ft[i]
+        while t <= now:  # the windows due by now: overwrite where waiting, or route
+            s = fs[i]
+            d = where.get(s)
+            if d is None:
+                d = route(s)
+                pending[d][s] = [t, s, t]
+                where[s] = d
+                opened.append(i)
+            else:
+                pending[d][s][0] = t
+            if not busy[d]:
+                touched.add(d)
+            i += 1
+            t = ft[i]
+        if now > t_end:  # what ends after the run is not measured
+            break
+        while heap and heap[0][0] <= now:
+            touched.add(heapq.heappop(heap)[1])
+        for d in sorted(touched):
+            if busy[d] and free_at[d] <= now:  # its batch ends
+                busy[d], free_at[d] = False, NEVER
+                batch = taken[d]
+                n = len(batch)
+                if now >= t0:
+                    reason, cap, pad = why[d]
+                    measured.append((start[d], n, now, d, reason, cap, pad))
+                    add_arrivals(map(_arrival_of, batch))
+                    add_sessions(map(_session_of, batch))
+                policy = policies[d]
+                if policy.learns:
+                    policy.observe(n, (now - min(map(_arrival_of, batch))) * 1000.0)
+            if timers[d] <= now:
+                timers[d] = NEVER
+            if busy[d] or not pending[d]:
+                continue
+            policy = policies[d]
+            decision = policy.select(pending[d].values(), now)
+            chosen = [pending[d].pop(s) for s in decision[0]]
+            if chosen:
+                for r in chosen:
+                    del where[r[1]]
+                n = len(chosen)
+                shape = policy.shape
+                rows = n if shape is None or shape <= n else shape
+                duration = batch_s[d].get(rows)
+                if duration is None:
+                    duration = batch_s[d][rows] = curves[d].ms(rows) / 1000.0
+                busy[d], start[d], taken[d] = True, now, chosen
+                why[d] = (decision[2], policy.cap or 0, rows - n)
+                free_at[d] = now + duration
+                timers[d] = NEVER
+                heapq.heappush(heap, (free_at[d], d))
+            elif (
+                (wait_until := decision[1]) is not None
+                and now < wait_until
+                and wait_until < timers[d]
+            ):
+                timers[d] = wait_until
+                heapq.heappush(heap, (wait_until, d))
+        touched.clear()
+    frames.published = i
+    counts = Counter(pins) if pins is not None else None
+    pinned = [counts.get(d, 0) for d in range(n_dev)] if counts is not None else None
+    return DevicesPlayed(measured, delivered, clock, t0, t_end, pinned)
+
+
+def _refuse_unplayed(config: RunConfig) -> None:
+    """One clear error for what the devices' loop does not play (module doc)."""
+    if config.drop_after_ms is not None:
+        raise ConfigError(
+            "drop_after_ms", config.drop_after_ms, "is not simulated on several devices yet"
+        )
+    if config.neighbours:
+        raise ConfigError(
+            "neighbours", config.neighbours, "is not simulated on several devices yet"
+        )
+
+
+def simulate_devices(
+    config: RunConfig,
+    devices: Sequence[Device],
+    router: str,
+    warmup_s: float = DEFAULT_WARMUP_S,
+) -> dict[str, Any]:
+    """The JSON report (``kind: simulate``) of ``config`` on ``devices``, routed by ``router``."""
+    curves = [d.curve(config) for d in devices]  # ProfileError names what a profile has
+    played = play_devices(config, curves, router, warmup_s)
+    return devices_report(played, config, devices, router, warmup_s)
+
+
+def devices_report(
+    played: DevicesPlayed,
+    config: RunConfig,
+    devices: Sequence[Device],
+    router: str,
+    warmup_s: float,
+) -> dict[str, Any]:
+    """The report over all devices, with ``router`` and the ``devices`` list (module doc)."""
+    items, batches = _records(played.measured, played.delivered)
+    overwrites = played.clock.overwrites()
+    over = overwrites[overwrites["t"] >= played.t0]
+    counted = Counter(int(s) for s in over["session"])
+    duration = played.t_end - played.t0
+    ran = {(m[3], m[1] + m[6]) for m in played.measured}  # (device, rows it ran)
+    peaks = [
+        p.peak_mb
+        for d, device in enumerate(devices)
+        for p in device.curve(config).points
+        if p.peak_mb is not None and (d, p.batch) in ran
+    ]
+    memory: dict[str, float] = {}
+    if peaks:
+        memory["profile_peak_mb"] = float(max(peaks))
+    labels = [d.label for d in devices]
+    names = sorted(set(labels))
+    report = build_report(
+        "simulate",
+        config.with_changes(extra={**config.extra, "warmup_s": warmup_s}),
+        [SessionInfo(sid, "simulated") for sid in range(config.sessions)],
+        items,
+        batches,
+        dict(counted),
+        duration,
+        memory,
+        extra={
+            "device_label": f"simulated: {len(devices)} devices ({', '.join(names)}), "
+            f"router {router}",
+            "weights": "simulated device: no model runs",
+        },
+    )
+    on = np.array([m[3] for m in played.measured], dtype=np.int64)  # each batch's device
+    item_on = np.repeat(on, batches["size"])
+    per_device: list[dict[str, Any]] = []
+    for d, device in enumerate(devices):
+        mine = batches[on == d]
+        sizes = Counter(int(n) for n in mine["size"])
+        if played.pinned is not None:
+            sessions = played.pinned[d]
+        else:  # least-loaded: the sessions it served
+            sessions = len(np.unique(items["session"][item_on == d]))
+        per_device.append(
+            {
+                "device": device.label,
+                "sessions": sessions,
+                "busy": round(busy_fraction(float(mine["compute_s"].sum()), duration), 4),
+                "batch_sizes": {str(k): sizes[k] for k in sorted(sizes)},
+            }
+        )
+    busy = [float(d["busy"]) for d in per_device]
+    report["overall"]["busy"] = round(sum(busy) / len(devices), 4)
+    report["router"] = router
+    report["devices"] = per_device
+    return report
+
+
+def format_devices(reports: Sequence[dict[str, Any]]) -> str:
+    """The devices of each report, one line each: sessions, busy share, mean batch."""
+    lines = []
+    for r in reports:
+        config = r["config"]
+        lines.append(f"{config['sessions']} sessions, {r['policy_label']}, router {r['router']}:")
+        for d, device in enumerate(r["devices"]):
+            sizes = {int(k): n for k, n in device["batch_sizes"].items()}
+            batches = sum(sizes.values())
+            mean = sum(k * n for k, n in sizes.items()) / batches if batches else 0.0
+            lines.append(
+                f"  device {d}  {device['device']:<24} {device['sessions']:>4} sessions  "
+                f"busy {100 * device['busy']:5.1f}%  mean batch {mean:5.2f}"
+            )
+    return "\n".join(lines)

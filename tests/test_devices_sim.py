@@ -1,0 +1,186 @@
+"""Several devices in the simulator and the planner (sim/devices.py, sim/planner/devices.py):
+one device plays as the one-device simulator does, the routers' rules, the report's
+``devices`` list, and the planner's answers for N devices and for S sessions."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from batchscope.cli import main
+from batchscope.config import ConfigError, RunConfig
+from batchscope.profiles.profile import load_profile
+from batchscope.sim.devices import (
+    load_devices,
+    parse_devices,
+    play_devices,
+    simulate_devices,
+)
+from batchscope.sim.planner import Budget, plan
+from batchscope.sim.planner.devices import DevicesSearch, fewest_devices, sessions_for_devices
+from batchscope.sim.simulator import simulate
+
+LAPTOP = dict(backend="emulated", profile="laptop-8gb", precision="fp16", resolution=(512, 288))
+SETTINGS = [
+    ("oldest", {}),
+    ("round-robin", {}),
+    ("all", {"max_batch": 8}),
+    ("dynamic", {"max_batch": 4, "max_delay_ms": 5.0}),
+    ("fixed", {"batch": 4, "max_delay_ms": 10.0}),
+    ("adaptive", {"slo_ms": 40.0}),
+]
+FIGURES = ("throughput_wps", "min_fps", "mean_fps", "latency_ms", "overwritten", "batch_sizes")
+
+
+@pytest.mark.parametrize(("policy", "knobs"), SETTINGS)
+@pytest.mark.parametrize("sessions", [2, 6])  # under and over what one device carries
+def test_one_device_plays_as_the_one_device_simulator(policy, knobs, sessions):
+    config = RunConfig(sessions=sessions, policy=policy, duration_s=5.0, **LAPTOP, **knobs)
+    alone = simulate(config)["overall"]
+    for router in ("pinned", "least-loaded"):
+        report = simulate_devices(config, load_devices(["laptop-8gb"]), router)
+        for key in FIGURES:
+            assert report["overall"][key] == alone[key], (router, key)
+        assert report["overall"]["busy"] == alone["busy"]
+        assert report["devices"][0]["batch_sizes"] == alone["batch_sizes"]
+
+
+def test_pinned_deals_sessions_by_count_and_keeps_each_on_its_device():
+    config = RunConfig(sessions=7, policy="all", duration_s=3.0, **LAPTOP)
+    curves = [d.curve(config) for d in load_devices(["laptop-8gb"] * 3)]
+    played = play_devices(config, curves, "pinned")
+    assert played.pinned == [3, 2, 2]
+    on = np.array([m[3] for m in played.measured])
+    sessions = np.array(played.delivered[1])
+    item_on = np.repeat(on, [m[1] for m in played.measured])
+    for d in range(3):
+        assert set(sessions[item_on == d]) == {s for s in range(7) if s % 3 == d}
+    report = simulate_devices(config, load_devices(["laptop-8gb"] * 3), "pinned")
+    assert [d["sessions"] for d in report["devices"]] == [3, 2, 2]
+    assert all(max(map(int, d["batch_sizes"])) <= d["sessions"] for d in report["devices"])
+
+
+def test_latest_only_holds_per_session_across_devices():
+    """Every window published is delivered, overwritten, or still waiting at the end:
+    a session never has two windows waiting on two devices."""
+    config = RunConfig(sessions=24, policy="all", duration_s=4.0, **LAPTOP)
+    report = simulate_devices(config, load_devices(["laptop-8gb"] * 2), "least-loaded", 0.0)
+    published = sum(s["delivered"] + s["overwritten"] for s in report["sessions"])
+    frames = sum(len(np.arange(2, 4.0 * 30)) for _ in range(24))  # from the 3rd frame on
+    assert frames - 2 * 24 <= published <= frames + 24  # phases move a frame in or out
+    assert report["overall"]["overwritten"] > 0  # 24 sessions overload two laptops
+
+
+def test_least_loaded_sends_more_windows_to_the_faster_device():
+    """A laptop beside a server: pinned gives each half the sessions, so the laptop's
+    sessions starve; least-loaded places windows where fewer wait."""
+    devices = load_devices(["laptop-8gb", "server-24gb"])
+    config = RunConfig(sessions=12, policy="all", duration_s=10.0, **LAPTOP)
+    pinned = simulate_devices(config, devices, "pinned")
+    least = simulate_devices(config, devices, "least-loaded")
+    served = lambda r: [sum(int(k) * n for k, n in d["batch_sizes"].items()) for d in r["devices"]]  # noqa: E731
+    assert served(pinned)[0] < served(pinned)[1]  # the laptop is the slower one
+    assert least["overall"]["min_fps"] > pinned["overall"]["min_fps"]
+    assert least["overall"]["throughput_wps"] >= pinned["overall"]["throughput_wps"]
+    labels = [d["device"] for d in least["devices"]]
+    assert labels == ["emulated:laptop-8gb", "emulated:server-24gb"]
+
+
+def test_device_lists_name_profiles_and_refuse_real_devices():
+    assert parse_devices("3", "laptop-8gb") == ["laptop-8gb"] * 3
+    assert parse_devices("emulated:laptop-8gb, server-24gb", "x") == ["laptop-8gb", "server-24gb"]
+    for bad, why in [("0", "1 to 256"), ("cuda:0,cuda:1", "real device"), ("a,,b", "a count")]:
+        with pytest.raises(ConfigError, match=why):
+            parse_devices(bad, "laptop-8gb")
+    config = RunConfig(sessions=2, policy="all", duration_s=1.0, drop_after_ms=50.0, **LAPTOP)
+    with pytest.raises(ConfigError, match="drop_after_ms"):
+        simulate_devices(config, load_devices(["laptop-8gb"] * 2), "pinned")
+    with pytest.raises(ConfigError, match="unknown router"):
+        simulate_devices(config, load_devices(["laptop-8gb"]), "random")
+
+
+def test_simulate_devices_cli_reports_the_devices(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    args = ["simulate", "--devices", "2", "--router", "least-loaded", "--sessions", "8",
+            "--duration", "3", "--json", str(out)]  # fmt: skip
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "2 devices (emulated:laptop-8gb, emulated:laptop-8gb), router least-loaded" in text
+    assert "device 1  emulated:laptop-8gb" in text
+    (report,) = json.loads(out.read_text())
+    assert report["router"] == "least-loaded"
+    keys = {"device", "sessions", "busy", "batch_sizes"}
+    assert [set(d) for d in report["devices"]] == [keys, keys]
+    windows = sum(int(k) * n for d in report["devices"] for k, n in d["batch_sizes"].items())
+    assert windows == sum(s["delivered"] for s in report["sessions"])
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--devices", "cuda:0"], "real device"),
+        (["--router", "pinned"], "give --devices too"),
+        (["--devices", "2", "--experiment", "bus-or-taxi"], "conflicts with the experiment"),
+        (["--devices", "nope,laptop-8gb"], "profile nope"),
+    ],
+)
+def test_simulate_devices_bad_input_is_one_line(args, said, capsys):
+    assert main(["simulate", *args]) != 0
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err
+
+
+@pytest.fixture(scope="module")
+def server_plan():
+    # server-24gb at 512x288, p99 ≤ 100 ms: one device carries 5 sessions (dynamic ≤4, 5 ms)
+    return plan(load_profile("server-24gb"), "fp16", (512, 288), Budget(30.0, 100.0), seeds=4,
+                duration_s=10.0)  # fmt: skip
+
+
+def test_sessions_for_n_devices_is_n_times_one_device_pinned(server_plan):
+    m = server_plan.recommended.max_sessions
+    assert m == 5
+    answer = sessions_for_devices(server_plan, load_profile("server-24gb"), 3)
+    assert answer.sessions >= 3 * m and answer.per_device == m
+    assert answer.tried[0] == (3, "pinned", 15, True)
+    assert answer.tried[-1][3] is False  # least-loaded tried upwards until a count failed
+    budget = server_plan.budget
+    assert budget.meets(answer.min_fps_worst, answer.p99_worst)
+    # the partition judged by the one-device runs holds when the devices play together
+    search = DevicesSearch(server_plan, load_profile("server-24gb"))
+    assert search._played(3, "pinned", 15)
+    assert not search._played(3, "pinned", 18)  # 6 a device: one over what one carries
+
+
+def test_fewest_devices_for_s_sessions(server_plan):
+    profile = load_profile("server-24gb")
+    answer = fewest_devices(server_plan, profile, 23)
+    assert answer is not None
+    # pinned needs ⌈23/5⌉ = 5; least-loaded never needs more
+    assert answer.devices <= 5
+    assert (5, "pinned", 23, True) in answer.tried
+    if answer.router == "least-loaded":
+        assert (answer.devices, "least-loaded", 23, True) in answer.tried
+        assert any(d == answer.devices - 1 and not ok for d, _, _, ok in answer.tried)
+    assert fewest_devices(server_plan, profile, 23, devices_max=answer.devices - 1) is None
+
+
+def test_plan_sessions_cli_json_has_devices_and_router(tmp_path, capsys):
+    out = tmp_path / "plan.json"
+    args = ["plan", "--profile", "server-24gb", "--p99-ms", "100", "--seeds", "2", "--duration",
+            "5", "--policies", "dynamic", "--sessions", "12", "--json", str(out)]  # fmt: skip
+    assert main(args) == 0
+    assert "fewest devices for 12 sessions" in capsys.readouterr().out
+    rec = json.loads(out.read_text())["recommended"]
+    assert {"policy", "params", "devices", "router", "max_sessions"} <= set(rec)
+    assert rec["router"] in ("pinned", "least-loaded") and 1 <= rec["devices"] <= 3
+    assert rec["max_sessions"] == 12
+
+
+def test_plan_devices_and_sessions_together_is_one_clear_error(capsys):
+    args = ["plan", "--p99-ms", "50", "--devices", "2", "--sessions", "8"]
+    assert main(args) != 0
+    err = capsys.readouterr().err
+    assert "give one" in err and "Traceback" not in err
