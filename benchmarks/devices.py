@@ -1,0 +1,126 @@
+"""Several devices in the simulator: its speed, the planner's fewest-devices answer, routers.
+
+Three tables, each measured in this one run:
+
+1. **Speed**: 30 s of ``--devices`` devices × ``--per-device`` sessions (server-24gb,
+   512x288 fp16, 30 fps) for each policy, best of 3: wall seconds, simulated seconds
+   per wall second, and the same × devices ("per device"); beside it the one-device
+   simulator on one device's share of the sessions, for the ratio.
+2. **Fewest devices**: ``plan --sessions S`` (server-24gb, p99 ≤ 100 ms, 8 seeds × 30 s)
+   for S = 200 and 256: devices, router, wall seconds (the one-device plan included).
+3. **Routers** on uneven devices and counts: pinned vs least-loaded, the slowest
+   session's fps (worst of 8 seeds) and the worst p99, for 2 and 4 devices.
+
+    PYTHONPATH=app python benchmarks/devices.py [--devices 4] [--per-device 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from batchscope.config import RunConfig
+from batchscope.profiles.profile import load_profile
+from batchscope.sim.devices import load_devices, simulate_devices
+from batchscope.sim.planner import Budget, plan
+from batchscope.sim.planner.devices import fewest_devices
+from batchscope.sim.simulator import simulate
+
+SERVER = dict(backend="emulated", profile="server-24gb", precision="fp16", resolution=(512, 288))
+POLICIES = [
+    ("oldest", {}),
+    ("all", {"max_batch": 8}),
+    ("dynamic", {"max_batch": 4, "max_delay_ms": 5.0}),
+    ("adaptive", {"slo_ms": 50.0}),
+]
+
+
+def best_of(k: int, fn, *args) -> float:
+    times = []
+    for _ in range(k):
+        t = time.perf_counter()
+        fn(*args)
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def speed(devices: int, per_device: int) -> None:
+    print(f"## speed: {devices} devices x {per_device} sessions, 30 s simulated (best of 3)")
+    print("| policy | router | wall s | sim/wall | x devices | one device, its share: wall s |")
+    print("|---|---|---|---|---|---|")
+    on = load_devices(["server-24gb"] * devices)
+    for policy, knobs in POLICIES:
+        config = RunConfig(
+            sessions=devices * per_device, policy=policy, duration_s=30.0, **SERVER, **knobs
+        )
+        share = config.with_changes(sessions=per_device)
+        alone = best_of(3, simulate, share)
+        for router in ("pinned", "least-loaded"):
+            wall = best_of(3, simulate_devices, config, on, router)
+            print(
+                f"| {policy} | {router} | {wall:.3f} | {31 / wall:.0f}x | "
+                f"{devices * 31 / wall:.0f}x | {alone:.3f} ({31 / alone:.0f}x) |"
+            )
+
+
+def fewest() -> None:
+    print("\n## fewest devices: server-24gb 512x288 fp16, 30 fps, p99 <= 100 ms, 8 seeds x 30 s")
+    print("| sessions | devices | router | setting | slowest fps | p99 ms | wall s |")
+    print("|---|---|---|---|---|---|---|")
+    profile = load_profile("server-24gb")
+    for sessions in (200, 256):
+        t = time.perf_counter()
+        result = plan(profile, "fp16", (512, 288), Budget(30.0, 100.0))
+        answer = fewest_devices(result, profile, sessions)
+        wall = time.perf_counter() - t
+        rec = result.recommended
+        assert answer is not None
+        print(
+            f"| {sessions} | {answer.devices} | {answer.router} | {rec.policy} {rec.params} | "
+            f"{answer.min_fps_worst:.1f} | {answer.p99_worst:.1f} | {wall:.1f} |"
+        )
+
+
+def routers() -> None:
+    print("\n## routers: slowest session fps (worst of 8 seeds) / worst p99 ms, 30 s")
+    print("| devices | sessions | policy | pinned | least-loaded |")
+    print("|---|---|---|---|---|")
+    cases = [
+        (["laptop-8gb", "server-24gb"], 8),
+        (["laptop-8gb", "server-24gb"], 12),
+        (["laptop-8gb", "laptop-8gb", "server-24gb", "server-24gb"], 16),
+        (["laptop-8gb", "laptop-8gb", "server-24gb", "server-24gb"], 24),
+        (["server-24gb"] * 2, 11),
+        (["server-24gb"] * 4, 21),
+    ]
+    for names, sessions in cases:
+        on = load_devices(names)
+        for policy, knobs in POLICIES[1:3]:
+            cells = []
+            for router in ("pinned", "least-loaded"):
+                worst_fps, worst_p99 = 1e9, 0.0
+                for seed in range(8):
+                    config = RunConfig(
+                        sessions=sessions, policy=policy, duration_s=30.0, seed=seed,
+                        **SERVER, **knobs,
+                    )  # fmt: skip
+                    o = simulate_devices(config, on, router)["overall"]
+                    worst_fps = min(worst_fps, o["min_fps"])
+                    worst_p99 = max(worst_p99, o["latency_ms"]["p99"])
+                cells.append(f"{worst_fps:.1f} / {worst_p99:.1f}")
+            label = " + ".join(n.replace("-8gb", "").replace("-24gb", "") for n in names)
+            print(f"| {label} | {sessions} | {policy} {knobs} | {cells[0]} | {cells[1]} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--devices", type=int, default=4)
+    parser.add_argument("--per-device", type=int, default=64)
+    args = parser.parse_args()
+    speed(args.devices, args.per_device)
+    fewest()
+    routers()
+
+
+if __name__ == "__main__":
+    main()
