@@ -473,3 +473,34 @@ def test_verify_on_an_engine_pauses_the_live_run_and_shows_planned_vs_served(
     qtbot.waitUntil(lambda: "Triton is not set up" in view.verify_text.text(), timeout=CHANGE_MS)
     assert view.verify_text.text().startswith("Verify on a real Triton server:")
     assert not dashboard.engine.paused
+
+
+def test_the_view_answers_for_n_devices_and_the_fewest_devices(view, qtbot):
+    """The Devices and "fewest devices for" fields: the planner's answers on several
+    devices (sim/planner/devices.py) under the one-device table, the same as the CLI's."""
+    view.show()
+    qtbot.waitUntil(
+        lambda: view.progress.isHidden() and view.table.rowCount() == 6, timeout=PLAN_MS
+    )
+    assert view.devices_text.isHidden()  # one device, nothing asked
+    view.devices.setValue(3)
+    view.carry.setValue(10)
+    qtbot.waitUntil(
+        lambda: (
+            view.presenter.result is not None
+            and not view.presenter.result.partial
+            and view.presenter.result.inputs.carry == 10
+        ),
+        timeout=PLAN_MS,
+    )
+    from batchscope.sim.planner.devices import fewest_devices, sessions_for_devices
+
+    want = expected(50.0)
+    across = sessions_for_devices(want, load_profile("laptop-8gb"), 3)
+    fewest = fewest_devices(want, load_profile("laptop-8gb"), 10)
+    assert fewest is not None
+    text = view.devices_text.text()
+    assert view.devices_text.isVisibleTo(view)
+    assert f"3 × laptop-8gb carry {across.sessions} sessions, router {across.router}" in text
+    assert f"10 sessions need {fewest.devices} × laptop-8gb, router {fewest.router}" in text
+    assert view.presenter.result.across.sessions >= 3 * want.recommended.max_sessions

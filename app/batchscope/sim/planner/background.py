@@ -40,6 +40,7 @@ from batchscope.sim.planner import (
     plan,
     series,
 )
+from batchscope.sim.planner.devices import DevicesPlan, fewest_devices, sessions_for_devices
 
 #: The child's nice value: below the live run's threads (Linux and macOS; ignored elsewhere).
 NICENESS = 10
@@ -64,6 +65,8 @@ class PlanInputs:
     resolution: tuple[int, int]
     budget: Budget
     search: Search
+    devices: int = 1  # >1: also the most sessions that many devices carry (plan --devices)
+    carry: int = 0  # >0: also the fewest devices that carry that many (plan --sessions)
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,9 @@ class PlanResult:
     profile: str = ""  # the profile's name, as planned
     error: str | None = None  # one line: why there is no plan
     partial: bool = False  # the answer alone, sent ahead: its curves are still being drawn
+    across: DevicesPlan | None = None  # for ``inputs.devices`` devices (more than 1)
+    fewest: DevicesPlan | None = None  # for ``inputs.carry`` sessions (None: none fits)
+    devices_error: str | None = None  # one line: why there is no devices answer
 
 
 def sweep_profile(device: str) -> DeviceProfile | None:
@@ -143,6 +149,17 @@ def compute(
     if answered is not None:
         answer = PlanResult(inputs, without_runs(result), (), profile.name, partial=True)
         answered(answer)
+    across = fewest = None
+    devices_error = None
+    try:
+        if inputs.devices > 1:
+            progress(n, 2 * n, f"sessions for {inputs.devices} devices")
+            across = sessions_for_devices(result, profile, inputs.devices, cancelled=cancelled)
+        if inputs.carry > 0:
+            progress(n, 2 * n, f"fewest devices for {inputs.carry} sessions")
+            fewest = fewest_devices(result, profile, inputs.carry, cancelled=cancelled)
+    except ConfigError as exc:
+        devices_error = str(exc)
     curves = series(
         result,
         profile,
@@ -150,7 +167,9 @@ def compute(
         cancelled=cancelled,
         progress=lambda done, total, policy: progress(n + done, 2 * n, f"drew {policy}"),
     )
-    return PlanResult(inputs, result, tuple(curves), profile.name)
+    return PlanResult(
+        inputs, result, tuple(curves), profile.name, None, False, across, fewest, devices_error
+    )
 
 
 def without_runs(result: Plan) -> Plan:

@@ -120,6 +120,8 @@ class CapacityPresenter(QObject):
         self.search = search or Search()
         self.p99_ms = DEFAULT_P99_MS
         self.min_fps_ratio = DEFAULT_MIN_FPS_RATIO
+        self.devices = 1  # >1: also what that many devices carry
+        self.carry = 0  # >0: also the fewest devices for that many sessions
         self.planner = planner or CapacityPlanner()
         self.planner.progressed.connect(self._on_progress)
         self.planner.answered.connect(self._on_answered)
@@ -145,12 +147,25 @@ class CapacityPresenter(QObject):
         self.refresh()
         return None
 
+    def set_devices(self, devices: int, carry: int) -> None:
+        """Also answer for ``devices`` devices (1: one only) and the fewest devices for
+        ``carry`` sessions (0: not asked); plans again."""
+        self.devices, self.carry = devices, carry
+        self.refresh()
+
     def inputs_for(self, config: RunConfig) -> PlanInputs:
         """The plan's inputs for ``config``; ConfigError when there is nothing to plan."""
         budget = Budget(fps=config.fps, p99_ms=self.p99_ms, min_fps_ratio=self.min_fps_ratio)
         profile = config.profile if config.runner == "emulated" else None
         return PlanInputs(
-            profile, config.device, config.precision, config.resolution, budget, self.search
+            profile,
+            config.device,
+            config.precision,
+            config.resolution,
+            budget,
+            self.search,
+            self.devices,
+            self.carry,
         )
 
     def refresh(self, config: RunConfig | None = None) -> None:

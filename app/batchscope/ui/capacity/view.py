@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QProgressBar,
     QPushButton,
+    QSpinBox,
     QSplitter,
     QTableWidget,
     QTableWidgetItem,
@@ -35,11 +36,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from batchscope.config import POLICIES, format_resolution
+from batchscope.config import KNOBS, POLICIES, format_resolution
 from batchscope.engine.serving.engines import ENGINE_LABELS, engine_availability
 from batchscope.engine.snapshot import Snapshot
 from batchscope.render.plan_plot import P99_CLIP, POLICY_COLOURS
 from batchscope.sim.planner import VERIFY_S, Series
+from batchscope.sim.planner.devices import DEVICES_MAX
 from batchscope.ui.capacity.presenter import (
     CapacityPresenter,
     OperatingPoint,
@@ -184,6 +186,30 @@ class CapacityView(QWidget):
         budget.addWidget(self.fps_text)
         budget.addStretch(1)
         lay.addLayout(budget)
+        fleet = QHBoxLayout()
+        self.devices = QSpinBox()
+        self.devices.setRange(1, DEVICES_MAX)
+        self.devices.setToolTip(
+            "Also answer for this many devices of the profile: the most sessions they "
+            "carry, and the router (pinned or least-loaded) that does it"
+        )
+        self.carry = QSpinBox()
+        self.carry.setRange(0, int(KNOBS["sessions"].hi))
+        self.carry.setSpecialValueText("off")
+        self.carry.setToolTip(
+            "Also answer the fewest devices of the profile that carry this many sessions "
+            "within the budget, for every phase seed (off: not asked)"
+        )
+        for box in (self.devices, self.carry):
+            box.setKeyboardTracking(False)  # plan once the number is typed, not per digit
+            box.valueChanged.connect(self._devices_edited)
+        fleet.addWidget(QLabel("Devices"))
+        fleet.addWidget(self.devices)
+        fleet.addWidget(QLabel("   fewest devices for"))
+        fleet.addWidget(self.carry)
+        fleet.addWidget(QLabel("sessions"))
+        fleet.addStretch(1)
+        lay.addLayout(fleet)
         self.budget_error = plain_label()  # quotes what was typed
         self.budget_error.setObjectName("controlError")
         self.budget_error.setWordWrap(True)
@@ -223,6 +249,12 @@ class CapacityView(QWidget):
         for c in range(1, len(COLUMNS)):
             header.setSectionResizeMode(c, QHeaderView.ResizeMode.ResizeToContents)
         lay.addWidget(self.table, 2)
+
+        self.devices_text = plain_label()  # the answers on several devices
+        self.devices_text.setObjectName("cardTitle")
+        self.devices_text.setWordWrap(True)
+        self.devices_text.hide()
+        lay.addWidget(self.devices_text)
 
         buttons = QHBoxLayout()
         self.verdict = QLabel()
@@ -364,6 +396,40 @@ class CapacityView(QWidget):
         self.budget_error.setText(f"Budget not changed: {error}" if error else "")
         self.budget_error.setVisible(bool(error))
 
+    def _devices_edited(self) -> None:
+        self.presenter.set_devices(self.devices.value(), self.carry.value())
+
+    def _show_devices(self, result: PlanResult) -> None:
+        """The answers on several devices (asked in the row above), or why there are none."""
+        inputs = result.inputs
+        if inputs.devices <= 1 and inputs.carry <= 0:
+            self.devices_text.hide()
+            return
+        lines = []
+        if result.partial:
+            lines.append("Several devices: working it out after the one-device answer…")
+        elif result.devices_error:
+            lines.append(f"Several devices: {result.devices_error}")
+        else:
+            if result.across is not None:
+                a = result.across
+                lines.append(
+                    f"{a.devices} × {result.profile} carry {a.sessions} sessions, router "
+                    f"{a.router} (one carries {a.per_device}): slowest "
+                    f"{a.min_fps_worst:.1f} fps, p99 {a.p99_worst:.0f} ms"
+                )
+            if inputs.carry > 0:
+                f = result.fewest
+                lines.append(
+                    f"{inputs.carry} sessions need {f.devices} × {result.profile}, router "
+                    f"{f.router}: slowest {f.min_fps_worst:.1f} fps, p99 {f.p99_worst:.0f} ms"
+                    if f is not None
+                    else f"No count of devices up to {DEVICES_MAX} carries {inputs.carry} "
+                    "sessions within the budget"
+                )
+        self.devices_text.setText("\n".join(lines))
+        self.devices_text.show()
+
     def _on_computing(self, done: int, total: int, what: str) -> None:
         self.progress.setRange(0, total)
         self.progress.setValue(done)
@@ -409,6 +475,7 @@ class CapacityView(QWidget):
         self.p99_plot.set_budget_text(f"≤ {b.p99_ms:g} ms")
 
     def _clear(self) -> None:
+        self.devices_text.hide()
         self.table.setRowCount(0)
         self.fps_plot.clear_series()
         self.p99_plot.clear_series()
@@ -425,6 +492,7 @@ class CapacityView(QWidget):
         self.note.hide()
         plan = result.plan
         self._show_inputs(result.profile)
+        self._show_devices(result)
         b = plan.budget
         if result.partial:
             self.fps_plot.clear_series()
