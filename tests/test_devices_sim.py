@@ -91,7 +91,7 @@ def test_least_loaded_sends_more_windows_to_the_faster_device():
 def test_device_lists_name_profiles_and_refuse_real_devices():
     assert parse_devices("3", "laptop-8gb") == ["laptop-8gb"] * 3
     assert parse_devices("emulated:laptop-8gb, server-24gb", "x") == ["laptop-8gb", "server-24gb"]
-    for bad, why in [("0", "1 to 256"), ("cuda:0,cuda:1", "real device"), ("a,,b", "a count")]:
+    for bad, why in [("0", "at most 256"), ("cuda:0,cuda:1", "real device"), ("a,,b", "a count")]:
         with pytest.raises(ConfigError, match=why):
             parse_devices(bad, "laptop-8gb")
     config = RunConfig(sessions=2, policy="all", duration_s=1.0, drop_after_ms=50.0, **LAPTOP)
@@ -184,3 +184,34 @@ def test_plan_devices_and_sessions_together_is_one_clear_error(capsys):
     assert main(args) != 0
     err = capsys.readouterr().err
     assert "give one" in err and "Traceback" not in err
+
+
+def test_several_devices_in_a_run_are_ray_replicas_only(capsys):
+    """BatchScope's worker runs one device (yet): --devices 2 there is one clear error."""
+    with pytest.raises(ConfigError, match="Ray Serve replicas"):
+        RunConfig(sessions=2, devices=2, **LAPTOP)
+    assert RunConfig(sessions=2, devices=2, **{**LAPTOP, "backend": "ray"}).devices == 2
+    assert main(["run", "synthetic", "--devices", "2", "--duration", "1"]) != 0
+    err = capsys.readouterr().err
+    assert "Ray Serve replicas (--backend ray)" in err and "Traceback" not in err
+    assert main(["plan", "--p99-ms", "50", "--devices", "2", "--verify"]) != 0
+    assert "--on ray" in capsys.readouterr().err
+
+
+def test_a_stall_and_a_burst_change_one_sessions_pace_on_several_devices():
+    """Paces as the burst and stall faults set them live: the stalled session sends
+    nothing for its 10 s (20 fps over 30 s), the bursting one sends 3x for 10 s."""
+    from batchscope.sim.devices import Pace, devices_report
+
+    config = RunConfig(sessions=6, policy="all", duration_s=30.0, **LAPTOP)
+    devices = load_devices(["laptop-8gb"] * 2)
+    curves = [d.curve(config) for d in devices]
+    paces = (Pace(10.0, 1, 0.0), Pace(20.0, 1, 1.0), Pace(10.0, 0, 3.0), Pace(20.0, 0, 1.0))
+    for router in ("pinned", "least-loaded"):
+        played = play_devices(config, curves, router, 1.0, paces)
+        fps = [s["fps"] for s in devices_report(played, config, devices, router, 1.0)["sessions"]]
+        assert fps[1] == pytest.approx(20.0, abs=0.2)  # stalled a third of the run
+        assert fps[0] > 30.0  # the burst: more windows than 30 fps, some delivered
+        assert all(f == pytest.approx(30.0, abs=0.2) for f in fps[2:])
+    with pytest.raises(ConfigError, match="no such session"):
+        play_devices(config, curves, "pinned", 1.0, (Pace(1.0, 9, 0.0),))

@@ -123,6 +123,58 @@ def test_plan_verify_on_ray_prints_planned_vs_served(ray_engine, tmp_path, capsy
     check_plan_verify("ray", "a real Ray Serve", tmp_path, capsys)
 
 
+def test_two_replicas_serve_the_sessions_and_the_report_has_each(ray_engine):
+    """``--devices 2`` with the Ray backend: a deployment of two replicas on the module's
+    Ray, Ray's router spreading the sessions' requests; the report's ``devices`` list has
+    each replica (by PID) with what it served; a knob change reaches both replicas (Ray
+    has no call to every replica: repeated until each answered); a stop ends both."""
+    config = ray_engine.config.with_changes(devices=2, sessions=6)
+    engine = Engine(config)
+    engine.open()
+    engine.start()
+    try:
+        backend = engine.backend
+        assert len(backend.replica_pids) == 2
+        engine.reset_stats()
+        assert wait_for(lambda: served(engine) > 90, START_S)
+        report = engine.report()
+        devices = report["devices"]
+        assert report["router"] == "ray's own" and report["serving"]["replicas"] == 2
+        pids = {int(d["device"].split("pid ")[1].rstrip(")")) for d in devices}
+        assert pids == set(backend.replica_pids)  # both served
+        assert all(d["sessions"] > 0 and d["batch_sizes"] and 0 < d["busy"] <= 1 for d in devices)
+        windows = sum(int(k) * n for d in devices for k, n in d["batch_sizes"].items())
+        overall = sum(int(k) * n for k, n in report["overall"]["batch_sizes"].items())
+        assert 0 <= windows - overall <= 6  # a batch may land between the two reads
+        assert engine.apply(engine.config.with_changes(max_batch=1, max_delay_ms=0.0)) is None
+        each = backend._every_replica(backend._handle.stats, 2)
+        assert {a["max_batch_size"] for a in each.values()} == {1}
+        assert set(each) == set(backend.replica_pids)  # the same replicas: no redeploy
+    finally:
+        assert engine.stop(10.0) == []
+    assert wait_for(lambda: not alive(set(backend.replica_pids)), 30.0)
+
+
+def test_plan_verify_on_ray_two_replicas_prints_planned_vs_served(ray_engine, tmp_path, capsys):
+    """``plan --verify --on ray --devices 2``: two devices' answer served by two replicas,
+    planned on two simulated devices with least-loaded (Ray's rule)."""
+    import json
+
+    from batchscope.cli import main
+
+    out = tmp_path / "plan.json"
+    args = ["plan", "--profile", "laptop-8gb", "--resolution", "512x288", "--seeds", "2",
+            "--p99-ms", "50", "--devices", "2", "--verify", "--on", "ray",
+            "--json", str(out)]  # fmt: skip
+    assert main(args) == 0
+    data = json.loads(out.read_text())
+    rec, verify = data["recommended"], data["verify"]
+    assert rec["devices"] == 2 and rec["max_sessions"] >= 2 * rec["per_device"]
+    assert verify["on"] == "ray" and verify["served"]["throughput_wps"] > 0
+    text = capsys.readouterr().out
+    assert f"× {rec['max_sessions']} sessions served by a real Ray Serve on 2 replicas" in text
+
+
 def test_stopping_batchscope_stops_every_ray_process(ray_engine):
     """The module's engine, stopped (its last test): what Ray started is gone, by PID."""
     ray_processes = descendants(os.getpid())

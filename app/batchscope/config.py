@@ -310,6 +310,16 @@ KNOBS: dict[str, Knob] = {
             "on cpu/cuda)",
         ),
         Knob(
+            "devices",
+            int,
+            "devices",
+            1,
+            256,
+            1,
+            help="devices serving the sessions: Ray Serve replicas with --backend ray "
+            "(simulate --devices plays several on profiles)",
+        ),
+        Knob(
             "neighbour_duty",
             float,
             "",
@@ -426,6 +436,8 @@ class RunConfig:
     runtime: str = _field("torch", BACKEND, CONTROL)
     # the Ray cluster to serve on (ray backend): None starts a local one on loopback
     ray_address: str | None = _field(None, BACKEND)
+    #: Ray Serve replicas, one device each (the router is Ray's); 1 elsewhere (yet)
+    devices: int = _field(KNOBS["devices"].default, BACKEND)
     # None: never drop
     drop_after_ms: float | None = _field(KNOBS["drop_after_ms"].default, WORKER, CONTROL)
     # busy jobs sharing the GPU (time-slicing)
@@ -455,6 +467,13 @@ class RunConfig:
         parse_resolution(self.resolution)
         if self.ray_address is not None and self.backend != "ray":
             raise ConfigError("ray_address", self.ray_address, "needs the ray backend")
+        if self.devices > 1 and self.backend != "ray":
+            raise ConfigError(
+                "devices",
+                self.devices,
+                "several devices serve as Ray Serve replicas (--backend ray); BatchScope's "
+                "worker and Triton run one (simulate --devices plays several)",
+            )
         if self.backend == "emulated" and not self.profile:
             raise ConfigError("profile", self.profile, "the emulated backend needs a profile")
         if self.compile and self.runner != "torch":
@@ -536,7 +555,7 @@ class RunConfig:
     def in_replica(self) -> RunConfig:
         """The config a serving engine's replica builds its runner from: this one with
         ``backend`` its runner (the emulated curve or the real model)."""
-        return replace(self, backend=self.runner, ray_address=None)
+        return replace(self, backend=self.runner, ray_address=None, devices=1)
 
     def with_changes(self, **changes: Any) -> RunConfig:
         return replace(self, **changes)

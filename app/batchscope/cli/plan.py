@@ -317,11 +317,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
         raise CliError(
             "--devices N asks how many sessions, --sessions S how many devices: give one"
         )
-    if (args.devices or args.sessions) and (args.verify or args.export or args.plot):
+    if (args.devices or args.sessions) and (args.export or args.plot):
         raise CliError(
-            "--verify, --export and --plot are for one device's plan; leave out --devices and "
+            "--export and --plot are for one device's plan; leave out --devices and "
             "--sessions for them"
         )
+    if args.verify and args.sessions:
+        raise CliError("--verify serves N devices' answer: give --devices N, not --sessions")
+    if args.verify and (args.devices or 1) > 1 and args.on != "ray":
+        raise CliError("--verify on several devices serves them as Ray Serve replicas: --on ray")
     budget = Budget(fps=args.fps, p99_ms=args.p99_ms, min_fps_ratio=args.min_fps_ratio)
     profile = load_profile(args.profile)
     profile.curve(args.precision, args.resolution)  # ProfileError names what the profile has
@@ -399,7 +403,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.verify:
         from batchscope.sim.planner import verify
 
-        check = verify(result, VERIFY_S, on=args.on)
+        if across is not None and across.devices > 1:
+            check = verify(
+                result, VERIFY_S, on=args.on, devices=across.devices, sessions=across.sessions
+            )
+        else:
+            check = verify(result, VERIFY_S, on=args.on)
         print(format_verify(check), file=out)
         data["verify"] = verify_json(check)
     write_json(data, args.json)

@@ -102,6 +102,13 @@ def add_run_command(sub: Any) -> None:
         "default: start a local Ray on loopback, stopped at the end",
     )
     run.add_argument("--device", default=None, help="cpu or cuda:N (torch backend)")
+    add_knob(
+        run,
+        "devices",
+        metavar="N",
+        help="with --backend ray: N replicas of the deployment, one device each, Ray's router "
+        f"placing the requests; {KNOBS['devices'].range_text()} (default %(default)g)",
+    )
     run.add_argument(
         "--profile",
         default="laptop-8gb",

@@ -590,6 +590,11 @@ class Engine:
             report["host_probe"] = probe
         report["host_load"] = host_load_since(self._load_mark)
         if self._worker is not None and engine_of(self._worker.backend):
+            if self.config.devices > 1:  # replicas, one device each (Ray's router)
+                # read before the engine's own counts (calls to every replica: batches land
+                # meanwhile), so that they cover what the overall figures cover
+                report["router"] = f"{engine_of(self._worker.backend)}'s own"
+                report["devices"] = self._worker.devices_report(self.clock() - self._stats_t0)
             report["serving"] = self._worker.report()
         return report
 

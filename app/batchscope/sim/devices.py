@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from batchscope.config import ROUTERS, ConfigError, RunConfig
+from batchscope.config import KNOBS, ROUTERS, ConfigError, RunConfig
 from batchscope.engine.policies import make_policy
 from batchscope.engine.report.body import SessionInfo, build_report
 from batchscope.engine.stats import busy_fraction
@@ -63,6 +63,16 @@ from batchscope.sim.simulator import DEFAULT_WARMUP_S, _records
 
 _arrival_of, _session_of = itemgetter(0), itemgetter(1)
 EMULATED = "emulated:"
+
+
+@dataclass(frozen=True)
+class Pace:
+    """A session's pace from ``at`` (s after the warm-up) on: ``factor`` × fps (0 stalls it,
+    1 is normal again), as a burst or a stall fault paces it live."""
+
+    at: float
+    session: int
+    factor: float
 
 
 @dataclass(frozen=True)
@@ -81,10 +91,7 @@ def parse_devices(text: str | int, profile: str) -> list[str]:
     (``emulated:NAME`` or ``NAME``). ConfigError names the input and the reason."""
     text = str(text).strip()
     if text.isdigit():
-        count = int(text)
-        if not 1 <= count <= 256:
-            raise ConfigError("devices", text, "must be 1 to 256 devices")
-        return [profile] * count
+        return [profile] * KNOBS["devices"].check(int(text))
     names = [part.strip() for part in text.split(",")]
     if not text or any(not name for name in names):
         raise ConfigError("devices", text, "give a count (2) or a list (emulated:NAME,…)")
@@ -100,8 +107,7 @@ def parse_devices(text: str | int, profile: str) -> list[str]:
                 "(a count, or emulated:NAME for each)",
             )
         out.append(name)
-    if len(out) > 256:
-        raise ConfigError("devices", text, "must be 1 to 256 devices")
+    KNOBS["devices"].check(len(out))
     return out
 
 
@@ -142,8 +148,12 @@ def play_devices(
     curves: Sequence[BatchCurve],
     router: str,
     warmup_s: float = DEFAULT_WARMUP_S,
+    paces: Sequence[Pace] = (),
 ) -> DevicesPlayed:
-    """Play ``config`` on one device per curve, windows placed by ``router`` (module doc)."""
+    """Play ``config`` on one device per curve, windows placed by ``router`` (module doc).
+
+    ``paces``: sessions that change pace during the run (a burst, a stall), each from its
+    ``at`` (s after the warm-up) on, by the live feeder's rules (``Clock.set_scale``)."""
     check_router(router)
     need_fps(config)
     if not warmup_s >= 0:
@@ -155,7 +165,12 @@ def play_devices(
     t0 = warmup_s
     t_end = warmup_s + config.duration_s
     clock = Clock(config, config.sessions, t_end)
-    frames = clock.schedule(0.0, NEVER)
+    agenda = sorted((t0 + p.at, p.session, p.factor) for p in paces)
+    for _, sid, _ in agenda:
+        if not 0 <= sid < config.sessions:
+            raise ConfigError("session", sid, f"no such session (0 to {config.sessions - 1})")
+    change_at = agenda[0][0] if agenda else NEVER
+    frames = clock.schedule(0.0, change_at)
     ft, fs, opened = frames.times, frames.sessions, frames.opened
     policies = [make_policy(config) for _ in curves]
     pending: list[dict[int, list[Any]]] = [{} for _ in curves]  # per device, by session
@@ -187,12 +202,14 @@ def play_devices(
 
     heap: list[tuple[float, int]] = []  # (batch end or timer, device); stale ones skipped
     touched: set[int] = set()  # devices to look at now: a window, a batch end, a timer
-    while True:
-        while heap and heap[0][0] != free_at[heap[0][1]] and heap[0][0] != timers[heap[0][1]]:
-            heapq.heappop(heap)  # superseded
-        now = min(ft[i], heap[0][0] if heap else NEVER)
+
+    def publish(ft: list[float], fs: list[int], opened: list[int], i: int, now: float,
+                before: bool) -> int:  # fmt: skip
+        """The windows due by ``now`` (``before``: strictly): each overwrites its session's
+        window where it waits, or opens a mailbox on the device the router picks; returns
+        the index of the first window left."""
         t = ft[i]
-        while t <= now:  # the windows due by now: overwrite where waiting, or route
+        while t < now or (t == now and not before):
             s = fs[i]
             d = where.get(s)
             if d is None:
@@ -206,6 +223,23 @@ def play_devices(
                 touched.add(d)
             i += 1
             t = ft[i]
+        return i
+
+    while True:
+        while heap and heap[0][0] != free_at[heap[0][1]] and heap[0][0] != timers[heap[0][1]]:
+            heapq.heappop(heap)  # superseded
+        now = min(ft[i], heap[0][0] if heap else NEVER)
+        if change_at <= now:  # a session's pace changes: its frames from then on
+            now = change_at
+            i = publish(ft, fs, opened, i, now, before=True)  # under the old pace
+            while agenda and agenda[0][0] == now:
+                _, sid, factor = agenda.pop(0)
+                clock.set_scale(sid, factor, now)
+            frames.published = i
+            change_at = agenda[0][0] if agenda else NEVER
+            frames = clock.schedule(now, change_at)
+            ft, fs, opened, i = frames.times, frames.sessions, frames.opened, 0
+        i = publish(ft, fs, opened, i, now, before=False)
         if now > t_end:  # what ends after the run is not measured
             break
         while heap and heap[0][0] <= now:

@@ -82,6 +82,15 @@ class Answer:
     served: Served  # on the client's clock
 
 
+@dataclass
+class ReplicaFigures:
+    """What one replica of a serving engine did, as the client recorded its answers."""
+
+    sizes: Counter[int] = field(default_factory=Counter)
+    compute_s: float = 0.0  # its batches' compute (start to post end), summed
+    sessions: set[int] = field(default_factory=set)
+
+
 def engine_of(backend: Backend | None) -> str | None:
     """The serving engine a backend is the client of (ray, triton), or None: in-process."""
     return backend.engine if isinstance(backend, ServingBackend) else None
@@ -107,6 +116,7 @@ class ServingWorker(Worker):
         self._serving_lock = threading.Lock()
         self.serving = ServingStages()
         self.formed: Counter[int] = Counter()  # batch sizes the engine formed, as recorded
+        self.replicas: dict[int, ReplicaFigures] = {}  # by replica PID, as recorded
 
     def reset_serving(self) -> None:
         """Forget the serving figures (statistics reset): the engine's own batch counts
@@ -114,6 +124,7 @@ class ServingWorker(Worker):
         with self._serving_lock:
             self.serving = ServingStages()
             self.formed = Counter()
+            self.replicas = {}
         self._counted_at_reset = Counter()
         self._counted_before = Counter()
         backend = self.backend
@@ -228,6 +239,9 @@ class ServingWorker(Worker):
             self._counted_at_reset = Counter()
             if new_engine == old.engine:
                 self._counted_before += counted
+        if isinstance(old, ServingBackend) or new_engine != engine_of(old):
+            with self._serving_lock:  # another deployment: other replicas
+                self.replicas = {}
         if new_engine != engine_of(old):
             with self._serving_lock:
                 self.serving = ServingStages()
@@ -283,7 +297,32 @@ class ServingWorker(Worker):
             for sp in spans:
                 self.serving.add(sp)
             self.formed[n] += 1
+            replica = self.replicas.setdefault(first.pid, ReplicaFigures())
+            replica.sizes[n] += 1
+            replica.compute_s += first.post_end - first.start
+            replica.sessions.update(a.window.session for a in answers)
         self.policy.observe(n, worst)
+
+    def devices_report(self, duration_s: float) -> list[dict[str, Any]]:
+        """The report's ``devices`` list on a serving engine's replicas (one device each):
+        per replica (by PID, in order of appearance) the sessions it served, its busy share
+        (its batches' compute over ``duration_s``) and its batch sizes, as recorded."""
+        backend = self.backend
+        engine = engine_of(backend) or "worker"
+        with self._serving_lock:
+            replicas = dict(self.replicas)
+        out = []
+        for pid, r in replicas.items():
+            busy = min(1.0, r.compute_s / duration_s) if duration_s > 0 else 0.0
+            out.append(
+                {
+                    "device": f"{engine} replica (pid {pid})",
+                    "sessions": len(r.sessions),
+                    "busy": round(busy, 4),
+                    "batch_sizes": {str(k): r.sizes[k] for k in sorted(r.sizes)},
+                }
+            )
+        return out
 
     def _sync_batching(self, backend: ServingBackend) -> None:
         """Hand the policy's knobs to the engine when they changed (a live change, or the

@@ -23,6 +23,7 @@ import logging
 import os
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
@@ -38,6 +39,8 @@ from batchscope.engine.session import Window
 APP_PREFIX = "batchscope"
 WAITERS = 256  # threads waiting for answers: at most one request in flight per session
 CLOSE_WAIT_S = 5.0  # a closing backend waits this long for the answers in flight
+#: Calls per replica a broadcast may take before it says which replicas it did not reach
+REACH_TRIES = 50
 #: Set for every process a local Ray starts (they inherit our environment).
 LOCAL_RAY_ENV = {
     "RAY_USAGE_STATS_ENABLED": "0",  # no traffic off the machine
@@ -319,14 +322,16 @@ class RayBackend(ServingBackend):
         progress("deploying BatchScope's replica on Ray Serve…")
         t0 = time.monotonic()
         try:
+            deployment = BatchScopeReplica.options(  # type: ignore[attr-defined]
+                num_replicas=config.devices
+            )
             self._handle = serve.run(
-                BatchScopeReplica.bind(  # type: ignore[attr-defined]
-                    config, self.max_batch_size, self.wait_s, cluster.started_here
-                ),
+                deployment.bind(config, self.max_batch_size, self.wait_s, cluster.started_here),
                 name=self.app,
                 route_prefix=None,
             )
             stats = self._handle.stats.remote().result()
+            self.replica_pids = self._every_replica(self._handle.stats, config.devices)
         except Exception as exc:
             why = _deploy_error(self.app, exc)
             with contextlib.suppress(Exception):
@@ -367,28 +372,59 @@ class RayBackend(ServingBackend):
     def batching_of(self, policy: BatchPolicy) -> tuple[int, float]:
         return batching_of(policy)
 
-    def set_batching(self, knobs: tuple[Any, ...]) -> Future:
-        """Ray's batcher knobs ``(max_batch_size, wait_s)``, live in the replica from its
-        next batch (its setters: the same replica, no redeploy; nothing to say)."""
-        max_batch_size, wait_s = knobs
-        response = self._handle.set_batching.remote(max_batch_size, wait_s)
-        self.max_batch_size, self.wait_s = max_batch_size, wait_s
+    def _every_replica(self, method: Any, replicas: int, *args: Any) -> dict[int, Any]:
+        """Call a replica method until each of the ``replicas`` replicas answered: PID ->
+        its answer (the PID is the answer's, or its ``pid``).
 
-        def applied() -> None:
-            response.result()  # raises what the replica raised
+        Ray Serve routes each call to one replica (two drawn at random, the less busy one
+        taken) and a handle has no call to all of them (a ``user_config`` change would, but
+        from Python it redeploys every replica), so the calls are repeated until every
+        replica has been reached; at most :data:`REACH_TRIES` calls a replica."""
+        answers: dict[int, Any] = {}
+        for _ in range(REACH_TRIES * replicas):
+            answer = method.remote(*args).result()
+            pid = answer if isinstance(answer, int) else int(answer["pid"])
+            answers[pid] = answer
+            if len(answers) == replicas:
+                return answers
+        raise BackendError(
+            f"only {len(answers)} of {replicas} Ray Serve replicas answered in "
+            f"{REACH_TRIES * replicas} calls"
+        )
+
+    def set_batching(self, knobs: tuple[Any, ...]) -> Future:
+        """Ray's batcher knobs ``(max_batch_size, wait_s)``, live in every replica from its
+        next batch (its setters: the same replicas, no redeploy; nothing to say)."""
+        max_batch_size, wait_s = knobs
+        self.max_batch_size, self.wait_s = max_batch_size, wait_s
+        replicas = len(self.replica_pids)
+
+        def applied() -> None:  # raises what a replica raised
+            self._every_replica(self._handle.set_batching, replicas, max_batch_size, wait_s)
 
         return self._waiters.submit(applied)
 
     def stats(self) -> dict[str, Any]:
-        """The replica's own count of the batches it formed (and its runner, its PID)."""
-        out: dict[str, Any] = self._handle.stats.remote().result()
-        return out
+        """The replicas' own counts of the batches they formed, summed (and the runner, the
+        first replica's PID, each replica's counts by PID)."""
+        each = self._every_replica(self._handle.stats, len(self.replica_pids))
+        total: Counter[int] = Counter()
+        for answer in each.values():
+            total.update({int(k): int(v) for k, v in answer["batch_sizes"].items()})
+        first = next(iter(each.values()))
+        return {
+            **first,
+            "batch_sizes": dict(total),
+            "replicas": {pid: a["batch_sizes"] for pid, a in each.items()},
+        }
 
     def counts(self) -> dict[int, int]:
         return {int(k): int(v) for k, v in self.stats()["batch_sizes"].items()}
 
     def report(self) -> dict[str, Any]:
         return {
+            "replicas": len(self.replica_pids),
+            "replica_pids": sorted(self.replica_pids),
             "replica_pid": self.replica_pid,
             "start_s": {
                 "ray": round(self.cluster.ray_s, 2),

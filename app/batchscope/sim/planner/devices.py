@@ -36,7 +36,7 @@ from batchscope.sim.devices import Device, load_devices, simulate_devices
 from batchscope.sim.planner.results import Plan, PlanCancelled
 from batchscope.sim.simulator import DEFAULT_WARMUP_S
 
-DEVICES_MAX = 256  # the most devices `plan --sessions` considers (--devices-max)
+DEVICES_MAX = int(KNOBS["devices"].hi)  # the most devices `plan --sessions` considers
 #: (devices, router, sessions, fits) of each count tried, for the report
 Tried = list[tuple[int, str, int, bool]]
 
