@@ -35,8 +35,11 @@ the devices' busy shares, and a ``devices`` list: ``device``, ``sessions`` (pinn
 sessions on it; least-loaded: those it served in the measured interval), ``busy`` and
 ``batch_sizes``.
 
-What it does not play yet: experiment steps, faults, ``drop_after_ms``, neighbours and a
-measured host's lateness (each refused with one clear error): a run of one config.
+A session's pace may change during the run (:class:`Pace`: a burst at K × fps, a stall at
+0, back to 1), by the live feeder's rule (``Clock.set_scale``), as the burst and stall
+faults set it. What it does not play yet: experiment steps, the other faults,
+``drop_after_ms``, neighbours and a measured host's lateness (the last three refused with
+one clear error; the CLI refuses ``--experiment``): a run of one config.
 """
 
 from __future__ import annotations
