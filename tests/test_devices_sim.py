@@ -186,16 +186,11 @@ def test_plan_devices_and_sessions_together_is_one_clear_error(capsys):
     assert "give one" in err and "Traceback" not in err
 
 
-def test_several_devices_in_a_run_are_ray_replicas_only(capsys):
-    """BatchScope's worker runs one device (yet): --devices 2 there is one clear error."""
-    with pytest.raises(ConfigError, match="Ray Serve replicas"):
-        RunConfig(sessions=2, devices=2, **LAPTOP)
-    assert RunConfig(sessions=2, devices=2, **{**LAPTOP, "backend": "ray"}).devices == 2
-    assert main(["run", "synthetic", "--devices", "2", "--duration", "1"]) != 0
+def test_plan_verify_on_several_devices_is_refused_on_triton_only(capsys):
+    """--verify on N devices: BatchScope's worker or Ray; Triton serves one instance."""
+    assert main(["plan", "--p99-ms", "50", "--devices", "2", "--verify", "--on", "triton"]) != 0
     err = capsys.readouterr().err
-    assert "Ray Serve replicas (--backend ray)" in err and "Traceback" not in err
-    assert main(["plan", "--p99-ms", "50", "--devices", "2", "--verify"]) != 0
-    assert "--on ray" in capsys.readouterr().err
+    assert "BatchScope's Triton serves one model instance" in err and "Traceback" not in err
 
 
 def test_a_stall_and_a_burst_change_one_sessions_pace_on_several_devices():

@@ -71,7 +71,7 @@ def test_mailbox_keeps_latest_and_counts_overwritten():
 def test_ring_is_bounded_and_ordered():
     ring = Ring(ITEM_DTYPE, 8)
     for i in range(20):
-        ring.append((i, 1, float(i), 0, 0, 0, 0, *UNSCORED, 0.0, 0.0, 0.0))
+        ring.append((i, 1, float(i), 0, 0, 0, 0, *UNSCORED, 0.0, 0.0, 0.0, 0))
     assert ring.total == 20
     assert list(ring.view()["session"]) == list(range(12, 20))
     assert list(ring.tail(3)["session"]) == [17, 18, 19]
@@ -286,13 +286,13 @@ def test_real_model_on_cpu_runs_and_says_untrained(engines):
 def test_ring_appended_since_survives_clear():
     ring = Ring(ITEM_DTYPE, 8)
     for i in range(5):
-        ring.append((i, 1, float(i), 0, 0, 0, 0, *UNSCORED, 0.0, 0.0, 0.0))
+        ring.append((i, 1, float(i), 0, 0, 0, 0, *UNSCORED, 0.0, 0.0, 0.0, 0))
     ring.clear()
-    ring.append((5, 1, 5.0, 0, 0, 0, 0, *UNSCORED, 0.0, 0.0, 0.0))
+    ring.append((5, 1, 5.0, 0, 0, 0, 0, *UNSCORED, 0.0, 0.0, 0.0, 0))
     assert list(ring.view()["session"]) == [5]
     assert list(ring.appended_since(3)["session"]) == [3, 4, 5]
     for i in range(6, 20):
-        ring.append((i, 1, float(i), 0, 0, 0, 0, *UNSCORED, 0.0, 0.0, 0.0))
+        ring.append((i, 1, float(i), 0, 0, 0, 0, *UNSCORED, 0.0, 0.0, 0.0, 0))
     assert list(ring.appended_since(3)["session"]) == list(range(12, 20))  # capacity
 
 

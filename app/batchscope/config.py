@@ -16,8 +16,10 @@ from typing import Any
 from batchscope.urls import mask_credentials
 
 POLICIES = ("oldest", "round-robin", "all", "dynamic", "fixed", "adaptive")
-#: How windows go to devices when there are several (sim/devices.py has the rules)
+#: How windows go to devices when there are several (engine/routing.py has the rules)
 ROUTERS = ("pinned", "least-loaded")
+#: The router unless one is given: Ray Serve's rule, the one a Ray run can have
+DEFAULT_ROUTER = "least-loaded"
 PRECISIONS = ("fp32", "fp16", "bf16")
 #: Precisions an ONNX export can have: ONNX Runtime's CPU provider has no bf16 convolutions.
 EXPORT_PRECISIONS = ("fp32", "fp16")
@@ -316,8 +318,9 @@ KNOBS: dict[str, Knob] = {
             1,
             256,
             1,
-            help="devices serving the sessions: Ray Serve replicas with --backend ray "
-            "(simulate --devices plays several on profiles)",
+            slider=(1, 8),
+            help="devices serving the sessions: emulated devices of the profile in "
+            "BatchScope's worker, or Ray Serve replicas (--backend ray)",
         ),
         Knob(
             "neighbour_duty",
@@ -436,8 +439,11 @@ class RunConfig:
     runtime: str = _field("torch", BACKEND, CONTROL)
     # the Ray cluster to serve on (ray backend): None starts a local one on loopback
     ray_address: str | None = _field(None, BACKEND)
-    #: Ray Serve replicas, one device each (the router is Ray's); 1 elsewhere (yet)
+    #: devices serving the sessions: emulated devices of ``profile`` in BatchScope's
+    #: worker (one worker thread and policy each), or Ray Serve replicas
     devices: int = _field(KNOBS["devices"].default, BACKEND)
+    #: where each window goes on several devices (ROUTERS); Ray's router is least-loaded
+    router: str = _field(DEFAULT_ROUTER, WORKER)
     # None: never drop
     drop_after_ms: float | None = _field(KNOBS["drop_after_ms"].default, WORKER, CONTROL)
     # busy jobs sharing the GPU (time-slicing)
@@ -467,13 +473,10 @@ class RunConfig:
         parse_resolution(self.resolution)
         if self.ray_address is not None and self.backend != "ray":
             raise ConfigError("ray_address", self.ray_address, "needs the ray backend")
-        if self.devices > 1 and self.backend != "ray":
-            raise ConfigError(
-                "devices",
-                self.devices,
-                "several devices serve as Ray Serve replicas (--backend ray); BatchScope's "
-                "worker and Triton run one (simulate --devices plays several)",
-            )
+        if self.router not in ROUTERS:
+            raise ConfigError("router", self.router, f"unknown router; choose from {_or(ROUTERS)}")
+        if self.devices > 1:
+            self._validate_devices()
         if self.backend == "emulated" and not self.profile:
             raise ConfigError("profile", self.profile, "the emulated backend needs a profile")
         if self.compile and self.runner != "torch":
@@ -510,6 +513,36 @@ class RunConfig:
             raise ConfigError("device", self.device, "expected cpu or cuda:N")
         if self.backend == "triton":
             self._validate_triton()
+
+    def _validate_devices(self) -> None:
+        """Who can run several devices: BatchScope's worker on emulated devices, Ray."""
+        if self.backend == "torch":
+            raise ConfigError(
+                "devices",
+                self.devices,
+                "BatchScope's worker runs several devices on an emulated profile; several "
+                "real GPUs serve as Ray Serve replicas (--backend ray, one device each)",
+            )
+        if self.backend == "triton":
+            raise ConfigError(
+                "devices",
+                self.devices,
+                "BatchScope's Triton serves one model instance; several devices: the emulated "
+                "backend or --backend ray",
+            )
+        if self.backend == "ray" and self.router != "least-loaded":
+            raise ConfigError(
+                "router",
+                self.router,
+                "Ray Serve's router places each request itself (least-loaded, the power of "
+                "two choices); pinned needs BatchScope's worker",
+            )
+        if self.backend == "emulated" and self.neighbours:
+            raise ConfigError(
+                "neighbours",
+                self.neighbours,
+                "neighbours share one emulated device; with several devices run none",
+            )
 
     def _validate_triton(self) -> None:
         """What BatchScope's Triton (the pytriton wheel's server, Python backend on the CPU)
@@ -555,7 +588,9 @@ class RunConfig:
     def in_replica(self) -> RunConfig:
         """The config a serving engine's replica builds its runner from: this one with
         ``backend`` its runner (the emulated curve or the real model)."""
-        return replace(self, backend=self.runner, ray_address=None, devices=1)
+        return replace(
+            self, backend=self.runner, ray_address=None, devices=1, router=DEFAULT_ROUTER
+        )
 
     def with_changes(self, **changes: Any) -> RunConfig:
         return replace(self, **changes)

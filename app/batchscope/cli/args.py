@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from batchscope.config import (
+    DEFAULT_ROUTER,
     DROP_AFTER_RULE,
     KNOBS,
     ROUTERS,
@@ -227,7 +228,7 @@ def add_devices_flags(p: argparse.ArgumentParser) -> None:
         choices=ROUTERS,
         help="with --devices, where each window goes: pinned (a session stays on one "
         "device, sessions dealt by count) or least-loaded (the power of two choices on "
-        f"waiting windows, Ray Serve's rule); default {ROUTERS[0]}",
+        f"waiting windows, Ray Serve's rule); default {DEFAULT_ROUTER}",
     )
 
 

@@ -324,8 +324,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
         )
     if args.verify and args.sessions:
         raise CliError("--verify serves N devices' answer: give --devices N, not --sessions")
-    if args.verify and (args.devices or 1) > 1 and args.on != "ray":
-        raise CliError("--verify on several devices serves them as Ray Serve replicas: --on ray")
+    if args.verify and (args.devices or 1) > 1 and args.on == "triton":
+        raise CliError(
+            "--verify on several devices: BatchScope's worker (--on inprocess) or Ray Serve "
+            "replicas (--on ray); BatchScope's Triton serves one model instance"
+        )
     budget = Budget(fps=args.fps, p99_ms=args.p99_ms, min_fps_ratio=args.min_fps_ratio)
     profile = load_profile(args.profile)
     profile.curve(args.precision, args.resolution)  # ProfileError names what the profile has
@@ -404,8 +407,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
         from batchscope.sim.planner import verify
 
         if across is not None and across.devices > 1:
+            # Ray's router is least-loaded, whatever the plan's: it is planned so too
+            router = "least-loaded" if args.on == "ray" else across.router
             check = verify(
-                result, VERIFY_S, on=args.on, devices=across.devices, sessions=across.sessions
+                result,
+                VERIFY_S,
+                on=args.on,
+                devices=across.devices,
+                sessions=across.sessions,
+                router=router,
             )
         else:
             check = verify(result, VERIFY_S, on=args.on)

@@ -33,11 +33,13 @@ from batchscope.cli.reports import print_experiment_report, print_host, write_cs
 from batchscope.config import (
     BACKENDS,
     DEFAULT_RESOLUTION,
+    DEFAULT_ROUTER,
     FITS,
     KNOBS,
     POLICIES,
     POSTPROCESSING,
     PRECISIONS,
+    ROUTERS,
     RUNTIMES,
     SERVING_ENGINES,
     UNTRAINED,
@@ -49,6 +51,7 @@ from batchscope.config import (
 )
 from batchscope.engine.engine import Engine
 from batchscope.engine.player import ExperimentPlayer, first_config
+from batchscope.engine.report.devices import format_devices
 from batchscope.engine.report.run_report import experiment_block
 from batchscope.engine.report.segment import too_short
 from batchscope.engine.report.text import format_sessions, format_table
@@ -106,8 +109,18 @@ def add_run_command(sub: Any) -> None:
         run,
         "devices",
         metavar="N",
-        help="with --backend ray: N replicas of the deployment, one device each, Ray's router "
-        f"placing the requests; {KNOBS['devices'].range_text()} (default %(default)g)",
+        help="N devices serving the sessions: N emulated devices of --profile in BatchScope's "
+        "worker (one worker thread and policy each, --router places the windows), or with "
+        "--backend ray N replicas of the deployment, Ray's router placing the requests; "
+        f"{KNOBS['devices'].range_text()} (default %(default)g)",
+    )
+    run.add_argument(
+        "--router",
+        choices=ROUTERS,
+        default=None,
+        help="with --devices, where each window goes: pinned (a session stays on one device, "
+        "sessions dealt by count) or least-loaded (the power of two choices on waiting "
+        f"windows, Ray Serve's rule, the one Ray has); default {DEFAULT_ROUTER}",
     )
     run.add_argument(
         "--profile",
@@ -259,6 +272,9 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     if args.checkpoint and no_weights:
         raise ConfigError("no_weights", True, "give --checkpoint or --no-weights, not both")
     runtime = args.runtime or _runtime_for(args, runner, device)
+    router = getattr(args, "router", None)
+    if router is not None and args.devices == 1:
+        raise CliError("--router places windows on several devices: give --devices N too")
     config = RunConfig(
         sources=tuple(args.sources),
         policy=args.policy,
@@ -268,6 +284,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         device=device,
         profile=args.profile if runner == "emulated" else None,
         ray_address=ray_address,
+        router=router or DEFAULT_ROUTER,
         precision=precision,
         resolution=args.resolution,
         fit=getattr(args, "fit", FITS[0]),
@@ -436,6 +453,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         file=out_stream,
     )
     print(format_table([report]), file=out_stream)
+    if "devices" in report:  # several devices: one line each
+        print(format_devices([report]), file=out_stream)
     print(file=out_stream)
     print(format_sessions(report), file=out_stream)
     print_host(report, out_stream)

@@ -34,20 +34,20 @@ from batchscope.cli.args import (
 from batchscope.cli.reports import print_experiment_report, write_csv, write_report
 from batchscope.config import (
     DEFAULT_RESOLUTION,
+    DEFAULT_ROUTER,
     KNOBS,
     POLICIES,
     PRECISIONS,
-    ROUTERS,
     ConfigError,
     RunConfig,
     format_resolution,
 )
+from batchscope.engine.report.devices import format_devices
 from batchscope.engine.report.run_report import experiment_block
 from batchscope.engine.report.text import format_table
 from batchscope.experiment import load_experiment
 from batchscope.profiles.profile import load_profile
 from batchscope.sim.devices import (
-    format_devices,
     load_devices,
     parse_devices,
     simulate_devices,
@@ -202,7 +202,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     devices = None
     if args.router is not None and args.devices is None:
         raise CliError("--router places windows on several devices: give --devices too")
-    router = args.router or ROUTERS[0]
+    router = args.router or DEFAULT_ROUTER
     if args.devices is not None:  # several devices: the router places the windows
         if jitter is not None:
             raise CliError("--host-jitter is not simulated on several devices yet (--devices)")
@@ -211,7 +211,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             device.curve(configs[0])  # ProfileError names what the profile has
         on = devices
 
-        def report_of(c: RunConfig) -> dict[str, Any]:
+        def report_of(c: RunConfig) -> dict[str, Any]:  # its config says devices and router
+            c = c.with_changes(devices=len(on), router=router)
             return simulate_devices(c, on, router, args.warmup)
 
     else:

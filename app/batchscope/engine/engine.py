@@ -36,6 +36,7 @@ from batchscope.engine.backends import (
 from batchscope.engine.fault_actions import RunFaults
 from batchscope.engine.feeder import Feeder
 from batchscope.engine.host_check import HostProbe, LoadWatch, host_load_since, load_mark
+from batchscope.engine.lanes import Lanes, LanesBuilt
 from batchscope.engine.live_change import EngineStopped, LiveChange
 from batchscope.engine.metrics import Event, MetricsStore, TimelineSample
 from batchscope.engine.monitor import Monitor, sample_timeline
@@ -50,6 +51,7 @@ from batchscope.engine.roster import (
     default_sources,
     open_slots,
 )
+from batchscope.engine.routing import Router, pinned_counts
 from batchscope.engine.segments import SegmentLog
 from batchscope.engine.serving.base import SERVING_STOP_S
 from batchscope.engine.serving.dispatch import ServingWorker, engine_of
@@ -71,7 +73,7 @@ from batchscope.engine.sources import (
     SourceError,
 )
 from batchscope.engine.streams import StreamSettings, StreamSource
-from batchscope.engine.worker import WorkerStopped
+from batchscope.engine.worker import Worker, WorkerStopped
 from batchscope.experiment import Fault
 from batchscope.urls import mask_credentials
 
@@ -96,7 +98,10 @@ class Engine:
         self._listeners: list[Callable[[Event], None]] = []
         self._lifecycle = threading.Lock()  # open/stop: who owns the sources and threads
         self._stopping = threading.Event()
-        self._worker: ServingWorker | None = None
+        self._worker: ServingWorker | None = None  # device 0 (and a serving engine's client)
+        # BatchScope's worker on several devices: devices 1…N−1, and the router
+        self._lanes = Lanes(self.mailboxes, self.store, self.event, clock, self._score)
+        self._router: Router | None = None
         self._holds_ray = False  # holds the process's Ray (released by stop, or a switch)
         self._feeder = Feeder(
             self.mailboxes,
@@ -161,11 +166,14 @@ class Engine:
                     if slot.error:
                         raise SourceError(slot.spec, slot.error)
             self.swap_in(self.build_backend(config))
+            self.swap_lanes(self.build_lanes(config), config, new_policy=False)
         except WorkerStopped:
             close_slots(slots)
+            self._lanes.stop()
             raise EngineStopped() from None
         except BaseException:
             close_slots(slots)
+            self._lanes.stop()
             self._worker.stop()
             raise
         self.install_sources(slots)
@@ -183,6 +191,7 @@ class Engine:
         self.segments.open(self._t0, self.config)
         self.sync_sessions()
         self.worker.start()
+        self._lanes.start()
         self._feeder.start()
         self._monitor.start()
         self.running = True
@@ -213,6 +222,7 @@ class Engine:
             serving = engine_of(self._worker.backend) or self._worker.retiring
             extra = SERVING_STOP_S if serving else 0.0
             self._worker.stop(max(0.1, deadline + extra - time.monotonic()))
+        self._lanes.stop(max(0.1, deadline - time.monotonic()))
         if self._load is not None:
             self._load.stop(max(0.1, deadline - time.monotonic()))
         self.hold_ray()  # the last engine out stops Ray's processes
@@ -228,6 +238,7 @@ class Engine:
             out.append("monitor")
         if self._worker is not None and self._worker.alive:
             out.append("worker")
+        out.extend(f"worker of device {w.device}" for w in self._lanes.workers if w.alive)
         if self.recorder is not None and self.recorder.alive:
             out.append("recorder")
         out.extend(
@@ -241,6 +252,7 @@ class Engine:
         """Pause or resume feeding and batching; paused stays paused through every live
         change and recovery (the feeder's own flag, which re-making sessions keeps)."""
         self.worker.paused = paused
+        self._lanes.each(lambda w: setattr(w, "paused", paused))
         self._feeder.set_paused(paused)
         self.event("config", "paused" if paused else "resumed")
 
@@ -362,6 +374,8 @@ class Engine:
 
     def sync_sessions(self) -> None:
         self.roster.sync(self.config.sessions, self.config.fps)
+        if self._router is not None:  # pinned deals the sessions again
+            self._router.repin(s.id for s in self.roster.sessions())
 
     def add_source(self, spec: str) -> SourceSlot:
         """Open one more source (UI); a bad one shows its error on its sessions' rows."""
@@ -434,6 +448,10 @@ class Engine:
         for session in self.roster.sessions():
             self.mailboxes.drop(session.id)
         self.worker.between_batches(self.backend.forget_frames)
+        for lane in self._lanes.workers:
+            backend = lane.backend
+            if backend is not None:
+                lane.between_batches(backend.forget_frames)
         self.roster.release_caches()
 
     def _score(self, window: Window, detection: Any, positions: bool) -> tuple:
@@ -446,9 +464,45 @@ class Engine:
         return score(detection, source.truth(window.frame_index), truth_now, positions)
 
     def set_worker_knobs(self, config: RunConfig) -> None:
-        """Worker thread: the knobs it applies to every policy."""
-        ms = config.drop_after_ms
-        self.worker.drop_after_s = None if ms is None else ms / 1000.0
+        """Worker thread: the knobs every device's worker applies to every policy, and the
+        router on several devices."""
+        Lanes.set_knobs(self.worker, config)
+        self._lanes.each(lambda w: Lanes.set_knobs(w, config))
+        if self._router is not None and self._router.kind != config.router:
+            self._route(config)
+
+    def workers(self) -> list[Worker]:
+        """Every device's worker, device 0 first (one unless several devices run in
+        BatchScope's worker)."""
+        return [self.worker, *self._lanes.workers]
+
+    def build_lanes(self, config: RunConfig) -> LanesBuilt:
+        """The workers and backends of ``config``'s devices past the first (engine/lanes.py),
+        built while the run goes on."""
+        try:
+            return self._lanes.build(config, self._oom_above)
+        except BuildCancelled:
+            raise EngineStopped() from None
+
+    def swap_lanes(self, built: LanesBuilt, config: RunConfig, new_policy: bool) -> None:
+        """Put ``built`` in (after device 0's backend), and route the windows over the
+        devices of ``config`` (no router with one device)."""
+        self._lanes.swap(built, new_policy, self.running, self.paused)
+        self._route(config)
+
+    def release_lanes(self, built: LanesBuilt) -> None:
+        self._lanes.release(built)
+
+    def _route(self, config: RunConfig) -> None:
+        """The mailboxes' router for ``config``'s devices in BatchScope's worker."""
+        n = 1 + len(self._lanes.workers)
+        if n == 1:
+            self._router = None
+        else:
+            workers = self.workers()
+            self._router = Router(config.router, n, config.seed, lambda d: workers[d].free_key())
+            self._router.repin(s.id for s in self.roster.sessions())
+        self.mailboxes.route(self._router)
 
     def sync_load(self, config: RunConfig) -> None:
         """Real neighbour processes on a real device, as many as ``config`` asks for."""
@@ -514,6 +568,7 @@ class Engine:
             self.clock(),
             self._t0,
             self._stats_t0,
+            self.config.devices,
         )
 
     def snapshot(self, scope: str = "segment", segment: int | None = None) -> Snapshot:
@@ -560,6 +615,9 @@ class Engine:
             expired=self.mailboxes.expired(),
             stalled=frozenset(s.id for s in sessions if self.faults.stalled(s.id)),
         )
+        names, pinned = self._devices_named()
+        if names:
+            at = replace(at, devices=names, pinned=pinned)
         return replace(take_snapshot(self.store, at), host_load=self._load_watch.now())
 
     def keep_buses(self, buses: dict[int, BusRecords], snap: Snapshot | None = None) -> None:
@@ -584,19 +642,29 @@ class Engine:
             self._t0,
             self._stats_t0,
             [_info(s, state) for s, state in self.roster.retired()],
+            *self._devices_named(),
         )
         probe = self.host_probe.result if self.host_probe is not None else None
         if probe is not None:
             report["host_probe"] = probe
         report["host_load"] = host_load_since(self._load_mark)
         if self._worker is not None and engine_of(self._worker.backend):
-            if self.config.devices > 1:  # replicas, one device each (Ray's router)
-                # read before the engine's own counts (calls to every replica: batches land
-                # meanwhile), so that they cover what the overall figures cover
-                report["router"] = f"{engine_of(self._worker.backend)}'s own"
-                report["devices"] = self._worker.devices_report(self.clock() - self._stats_t0)
             report["serving"] = self._worker.report()
         return report
+
+    def _devices_named(self) -> tuple[list[str], list[int] | None]:
+        """On several devices, each one's name by index (BatchScope's workers, or the
+        serving engine's replicas that answered), and the sessions pinned to each (router
+        ``pinned``); nothing on one device."""
+        if self._worker is None or self.config.devices == 1:
+            return [], None
+        if engine_of(self._worker.backend):
+            return self._worker.replica_labels(), None
+        names = [self.config.device_label] * len(self.workers())  # the simulator's names
+        router = self._router
+        if router is None or router.kind != "pinned":
+            return names, None
+        return names, pinned_counts(router.pins().values(), router.devices)
 
 
 def _info(session: Session, state: str) -> SessionInfo:

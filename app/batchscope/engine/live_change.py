@@ -32,6 +32,7 @@ from batchscope.config import (
 from batchscope.engine.backends import Backend, BackendError, EmulatedBackend
 from batchscope.engine.fault_actions import RunFaults
 from batchscope.engine.faults import fault_changes
+from batchscope.engine.lanes import LanesBuilt
 from batchscope.engine.metrics import Event
 from batchscope.engine.neighbours import Neighbours
 from batchscope.engine.policies import make_policy
@@ -70,6 +71,12 @@ class Host(Protocol):
 
     @property
     def worker(self) -> Worker: ...
+    @property
+    def paused(self) -> bool: ...
+    def workers(self) -> list[Worker]: ...
+    def build_lanes(self, config: RunConfig) -> LanesBuilt: ...
+    def swap_lanes(self, built: LanesBuilt, config: RunConfig, new_policy: bool) -> None: ...
+    def release_lanes(self, built: LanesBuilt) -> None: ...
     @property
     def backend(self) -> Backend: ...
     def event(self, kind: str, message: str) -> Event: ...
@@ -171,29 +178,35 @@ class LiveChange:
         # swap; engine/serving/dispatch.py)
         policy = make_policy(new) if new.policy != old.policy else None
         backend = None
+        lanes = None  # the other devices' (several devices in BatchScope's worker)
         slots = None
         try:
             if set(BACKEND_FIELDS) & changes.keys():
                 engine.hold_ray(old, new)  # Ray stays up while either serves on it
                 backend = engine.build_backend(new)
+                lanes = engine.build_lanes(new)
             if {"resolution", "fit", "sources"} & changes.keys():
                 slots = self._reopen(new)
             # 2. swap it in, between two batches
-            if backend is not None:  # with the new policy from the same batch on
+            if backend is not None and lanes is not None:  # with the new policy at once
                 engine.worker.swap_backend(backend, policy)
-                backend = policy = None  # the worker owns them now
+                backend = None  # the worker owns it now
+                engine.swap_lanes(lanes, new, new_policy=policy is not None)
+                lanes = policy = None
         except BaseException:
-            self._release(backend, slots)
+            self._release(backend, slots, lanes)
             engine.hold_ray(old)
             raise
         # off Ray, the last holder out shuts it down: once its app is gone (closed aside)
         engine.worker.wait_retired()
         engine.hold_ray(new)
         worker = engine.worker
-        if policy is not None:
-            worker.set_policy(policy)
+        if policy is not None:  # one policy object per device
+            for each in engine.workers():
+                each.set_policy(policy if each is worker else make_policy(new))
         elif set(POLICY_PARAMS[new.policy]) & changes.keys():
-            worker.retune(lambda p: p.retune(new))
+            for each in engine.workers():
+                each.retune(lambda p: p.retune(new))
         if set(WORKER_FIELDS) & changes.keys():
             worker.between_batches(lambda: engine.set_worker_knobs(new))
         if (
@@ -210,10 +223,17 @@ class LiveChange:
         if set(SESSION_FIELDS) & changes.keys():
             engine.sync_sessions()
 
-    def _release(self, backend: Backend | None, slots: list[SourceSlot] | None) -> None:
+    def _release(
+        self,
+        backend: Backend | None,
+        slots: list[SourceSlot] | None,
+        lanes: LanesBuilt | None,
+    ) -> None:
         """Give back what a failed (or stopped) transaction built and did not swap in."""
         if slots is not None:
             close_slots(slots)
+        if lanes is not None:
+            self._engine.release_lanes(lanes)
         if backend is not None:
             future = self._engine.worker.discard(backend)
             if future.done() and future.exception() is not None:  # the worker is gone

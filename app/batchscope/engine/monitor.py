@@ -29,6 +29,7 @@ def sample_timeline(
     now: float,
     t0: float,
     stats_t0: float,
+    devices: int = 1,
 ) -> TimelineSample:
     """The timeline sample at ``now`` (s on the engine's clock; t0: start, stats_t0: reset)."""
     ids = list(session_ids)
@@ -41,7 +42,7 @@ def sample_timeline(
         t=round(now - t0, 3),
         fps={sid: live_fps(np.asarray(times[sid], float), now) for sid in ids},
         throughput_wps=float(recent["size"].sum()) / window,
-        busy=busy_fraction(float(recent["compute_s"].sum()), window),
+        busy=busy_fraction(float(recent["compute_s"].sum()), window, devices),
         mean_batch=float(recent["size"].mean()) if len(recent) else 0.0,
         memory=memory,
     )

@@ -13,7 +13,8 @@ Layout of a recording (times in s since the engine started):
                     reason (why it left: all waiting, full, deadline, …), cap (the
                     policy's cap then; 0: none), padded (empty rows run to fill a
                     fixed batch shape; 0 for the other policies), late_ms (how late
-                    the worker woke for it)
+                    the worker woke for it), device (which device ran it: its index in
+                    the run's devices, 0 with one)
 - ``timeline.csv``  one row per monitor sample: t, throughput_wps, busy, mean_batch,
                     fps per session (JSON), memory MB (JSON)
 - ``report.json``   the report when recording stops (it covers the interval since the
@@ -120,6 +121,7 @@ class Recorder:
                 "cap",
                 "padded",
                 "late_ms",
+                "device",
             ]
         )
         self._csv["timeline.csv"].writerow(
@@ -187,6 +189,7 @@ class Recorder:
                 int(b["cap"]),
                 int(b["padded"]),
                 _ms(b["late"]),
+                int(b["device"]),
             )
             for b in batches
         )

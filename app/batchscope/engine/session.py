@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from batchscope.engine.policies import Waiting
+from batchscope.engine.routing import Router
 from batchscope.engine.sources import FrameSource
 
 WINDOW = 3  # BlurBall consumes the 3 most recent frames
@@ -125,6 +126,11 @@ class Mailboxes:
         self._overwritten: dict[int, int] = {}
         self._expired: dict[int, int] = {}
         self.published_at = -float("inf")  # arrival of the newest window (the worker's cue)
+        # several devices (route): the router, the device each waiting window waits on,
+        # and each device's count of waiting windows
+        self._router: Router | None = None
+        self._where: dict[int, int] = {}
+        self._on_device: list[int] = []
 
     def publish(self, window: Window) -> bool:
         """Put ``window`` in its session's mailbox; True if it replaced an untaken one."""
@@ -137,16 +143,58 @@ class Mailboxes:
             )
             if old is not None:
                 self._overwritten[sid] = self._overwritten.get(sid, 0) + 1
+            elif self._router is not None:  # a mailbox opens: the router places it
+                self._place(sid)
             self.published_at = window.arrival
             if self._sleepers:
-                self._changed.notify()
+                if self._router is None:
+                    self._changed.notify()
+                else:  # one worker per device waits: the one it waits on must wake
+                    self._changed.notify_all()
         if old is not None and self._on_overwrite is not None:
             self._on_overwrite(sid, window.arrival)
         return old is not None
 
-    def waiting(self) -> list[Waiting]:
+    def route(self, router: Router | None) -> None:
+        """Place every window on a device by ``router`` (several devices), or stop (None).
+
+        The windows waiting now are placed again, in session order, as if they had just
+        opened their mailboxes (a change of devices or router: the new placement).
+        """
         with self._lock:
-            return list(self._waiting.values())
+            self._router = router
+            self._where = {}
+            self._on_device = [0] * router.devices if router is not None else []
+            if router is not None:
+                for sid in sorted(self._pending):
+                    self._place(sid)
+            self._changed.notify_all()
+
+    def _place(self, sid: int) -> None:
+        """Under the lock: put ``sid``'s waiting window on the device the router picks."""
+        assert self._router is not None
+        d = self._router.place(sid, self._on_device)
+        self._where[sid] = d
+        self._on_device[d] += 1
+
+    def _unplace(self, sid: int) -> None:
+        """Under the lock: ``sid``'s window left its device (taken, dropped, expired)."""
+        d = self._where.pop(sid, None)
+        if d is not None:
+            self._on_device[d] -= 1
+
+    def waiting(self, device: int | None = None) -> list[Waiting]:
+        """The windows waiting (on ``device`` when the router places them)."""
+        with self._lock:
+            if device is None or self._router is None:
+                return list(self._waiting.values())
+            where = self._where
+            return [w for sid, w in self._waiting.items() if where[sid] == device]
+
+    def waiting_on(self) -> list[int]:
+        """Each device's count of waiting windows (empty without a router)."""
+        with self._lock:
+            return list(self._on_device)
 
     def take(self, sessions: Iterable[int]) -> list[Window]:
         """Remove and return the windows of ``sessions`` (those still there), in that order."""
@@ -154,6 +202,8 @@ class Mailboxes:
             taken = [self._pending.pop(s) for s in sessions if s in self._pending]
             for w in taken:
                 del self._waiting[w.session]
+                if self._router is not None:
+                    self._unplace(w.session)
             return taken
 
     def wait(self, timeout: float) -> None:
@@ -175,24 +225,31 @@ class Mailboxes:
         with self._lock:
             self._pending.pop(sid, None)
             self._waiting.pop(sid, None)
+            self._unplace(sid)
 
     def overwritten(self) -> dict[int, int]:
         with self._lock:
             return dict(self._overwritten)
 
-    def expire(self, now: float, max_wait_s: float) -> list[tuple[int, float]]:
+    def expire(
+        self, now: float, max_wait_s: float, device: int | None = None
+    ) -> list[tuple[int, float]]:
         """Drop every window that has waited longer than ``max_wait_s`` (``--drop-after-ms``).
 
         Clockwork's and Clipper's rule: work that can no longer meet its deadline is
         discarded rather than run late. A window's wait counts from its own arrival
         (an overwrite brings a fresh window). Returns (session, now) per drop; each is
-        counted as *expired*, apart from overwritten.
+        counted as *expired*, apart from overwritten. ``device``: only the windows waiting
+        on it (when the router places them).
         """
         with self._lock:
             late = [sid for sid, w in self._pending.items() if now - w.arrival > max_wait_s]
+            if device is not None and self._router is not None:
+                late = [sid for sid in late if self._where[sid] == device]
             for sid in late:
                 del self._pending[sid]
                 del self._waiting[sid]
+                self._unplace(sid)
                 self._expired[sid] = self._expired.get(sid, 0) + 1
         return [(sid, now) for sid in late]
 

@@ -21,6 +21,7 @@ from batchscope.engine.session import Session, shown_state
 from batchscope.engine.stats import (
     OVERWRITE_DTYPE,
     accuracy_summary,
+    device_entries,
     host_late_summary,
     latencies_ms,
     latency_summary,
@@ -144,6 +145,9 @@ class Snapshot:
     host_late_ms: dict[str, float] = field(default_factory=lambda: {"p50": 0.0, "p99": 0.0})
     # the machine's load (engine/host_check.LoadWatch): others' work or BatchScope's own
     host_load: dict[str, Any] = field(default_factory=dict)
+    # on several devices, what each did over the scope: the report's ``devices`` entries
+    # (engine/report/devices.py), device 0 first; empty on one device
+    devices: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def settling(self) -> bool:
@@ -193,6 +197,8 @@ class SnapshotInputs:
     until: float | None = None
     expired: dict[int, int] | None = None
     stalled: frozenset[int] = frozenset()
+    devices: Sequence[str] = ()  # on several devices, each one's name (the report's)
+    pinned: Sequence[int] | None = None  # the sessions pinned to each (router pinned)
 
 
 def take_snapshot(store: MetricsStore, at: SnapshotInputs) -> Snapshot:
@@ -225,8 +231,12 @@ def take_snapshot(store: MetricsStore, at: SnapshotInputs) -> Snapshot:
     end = np.inf if at.until is None else at.until
     truncated = len(items) > 0 and items["result"][0] > at.since and len(items) >= MAX_ITEMS
     items = items[(items["result"] >= at.since) & (items["result"] <= end)]
-    in_scope = batches["size"][(batches["end"] >= at.since) & (batches["end"] <= end)]
-    sizes, counts = np.unique(in_scope, return_counts=True)
+    scoped = batches[(batches["end"] >= at.since) & (batches["end"] <= end)]
+    sizes, counts = np.unique(scoped["size"], return_counts=True)
+    devices = []
+    if at.devices:  # the scope's wall time: from its start to its end, or now
+        span = min(at.now, end) - at.since
+        devices = device_entries(items, scoped, at.devices, span, at.pinned)
     # group the windows by session once (a stable sort keeps each one's time order),
     # instead of one pass over all of them per session
     by_session = items[np.argsort(items["session"], kind="stable")]
@@ -283,6 +293,7 @@ def take_snapshot(store: MetricsStore, at: SnapshotInputs) -> Snapshot:
         truncated=bool(truncated),
         bus=bus,
         host_late_ms=host_late,
+        devices=devices,
     )
 
 

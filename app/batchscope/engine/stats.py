@@ -28,7 +28,9 @@ a name says otherwise.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -154,8 +156,10 @@ def fps_figures(states_and_fps: Iterable[tuple[str, float]]) -> dict[str, float]
     }
 
 
-def busy_fraction(compute_s: float, wall_s: float) -> float:
-    return 0.0 if wall_s <= 0 else min(1.0, compute_s / wall_s)
+def busy_fraction(compute_s: float, wall_s: float, devices: int = 1) -> float:
+    """The share of ``wall_s`` the device spent in ``compute_s``; on several ``devices``
+    (``compute_s`` summed over them) their mean share."""
+    return 0.0 if wall_s <= 0 else min(1.0, compute_s / (wall_s * devices))
 
 
 #: One record per processed window; times in seconds on the engine's clock.
@@ -186,6 +190,8 @@ ITEM_DTYPE = np.dtype(
         # how late the host served it in all (s): the feeder's publish after its due
         # time (before arrival, so not in its latency) plus ``host_wait`` and ``host_device``
         ("late", np.float64),
+        # which device ran it: its index in the run's devices (0 with one device)
+        ("device", np.int16),
     ]
 )
 
@@ -214,8 +220,44 @@ BATCH_DTYPE = np.dtype(
         ("padded", np.int32),
         ("late", np.float64),  # how late the worker woke for it (s; 0: it was running)
         ("device_late", np.float64),  # how late its emulated device time ended (s)
+        # which device ran it: its index in the run's devices (0 with one device)
+        ("device", np.int16),
     ]
 )
 
 #: One record per overwritten window: its session and when it was replaced (s).
 OVERWRITE_DTYPE = np.dtype([("session", np.int32), ("t", np.float64)])
+
+
+#: The report's ``devices`` list, one definition for BatchScope's worker on several devices,
+#: the simulator's and a serving engine's replicas as the client recorded them: every item
+#: and batch record carries the index of the device that ran it (``device``).
+
+
+def device_entries(
+    items: np.ndarray,
+    batches: np.ndarray,
+    labels: Sequence[str],
+    duration_s: float,
+    pinned: Sequence[int] | None = None,
+) -> list[dict[str, Any]]:
+    """Per device (``labels[d]`` names device ``d``): ``device``, ``sessions`` (``pinned``:
+    the sessions pinned to it; else those it served in the records), ``busy`` (its share
+    of ``duration_s`` in compute) and ``batch_sizes`` (its batches by size)."""
+    out = []
+    for d, label in enumerate(labels):
+        mine = batches[batches["device"] == d]
+        sizes = Counter(int(n) for n in mine["size"])
+        if pinned is not None:
+            sessions = int(pinned[d])
+        else:
+            sessions = len(np.unique(items["session"][items["device"] == d]))
+        out.append(
+            {
+                "device": label,
+                "sessions": sessions,
+                "busy": round(busy_fraction(float(mine["compute_s"].sum()), duration_s), 4),
+                "batch_sizes": {str(k): sizes[k] for k in sorted(sizes)},
+            }
+        )
+    return out

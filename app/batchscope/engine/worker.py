@@ -43,6 +43,7 @@ from batchscope.engine.backends import (
 )
 from batchscope.engine.metrics import Latest, MetricsStore
 from batchscope.engine.policies import BatchPolicy
+from batchscope.engine.routing import IDLE
 from batchscope.engine.session import Mailboxes, Window
 
 #: Longest the worker sleeps without looking at its calls (s).
@@ -64,8 +65,13 @@ class Worker:
         policy: BatchPolicy,
         event: Callable[[str, str], object],
         clock: Callable[[], float] = time.perf_counter,
+        device: int = 0,
     ) -> None:
         self._mailboxes = mailboxes
+        # its index in the run's devices: it takes the windows the router placed on it
+        # (Mailboxes.route; all of them with one device), and its batches say so
+        self.device = device
+        self._batch_began = IDLE  # when the batch it runs began (IDLE: none runs)
         self._store = store
         self.policy = policy
         self.backend: Backend | None = None
@@ -88,7 +94,8 @@ class Worker:
         # stop: not on this thread, which goes on running batches)
         self._closers: list[threading.Thread] = []
         self._prepare()
-        self._thread = threading.Thread(target=self._run, name="batchscope-worker", daemon=True)
+        name = "batchscope-worker" + (f"-{device}" if device else "")
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
     def _prepare(self) -> None:
@@ -199,6 +206,11 @@ class Worker:
     def alive(self) -> bool:
         return self._thread.is_alive()
 
+    def free_key(self) -> float:
+        """The least-loaded router's tie-break (engine/routing.py): IDLE while no batch
+        runs, else when the one running began (the first begun is likely free first)."""
+        return self._batch_began
+
     # -- the loop (worker thread) ---------------------------------------------
 
     def _run(self) -> None:
@@ -242,10 +254,10 @@ class Worker:
     def _step(self) -> None:
         now = self._clock()
         if self.drop_after_s is not None:
-            drops = self._mailboxes.expire(now, self.drop_after_s)
+            drops = self._mailboxes.expire(now, self.drop_after_s, self.device)
             if drops:
                 self._store.record_expired(drops)
-        waiting = self._mailboxes.waiting()
+        waiting = self._mailboxes.waiting(self.device)
         decision = self.policy.select(waiting, now)
         if not decision.take:
             timeout = (
@@ -285,7 +297,7 @@ class Worker:
         assert self.backend is not None, "the loop steps only with a backend in"
         shape = self.policy.shape  # a fixed shape pads a short batch (to the OOM cap, if any)
         pad = 0 if shape is None else max(0, min(shape, self.oom_cap or shape) - len(windows))
-        start = self._clock()
+        start = self._batch_began = self._clock()
         try:
             result = self.backend.run(windows, pad)
             if self.slowdown != 1.0:
@@ -303,6 +315,8 @@ class Worker:
             )
             self._terminate.wait(POLL_S)
             return
+        finally:
+            self._batch_began = IDLE
         end = result.post_end
         n = len(windows)
         late, self._woke_late = self._woke_late, 0.0
@@ -316,7 +330,16 @@ class Worker:
             host = min(late, max(0.0, start - win.arrival))  # inside this window's wait
             device = result.device_late  # inside its compute
             records.append(
-                (win.session, n, *times, *scored, host, device, win.late + host + device)
+                (
+                    win.session,
+                    n,
+                    *times,
+                    *scored,
+                    host,
+                    device,
+                    win.late + host + device,
+                    self.device,
+                )
             )
             lat_ms = (end - win.arrival) * 1000.0
             worst = max(worst, lat_ms)
@@ -336,6 +359,7 @@ class Worker:
             pad,
             late,
             result.device_late,
+            self.device,
         )
         self._store.record_batch(records, batch, latest)
         self.policy.observe(n, worst)

@@ -14,16 +14,13 @@ on N devices in virtual time, with the rules of the one-device simulator
   profile's curve at the config's precision and resolution: devices may differ), and
   runs one batch at a time, asked on the occasions the one-device loop asks it (a window
   arrives on it, its batch ends, its policy's ``wait_until`` falls due);
-- the **router** (:data:`~batchscope.config.ROUTERS`) places a window when it opens a
-  session's mailbox (a window with no window of its session waiting anywhere):
-
-  - ``pinned``: a session stays on one device, sessions dealt over the devices in id
-    order (session ``s`` on device ``s mod N``), so the counts differ by at most one.
-    It is a partition: each device plays its sessions as a one-device run would.
-  - ``least-loaded``: the power of two choices, Ray Serve's rule: two devices drawn at
-    random (distinct), the window goes to the one with fewer windows waiting; a tie goes
-    to the one that is free first (idle, or its batch ends sooner), then to the lower
-    index. With two devices that is always the less loaded of the two.
+- the **router** (:data:`~batchscope.config.ROUTERS`, the rules in
+  :mod:`batchscope.engine.routing`, one copy with the live worker's) places a window when
+  it opens a session's mailbox (a window with no window of its session waiting anywhere):
+  ``pinned`` deals the sessions over the devices by id (session ``s`` on device
+  ``s mod N``: a partition, each device plays its sessions as a one-device run would);
+  ``least-loaded`` is the power of two choices on waiting windows, a tie to the device
+  that is free first (idle, or its batch ends sooner), then to the lower index.
 
 A window waits on the device it was routed to until that device's policy takes it: a
 router places, it does not move windows later (nor does Ray's).
@@ -45,24 +42,22 @@ one clear error; the CLI refuses ``--experiment``): a run of one config.
 from __future__ import annotations
 
 import heapq
-import random
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
-import numpy as np
-
 from batchscope.config import KNOBS, ROUTERS, ConfigError, RunConfig
 from batchscope.engine.policies import make_policy
 from batchscope.engine.report.body import SessionInfo, build_report
-from batchscope.engine.stats import busy_fraction
+from batchscope.engine.routing import IDLE, least_loaded, pin, pinned_counts, router_draws
+from batchscope.engine.stats import device_entries
 from batchscope.profiles.profile import BatchCurve, DeviceProfile, load_profile
 from batchscope.sim.changes import need_fps
 from batchscope.sim.clock import NEVER, Clock
 from batchscope.sim.plain import Delivered, Measured
-from batchscope.sim.simulator import DEFAULT_WARMUP_S, _records
+from batchscope.sim.simulator import DEFAULT_WARMUP_S, measured_records
 
 _arrival_of, _session_of = itemgetter(0), itemgetter(1)
 EMULATED = "emulated:"
@@ -185,23 +180,20 @@ def play_devices(
     why = [(0, 0, 0)] * n_dev  # (reason, cap, padding) of the batch on each device
     timers = [NEVER] * n_dev
     batch_s: list[dict[int, float]] = [{} for _ in curves]
-    pins = [s % n_dev for s in range(config.sessions)] if router == "pinned" else None
-    draws = random.Random(config.seed + 104_729)  # least-loaded's two choices
-    pair = n_dev >= 2
+    dealt = pin(range(config.sessions), n_dev) if router == "pinned" else None
+    pins = [dealt[s] for s in range(config.sessions)] if dealt is not None else None
+    draws = router_draws(config.seed)  # least-loaded's two choices
+
+    def load(d: int) -> tuple[int, float]:
+        return len(pending[d]), free_at[d] if busy[d] else IDLE
+
     measured: Measured = []
     delivered: Delivered = ([], [])
     add_arrivals, add_sessions = delivered[0].extend, delivered[1].extend
     i = 0
 
     def route(s: int) -> int:
-        if pins is not None:
-            return pins[s]
-        if not pair:
-            return 0
-        a, b = draws.sample(range(n_dev), 2) if n_dev > 2 else (0, 1)
-        ka = (len(pending[a]), free_at[a] if busy[a] else -1.0, a)
-        kb = (len(pending[b]), free_at[b] if busy[b] else -1.0, b)
-        return a if ka <= kb else b
+        return pins[s] if pins is not None else least_loaded(draws, n_dev, load)
 
     heap: list[tuple[float, int]] = []  # (batch end or timer, device); stale ones skipped
     touched: set[int] = set()  # devices to look at now: a window, a batch end, a timer
@@ -290,9 +282,7 @@ def play_devices(
                 heapq.heappush(heap, (wait_until, d))
         touched.clear()
     frames.published = i
-    counts = Counter(pins) if pins is not None else None
-    pinned = [counts.get(d, 0) for d in range(n_dev)] if counts is not None else None
-    return DevicesPlayed(measured, delivered, clock, t0, t_end, pinned)
+    return DevicesPlayed(measured, delivered, clock, t0, t_end, pinned_counts(pins, n_dev))
 
 
 def _refuse_unplayed(config: RunConfig) -> None:
@@ -327,7 +317,7 @@ def devices_report(
     warmup_s: float,
 ) -> dict[str, Any]:
     """The report over all devices, with ``router`` and the ``devices`` list (module doc)."""
-    items, batches = _records(played.measured, played.delivered)
+    items, batches = measured_records(played.measured, played.delivered, on_devices=True)
     overwrites = played.clock.overwrites()
     over = overwrites[overwrites["t"] >= played.t0]
     counted = Counter(int(s) for s in over["session"])
@@ -346,7 +336,9 @@ def devices_report(
     names = sorted(set(labels))
     report = build_report(
         "simulate",
-        config.with_changes(extra={**config.extra, "warmup_s": warmup_s}),
+        config.with_changes(
+            devices=len(devices), router=router, extra={**config.extra, "warmup_s": warmup_s}
+        ),
         [SessionInfo(sid, "simulated") for sid in range(config.sessions)],
         items,
         batches,
@@ -359,43 +351,6 @@ def devices_report(
             "weights": "simulated device: no model runs",
         },
     )
-    on = np.array([m[3] for m in played.measured], dtype=np.int64)  # each batch's device
-    item_on = np.repeat(on, batches["size"])
-    per_device: list[dict[str, Any]] = []
-    for d, device in enumerate(devices):
-        mine = batches[on == d]
-        sizes = Counter(int(n) for n in mine["size"])
-        if played.pinned is not None:
-            sessions = played.pinned[d]
-        else:  # least-loaded: the sessions it served
-            sessions = len(np.unique(items["session"][item_on == d]))
-        per_device.append(
-            {
-                "device": device.label,
-                "sessions": sessions,
-                "busy": round(busy_fraction(float(mine["compute_s"].sum()), duration), 4),
-                "batch_sizes": {str(k): sizes[k] for k in sorted(sizes)},
-            }
-        )
-    busy = [float(d["busy"]) for d in per_device]
-    report["overall"]["busy"] = round(sum(busy) / len(devices), 4)
     report["router"] = router
-    report["devices"] = per_device
+    report["devices"] = device_entries(items, batches, labels, duration, played.pinned)
     return report
-
-
-def format_devices(reports: Sequence[dict[str, Any]]) -> str:
-    """The devices of each report, one line each: sessions, busy share, mean batch."""
-    lines = []
-    for r in reports:
-        config = r["config"]
-        lines.append(f"{config['sessions']} sessions, {r['policy_label']}, router {r['router']}:")
-        for d, device in enumerate(r["devices"]):
-            sizes = {int(k): n for k, n in device["batch_sizes"].items()}
-            batches = sum(sizes.values())
-            mean = sum(k * n for k, n in sizes.items()) / batches if batches else 0.0
-            lines.append(
-                f"  device {d}  {device['device']:<24} {device['sessions']:>4} sessions  "
-                f"busy {100 * device['busy']:5.1f}%  mean batch {mean:5.2f}"
-            )
-    return "\n".join(lines)

@@ -376,7 +376,7 @@ def _trace(
     n_ids: int,
 ) -> Trace:
     """The played run's records over its measured interval [t0, t_end]."""
-    items, batches = _records(measured, delivered)
+    items, batches = measured_records(measured, delivered)
     used = {
         (k, n + pad) for _, n, _, k, _, _, pad in measured
     }  # (curve index, rows the device ran) in the interval
@@ -401,16 +401,21 @@ def _trace(
     )
 
 
-def _records(measured: Measured, delivered: Delivered) -> tuple[np.ndarray, np.ndarray]:
+def measured_records(
+    measured: Measured, delivered: Delivered, on_devices: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """:data:`ITEM_DTYPE` and :data:`BATCH_DTYPE` rows of the measured batches (filled by
-    column: a row per item from a list of tuples cost 1 ms a run)."""
+    column: a row per item from a list of tuples cost 1 ms a run). ``on_devices``: each
+    row's curve index is the device that ran it (sim/devices.py), its ``device``."""
     batches = np.zeros(len(measured), BATCH_DTYPE)
     arrivals, sessions = delivered
     items = item_records(len(arrivals))
     if not measured:
         return items, batches
-    starts, sizes, ends, _, reasons, caps, pads = zip(*measured, strict=True)
+    starts, sizes, ends, curves, reasons, caps, pads = zip(*measured, strict=True)
     batches["start"] = starts
+    if on_devices:
+        batches["device"] = curves
     batches["size"] = sizes
     batches["end"] = ends
     batches["reason"] = reasons
@@ -422,6 +427,8 @@ def _records(measured: Measured, delivered: Delivered) -> tuple[np.ndarray, np.n
     items["batch"] = np.repeat(batches["size"], batches["size"])
     items["start"] = items["prep_end"] = np.repeat(batches["start"], batches["size"])
     items["compute_end"] = items["result"] = np.repeat(batches["end"], batches["size"])
+    if on_devices:
+        items["device"] = np.repeat(batches["device"], batches["size"])
     return items, batches
 
 

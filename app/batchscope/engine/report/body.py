@@ -102,7 +102,9 @@ def build_report(
         "host_late_ms": host_late_summary(items),
         "batch_sizes": {str(k): sizes[k] for k in sorted(sizes)},
         "batch_reasons": {r: reasons[r] for r in REASONS if r in reasons},
-        "busy": round(busy_fraction(float(batches["compute_s"].sum()), duration_s), 4),
+        "busy": round(
+            busy_fraction(float(batches["compute_s"].sum()), duration_s, config.devices), 4
+        ),
     }
     padded = int(batches["padded"].sum())
     if padded:  # a fixed batch shape ran short batches: the rows it filled with nothing
@@ -147,4 +149,5 @@ def mean_batch_ms(report: Mapping[str, Any]) -> float:
     if not batches:
         return 0.0
     duration = report["config"].get("duration_s") or 0.0
-    return 1000.0 * o["busy"] * duration / batches
+    devices = report["config"].get("devices") or 1  # busy is the devices' mean
+    return 1000.0 * o["busy"] * duration * devices / batches

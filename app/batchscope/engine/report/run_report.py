@@ -19,6 +19,7 @@ from batchscope.engine.report.body import SessionInfo, build_report
 from batchscope.engine.report.segment import segment_report
 from batchscope.engine.segments import Segment
 from batchscope.engine.session import Mailboxes
+from batchscope.engine.stats import device_entries
 from batchscope.experiment import Experiment
 from batchscope.urls import mask_credentials
 
@@ -60,11 +61,15 @@ def run_report(
     t0: float,
     stats_t0: float,
     retired: Sequence[SessionInfo] = (),
+    devices: Sequence[str] = (),
+    pinned: Sequence[int] | None = None,
 ) -> dict[str, Any]:
     """The report at ``now`` (engine clock) of a run started at ``t0``, reset at ``stats_t0``.
 
     ``sessions`` are the run's now; ``retired`` those a smaller count retired, as they
-    ran: the segments they ran in list them (as the simulator's do).
+    ran: the segments they ran in list them (as the simulator's do). ``devices``: on
+    several devices, each one's name by index (the report gains ``router`` and
+    ``devices``); ``pinned``: the sessions pinned to each (router ``pinned``).
     """
     ever = sorted([*sessions, *retired], key=lambda s: s.id)
     with store.lock:
@@ -78,7 +83,7 @@ def run_report(
     # would drop the windows waiting at the reset and under-count by latency/duration
     items = items[items["result"] >= stats_t0]
     batches = batches[batches["end"] >= stats_t0]
-    return build_report(
+    report = build_report(
         kind,
         config,
         sessions,
@@ -98,6 +103,13 @@ def run_report(
         },
         expired=mailboxes.expired(),
     )
+    if devices:
+        report["device_label"] = (
+            f"{len(devices)} devices ({report['device_label']}), router {config.router}"
+        )
+        report["router"] = config.router
+        report["devices"] = device_entries(items, batches, devices, now - stats_t0, pinned)
+    return report
 
 
 def experiment_block(experiment: Experiment) -> dict[str, Any]:

@@ -82,15 +82,6 @@ class Answer:
     served: Served  # on the client's clock
 
 
-@dataclass
-class ReplicaFigures:
-    """What one replica of a serving engine did, as the client recorded its answers."""
-
-    sizes: Counter[int] = field(default_factory=Counter)
-    compute_s: float = 0.0  # its batches' compute (start to post end), summed
-    sessions: set[int] = field(default_factory=set)
-
-
 def engine_of(backend: Backend | None) -> str | None:
     """The serving engine a backend is the client of (ray, triton), or None: in-process."""
     return backend.engine if isinstance(backend, ServingBackend) else None
@@ -116,7 +107,8 @@ class ServingWorker(Worker):
         self._serving_lock = threading.Lock()
         self.serving = ServingStages()
         self.formed: Counter[int] = Counter()  # batch sizes the engine formed, as recorded
-        self.replicas: dict[int, ReplicaFigures] = {}  # by replica PID, as recorded
+        # replica PID -> its device index in the records (in order of its first answer)
+        self._pids: dict[int, int] = {}
 
     def reset_serving(self) -> None:
         """Forget the serving figures (statistics reset): the engine's own batch counts
@@ -124,7 +116,6 @@ class ServingWorker(Worker):
         with self._serving_lock:
             self.serving = ServingStages()
             self.formed = Counter()
-            self.replicas = {}
         self._counted_at_reset = Counter()
         self._counted_before = Counter()
         backend = self.backend
@@ -241,7 +232,7 @@ class ServingWorker(Worker):
                 self._counted_before += counted
         if isinstance(old, ServingBackend) or new_engine != engine_of(old):
             with self._serving_lock:  # another deployment: other replicas
-                self.replicas = {}
+                self._pids = {}
         if new_engine != engine_of(old):
             with self._serving_lock:
                 self.serving = ServingStages()
@@ -260,12 +251,13 @@ class ServingWorker(Worker):
         positions = backend.draws_detections
         knows_arrival = getattr(backend, "knows_arrival", True)
         spans: list[dict[str, float]] = []
+        on = self._replica_index(first.pid)
         for a in answers:
             win, sv = a.window, a.served
             scored = UNSCORED if self.scorer is None else self.scorer(win, sv.detection, positions)
             times = (win.arrival, sv.start, sv.prep_end, sv.compute_end, a.received)
             device = sv.device_late
-            records.append((win.session, n, *times, *scored, 0.0, device, win.late + device))
+            records.append((win.session, n, *times, *scored, 0.0, device, win.late + device, on))
             lat_ms = (a.received - win.arrival) * 1000.0
             worst = max(worst, lat_ms)
             frame = win.frames[-1].copy()  # not the frame cache (see Worker._run_batch)
@@ -291,38 +283,29 @@ class ServingWorker(Worker):
             0,  # the engine pads nothing
             0.0,
             first.device_late,
+            on,
         )
         self._store.record_batch(records, batch, latest)
         with self._serving_lock:
             for sp in spans:
                 self.serving.add(sp)
             self.formed[n] += 1
-            replica = self.replicas.setdefault(first.pid, ReplicaFigures())
-            replica.sizes[n] += 1
-            replica.compute_s += first.post_end - first.start
-            replica.sessions.update(a.window.session for a in answers)
         self.policy.observe(n, worst)
 
-    def devices_report(self, duration_s: float) -> list[dict[str, Any]]:
-        """The report's ``devices`` list on a serving engine's replicas (one device each):
-        per replica (by PID, in order of appearance) the sessions it served, its busy share
-        (its batches' compute over ``duration_s``) and its batch sizes, as recorded."""
-        backend = self.backend
-        engine = engine_of(backend) or "worker"
+    def _replica_index(self, pid: int) -> int:
+        """The device index of the replica ``pid``: in order of its first answer."""
         with self._serving_lock:
-            replicas = dict(self.replicas)
-        out = []
-        for pid, r in replicas.items():
-            busy = min(1.0, r.compute_s / duration_s) if duration_s > 0 else 0.0
-            out.append(
-                {
-                    "device": f"{engine} replica (pid {pid})",
-                    "sessions": len(r.sessions),
-                    "busy": round(busy, 4),
-                    "batch_sizes": {str(k): r.sizes[k] for k in sorted(r.sizes)},
-                }
-            )
-        return out
+            if pid not in self._pids:
+                self._pids[pid] = len(self._pids)
+            return self._pids[pid]
+
+    def replica_labels(self) -> list[str]:
+        """The replicas that answered since the deployment began, by device index (the
+        report's ``devices`` names)."""
+        engine = engine_of(self.backend) or "worker"
+        with self._serving_lock:
+            pids = sorted(self._pids, key=self._pids.__getitem__)
+        return [f"{engine} replica (pid {pid})" for pid in pids]
 
     def _sync_batching(self, backend: ServingBackend) -> None:
         """Hand the policy's knobs to the engine when they changed (a live change, or the

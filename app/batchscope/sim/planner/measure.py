@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from batchscope.config import ConfigError, RunConfig
+from batchscope.config import DEFAULT_ROUTER, RunConfig
 from batchscope.engine.policies import make_policy
 from batchscope.engine.stats import fps_figures, latency_summary
 from batchscope.profiles.profile import BatchCurve, DeviceProfile
@@ -356,6 +356,7 @@ def verify(
     cancel: threading.Event | None = None,
     devices: int = 1,
     sessions: int | None = None,
+    router: str = DEFAULT_ROUTER,
 ) -> dict:
     """The recommended setting served live for ``seconds`` (after a warm-up), on the emulated
     curve: by BatchScope's own worker (``on="inprocess"``), a real Ray Serve (``"ray"``) or a
@@ -365,25 +366,24 @@ def verify(
     as ``plan --export`` writes it for Triton, ``all`` capped at the cap it settled at (and
     planned so too). ``cancel`` set ends it early (VerifyCancelled), the engine stopped.
 
-    ``devices`` > 1 (Ray only): that many replicas of the deployment serve ``sessions``
-    sessions (default: the plan's count), Ray's router placing the requests; the plan is the
-    simulator's on as many devices with ``least-loaded``, the rule Ray's router uses."""
+    ``devices`` > 1: that many devices serve ``sessions`` sessions (default: the plan's
+    count): emulated devices in BatchScope's worker with ``router``, or replicas of the Ray
+    deployment, Ray's router placing the requests (``least-loaded``, its rule: any other
+    is refused); the plan is the simulator's on as many devices with the same router.
+    Triton serves one device."""
     from batchscope.engine.engine import Engine  # the live worker: threads, and torch's import
     from batchscope.sim.devices import load_devices, simulate_devices
     from batchscope.sim.simulator import simulate
 
     config = plan_.config().with_changes(sources=("synthetic",), duration_s=seconds, seed=0)
-    if devices > 1 and on != "ray":
-        raise ConfigError(
-            "devices", devices, "several devices are verified on Ray Serve replicas (--on ray)"
-        )
+    config = config.with_changes(devices=devices, router=router)  # the config says who can
     if sessions is not None:
         config = config.with_changes(sessions=sessions)
     if on == "triton" and config.policy == "adaptive":
         cap = plan_.recommended.at_max.settled_cap or config.max_batch
         config = config.with_changes(policy="all", max_batch=cap)
     if on != "inprocess":
-        config = config.with_changes(backend=on, devices=devices)
+        config = config.with_changes(backend=on)
     cancel = cancel or threading.Event()
     engine = Engine(config)
     try:
@@ -397,10 +397,10 @@ def verify(
         live = engine.report()
     finally:
         engine.stop()
-    emulated = config.with_changes(backend="emulated", devices=1)
+    emulated = config.with_changes(backend="emulated")
     if devices > 1:
         on_devices = load_devices([emulated.profile or ""] * devices)
-        planned = simulate_devices(emulated, on_devices, "least-loaded", warmup_s)
+        planned = simulate_devices(emulated, on_devices, router, warmup_s)
     else:
         planned = simulate(emulated, warmup_s=warmup_s)
     return {"config": config, "planned": planned, "live": live, "on": on}
@@ -434,7 +434,10 @@ def format_verify(check: dict[str, Any]) -> str:
     """Planned (simulated) vs served figures of the recommended setting, with ratios."""
     data = verify_json(check)
     config = check["config"]
-    replicas = f"{config.devices} replicas of " if config.devices > 1 else ""
+    replicas = ""
+    if config.devices > 1:
+        kind = "replicas" if config.serving else "devices"
+        replicas = f"{config.devices} {kind} (router {config.router}) of "
     lines = [
         f"verify: {config.policy_label()} × {config.sessions} sessions served by "
         f"{ENGINE_NAMES[data['on']]} on {replicas}the emulated {config.profile}, "

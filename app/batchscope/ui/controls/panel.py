@@ -39,6 +39,7 @@ from batchscope.config import (
     KNOBS,
     POLICIES,
     POLICY_PARAMS,
+    ROUTERS,
     SERVING_REFUSALS,
     ConfigError,
     RunConfig,
@@ -70,6 +71,13 @@ ENGINE_TIP = (
     "sessions (batchscope gui --backend ray|triton starts on one). A switch is a live change: "
     "the engine starts (seconds; the run goes on meanwhile), then takes over, and a new "
     "segment opens. The Device list is what runs a batch in the engine."
+)
+
+ROUTER_TIP = (
+    "Where each window goes on several devices: pinned (a session stays on one device, the "
+    "sessions dealt by count, again when they join or leave) or least-loaded (of two devices "
+    "drawn at random, the one with fewer windows waiting: Ray Serve's rule, the only one Ray "
+    "has). A change is live and opens a segment."
 )
 
 Slider = QLabeledSlider | QLabeledDoubleSlider
@@ -175,6 +183,13 @@ class ControlsPanel(QWidget):
             "30–100 s on a CPU; the run goes on meanwhile"
         )
         self.neighbours = _slider("neighbours")
+        # several devices: emulated ones in BatchScope's worker, or Ray Serve replicas
+        self.devices = _slider("devices")
+        self.router = QComboBox()
+        self.router.setObjectName("controlRouter")
+        for name in ROUTERS:
+            self.router.addItem(name, name)
+        self.router.setToolTip(ROUTER_TIP)
         self.neighbour_duty = _slider("neighbour_duty")
         self.neighbour_duty.setToolTip(
             "Share of every 0.1 s each neighbour keeps the GPU busy, 0 to 1 (1: always busy)"
@@ -208,6 +223,7 @@ class ControlsPanel(QWidget):
             switches.addWidget(box, i // 2, i % 2)
         switches.setColumnStretch(2, 1)
         drop_row = _row(self.drop_ms, self.drop_on)
+        devices_row = _row(self.devices, self.router)
 
         self._param_rows: dict[str, list[QWidget]] = {}
         form.addRow("Policy", self.policy)
@@ -227,6 +243,7 @@ class ControlsPanel(QWidget):
         form.addRow("Resolution", self.resolution)
         form.addRow("Source fps", fps_row)
         form.addRow("", switches)
+        form.addRow("Devices", devices_row)
         form.addRow("Neighbours", self.neighbours)
         form.addRow("Neighbour duty", self.neighbour_duty)
         form.addRow("Drop after ms", drop_row)
@@ -242,6 +259,7 @@ class ControlsPanel(QWidget):
             self.fps: "fps",
             self.neighbours: "neighbours",
             self.neighbour_duty: "neighbour_duty",
+            self.devices: "devices",
         }
         self._pending: dict[str, Any] = {}
         self._flush_debounced = qdebounced(self._flush, timeout=SLIDER_DEBOUNCE_MS)
@@ -255,6 +273,9 @@ class ControlsPanel(QWidget):
         self.channels_last.toggled.connect(lambda on: self._send({"channels_last": on}))
         self.cudnn.toggled.connect(lambda on: self._send({"cudnn_benchmark": on}))
         self.compile.toggled.connect(lambda on: self._send({"compile": on}))
+        self.router.currentIndexChanged.connect(
+            lambda _i: self._send({"router": self.router.currentData()})
+        )
         self.drop_on.toggled.connect(self._on_drop)
         self.drop_ms.editingFinished.connect(self._on_drop)
         for slider, name in self._sliders.items():
@@ -288,6 +309,7 @@ class ControlsPanel(QWidget):
             self.compile,
             self.drop_on,
             self.drop_ms,
+            self.router,
             *self._sliders,
         )
         for w in widgets:
@@ -307,6 +329,8 @@ class ControlsPanel(QWidget):
             self.compile.setChecked(config.compile)
             _show_value(self.neighbours, "neighbours", config.neighbours)
             _show_value(self.neighbour_duty, "neighbour_duty", config.neighbour_duty)
+            _show_value(self.devices, "devices", config.devices)
+            self.router.setCurrentIndex(ROUTERS.index(config.router))
             self.drop_on.setChecked(config.drop_after_ms is not None)
             if config.drop_after_ms is not None:  # off keeps the last value typed, to re-use
                 self.drop_ms.setText(f"{config.drop_after_ms:g}")
@@ -401,6 +425,8 @@ class ControlsPanel(QWidget):
         self.max_batch.setEnabled("max_batch" in used and not self.unlimited.isChecked())
         self.fps.setEnabled(not self.source_fps.isChecked())
         self.drop_ms.setEnabled(self.drop_on.isChecked())
+        # one device has no router; Ray's is its own (least-loaded)
+        self.router.setEnabled(self.devices.value() > 1 and self._serving is None)
         choice = self.choice()
         torch_model = not choice.emulated and choice.runtime == "torch"
         self.channels_last.setEnabled(torch_model)

@@ -1,6 +1,7 @@
 """The dashboard's figures: time plots, distributions, the bus view, the headline numbers."""
 
 from batchscope.ui.plots.bus import BusView
+from batchscope.ui.plots.devices import DeviceBars
 from batchscope.ui.plots.distributions import (
     BatchSizeBars,
     LatencyHistogram,
@@ -20,6 +21,7 @@ from batchscope.ui.plots.time_plots import (
 __all__ = [
     "BatchSizeBars",
     "BusView",
+    "DeviceBars",
     "FpsPlot",
     "HeadlineStrip",
     "LatencyHistogram",

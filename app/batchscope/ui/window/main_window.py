@@ -52,6 +52,7 @@ from batchscope.ui.plain_text import menu_text, plain_label, plain_tip
 from batchscope.ui.plots import (
     BatchSizeBars,
     BusView,
+    DeviceBars,
     FpsPlot,
     HeadlineStrip,
     LatencyHistogram,
@@ -153,6 +154,7 @@ class MainWindow(QMainWindow):
         self.stages = StageBars(look)
         self.memory = MemoryPlot(look)
         self.bus = BusView(look)
+        self.devices = DeviceBars(look)
         self.headline = HeadlineStrip()
         self.segment_table = SegmentTable(look)
         self.capacity = CapacityView(CapacityPresenter(self.presenter), look)
@@ -219,6 +221,7 @@ class MainWindow(QMainWindow):
         self.top_tabs.addTab(self.fps_plot, "Frames per second")
         self.top_tabs.addTab(self.throughput, "Throughput")
         self.top_tabs.addTab(self.bus, "Bus")
+        self.top_tabs.addTab(self.devices, "Devices")
         # the capacity view scrolls in a short pane rather than set the window's height
         capacity_pane = QScrollArea()
         capacity_pane.setWidget(self.capacity)
@@ -483,7 +486,8 @@ class MainWindow(QMainWindow):
                 card.update_from(snap, window)
         if self.bus.isVisible():
             self.bus.update_from(snap)
-        for card in (self.latency, self.overwritten, self.batches, self.stages, self.capacity):
+        cards = (self.latency, self.overwritten, self.batches, self.stages, self.devices)
+        for card in (*cards, self.capacity):
             if card.isVisible():
                 card.update_from(snap)
         if self.pause_action.isChecked() != snap.paused:

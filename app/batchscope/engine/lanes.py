@@ -1,0 +1,145 @@
+"""BatchScope's worker on several devices: the devices past the first.
+
+Why: past one GPU the question is how sessions spread over devices; the simulator
+and the planner answer it (sim/devices.py), and this plays it live on emulated
+devices, by the same rules: one roster of sessions, one worker thread and one
+policy object per device (the config's knobs), and the mailboxes' router
+(engine/routing.py) placing each window on a device when its session's mailbox
+opens. Each worker batches only the windows placed on it (Worker.device), runs
+them on its own backend (the config's emulated profile) and records its batches
+with its index, so one metrics store holds them all and the report splits them
+(engine/report/devices.py).
+
+Device 0 is the engine's own worker (which is also a serving engine's client); this
+holds devices 1…N−1. A change of devices is part of a live change's transaction
+(engine/live_change.py): :meth:`Lanes.build` makes and warms up every backend the
+new config needs (reusing the running workers, making new ones that are not started),
+and only when all of them worked does :meth:`Lanes.swap` put them in, stop the
+workers no longer needed and start the new ones; :meth:`Lanes.release` gives back a
+build that failed or was not used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from batchscope.config import RunConfig
+from batchscope.engine.backends import Backend, make_backend
+from batchscope.engine.metrics import MetricsStore
+from batchscope.engine.policies import make_policy
+from batchscope.engine.session import Mailboxes
+from batchscope.engine.worker import Worker
+
+#: How long stopping a device's worker may take (s): within a batch (worker.py).
+LANE_STOP_S = 2.0
+
+
+@dataclass
+class LanesBuilt:
+    """What :meth:`Lanes.build` made for ``config``: the workers of devices 1…N−1 (the
+    running ones first, then new ones not started) and a warmed-up backend for each."""
+
+    config: RunConfig
+    workers: list[Worker]
+    backends: list[Backend]
+    new: list[Worker]  # the workers made for it (stopped if it is released)
+
+
+class Lanes:
+    """Devices 1…N−1 of BatchScope's worker on several devices (module doc)."""
+
+    def __init__(
+        self,
+        mailboxes: Mailboxes,
+        store: MetricsStore,
+        event: Callable[[str, str], object],
+        clock: Callable[[], float],
+        scorer: Callable[..., tuple],
+    ) -> None:
+        self._mailboxes = mailboxes
+        self._store = store
+        self._event = event
+        self._clock = clock
+        self._scorer = scorer
+        self.workers: list[Worker] = []  # devices 1…N−1, in use
+
+    @staticmethod
+    def wanted(config: RunConfig) -> int:
+        """How many devices past the first ``config`` runs in BatchScope's worker (a
+        serving engine's replicas are the engine's, not these)."""
+        return 0 if config.serving else config.devices - 1
+
+    def build(self, config: RunConfig, oom_above: int | None) -> LanesBuilt:
+        """Workers and warmed-up backends for ``config``'s devices past the first; raises
+        what a build raised, with everything it made given back. The running workers
+        keep running meanwhile (the new backends wait until :meth:`swap`)."""
+        want = self.wanted(config)
+        keep = self.workers[:want]
+        new = [
+            Worker(
+                self._mailboxes,
+                self._store,
+                make_policy(config),
+                self._event,
+                self._clock,
+                device=d + 1,
+            )
+            for d in range(len(keep), want)
+        ]
+        built = LanesBuilt(config, [*keep, *new], [], new)
+        try:
+            for worker in built.workers:
+                backend = worker.build_backend(
+                    lambda cancel: make_backend(config, oom_above, cancel)
+                )
+                built.backends.append(backend)
+        except BaseException:
+            self.release(built)
+            raise
+        return built
+
+    def swap(self, built: LanesBuilt, new_policy: bool, running: bool, paused: bool) -> None:
+        """Put ``built`` in (each backend between two of its worker's batches, with a new
+        policy object if ``new_policy``), stop the workers it has no place for, and set
+        the new ones going (``running``), ``paused`` as the run is."""
+        config = built.config
+        for worker, backend in zip(built.workers, built.backends, strict=True):
+            worker.swap_backend(backend, make_policy(config) if new_policy else None)
+        for worker in self.workers[len(built.workers) :]:
+            worker.stop(LANE_STOP_S)
+        self.workers = built.workers
+        for worker in built.new:
+            worker.scorer = self._scorer
+            self.set_knobs(worker, config)
+            worker.paused = paused
+            if running:
+                worker.start()
+
+    def release(self, built: LanesBuilt) -> None:
+        """Give back a build not swapped in: its backends closed, its new workers stopped."""
+        for worker, backend in zip(built.workers, built.backends, strict=False):
+            future = worker.discard(backend)
+            if future.done() and future.exception() is not None:  # the worker is gone
+                backend.close()
+        for worker in built.new:
+            worker.stop(LANE_STOP_S)
+
+    @staticmethod
+    def set_knobs(worker: Worker, config: RunConfig) -> None:
+        """The knobs a worker applies to every policy (the engine's worker: set_worker_knobs)."""
+        ms = config.drop_after_ms
+        worker.drop_after_s = None if ms is None else ms / 1000.0
+
+    def each(self, fn: Callable[[Worker], Any]) -> None:
+        """``fn(worker)`` for each device's worker past the first."""
+        for worker in self.workers:
+            fn(worker)
+
+    def start(self) -> None:
+        self.each(lambda w: w.start())
+
+    def stop(self, timeout: float = LANE_STOP_S) -> None:
+        """Stop every device's worker (each within a batch)."""
+        self.each(lambda w: w.stop(timeout))

@@ -1,0 +1,107 @@
+"""The Devices view: what each device did when several serve the sessions.
+
+One bar per device, its busy share over the scope (the same figures as the report's
+``devices`` list: :func:`~batchscope.engine.stats.device_entries`), and under the bar its
+sessions and mean batch; the title says how many devices, the router and the mean busy
+share. With one device it says how to get several (the Devices control).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtGui import QFont
+
+from batchscope.engine.snapshot import Snapshot
+from batchscope.ui.plots.distributions import SETTLING, ScopedCard
+from batchscope.ui.theme import Look
+
+#: Above this many devices the bars carry no text (the tooltip has every device).
+LABELLED_MAX = 8
+
+
+def mean_batch(entry: dict[str, Any]) -> float:
+    """The mean batch size of a ``devices`` entry (0 without batches)."""
+    sizes = {int(k): n for k, n in entry["batch_sizes"].items()}
+    batches = sum(sizes.values())
+    return sum(k * n for k, n in sizes.items()) / batches if batches else 0.0
+
+
+def device_line(d: int, entry: dict[str, Any]) -> str:
+    """One device in words: busy share, sessions, mean batch."""
+    return (
+        f"device {d} ({entry['device']}): busy {100 * entry['busy']:.0f}%, "
+        f"{entry['sessions']} sessions, mean batch {mean_batch(entry):.2f}"
+    )
+
+
+class DeviceBars(ScopedCard):
+    """Busy share of each device over the scope, with its sessions and mean batch."""
+
+    def __init__(self, look: Look) -> None:
+        self.bars = pg.BarGraphItem(x=[], height=[], width=0.6)
+        self._texts: list[pg.TextItem] = []  # each bar's sessions and mean batch
+        super().__init__("Devices", look, "device", "busy (% of wall time)")
+        self.plot.addItem(self.bars)
+        self.plot.setYRange(0, 100, padding=0.05)
+
+    def restyle(self) -> None:
+        super().restyle()
+        self.bars.setOpts(brush=pg.mkBrush(self.look.theme.accent), pen=pg.mkPen(None))
+        for text in self._texts:
+            self._style(text)
+
+    def _style(self, text: pg.TextItem) -> None:
+        font = QFont("DejaVu Sans")
+        font.setPointSize(self.look.axis_pt)
+        text.setFont(font)
+        text.setColor(self.look.theme.text)
+
+    def update_from(self, snap: Snapshot) -> None:
+        devices = snap.devices
+        if not devices:
+            self._show([])
+            self.set_scoped_title(
+                "Devices — one device · set Devices above 1 in the controls for several",
+                snap.scope_label,
+            )
+            self.title.setToolTip("")
+            return
+        self._show(devices)
+        if snap.settling:
+            state = SETTLING
+        else:
+            mean = 100 * sum(d["busy"] for d in devices) / len(devices)
+            state = f"busy {mean:.0f}% mean"
+        names = sorted({d["device"] for d in devices})
+        self.set_scoped_title(
+            f"Devices — {len(devices)} × {', '.join(names)} · router {snap.config.router}"
+            f" · {state}",
+            snap.scope_label,
+        )
+        self.title.setToolTip("\n".join(device_line(d, e) for d, e in enumerate(devices)))
+
+    def _show(self, devices: list[dict[str, Any]]) -> None:
+        n = len(devices)
+        x = np.arange(n, dtype=float)
+        busy = np.array([100.0 * d["busy"] for d in devices], float)
+        self.bars.setOpts(x=x, height=busy, width=0.6)
+        self.plot.setXRange(-0.6, max(n, 1) - 0.4, padding=0)
+        step = max(1, int(np.ceil(n / 16)))
+        self.plot.getAxis("bottom").setTicks([[(float(i), str(i)) for i in range(0, n, step)]])
+        labelled = devices if n <= LABELLED_MAX else []
+        while len(self._texts) < len(labelled):
+            text = pg.TextItem(anchor=(0.5, 1.0))
+            self._style(text)
+            self.plot.addItem(text)
+            self._texts.append(text)
+        for i, text in enumerate(self._texts):
+            if i < len(labelled):
+                entry = labelled[i]
+                text.setText(f"{entry['sessions']} sessions\nbatch {mean_batch(entry):.2f}")
+                text.setPos(float(i), min(busy[i], 78.0) + 2.0)
+                text.show()
+            else:
+                text.hide()

@@ -1,0 +1,229 @@
+"""BatchScope's own worker on several (emulated) devices: the router, the report, live
+changes of devices and router as transactions, the stop (engine/lanes.py, routing.py)."""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections import Counter
+
+import numpy as np
+import pytest
+from contract import SMALL_EMULATED, wait_for
+
+from batchscope.cli import main
+from batchscope.config import ConfigError, RunConfig
+from batchscope.engine.backends import BackendError
+from batchscope.engine.engine import Engine
+from batchscope.engine.routing import IDLE, Router, least_loaded, pin
+from batchscope.engine.session import Mailboxes, Window
+
+START_S = 60.0
+
+
+def _config(**changes) -> RunConfig:
+    return RunConfig(**{**SMALL_EMULATED, "sessions": 8, "policy": "all", **changes})
+
+
+def _started(config: RunConfig) -> Engine:
+    engine = Engine(config)
+    engine.open()
+    engine.start()
+    return engine
+
+
+def _batches(engine: Engine) -> np.ndarray:
+    with engine.store.lock:
+        return engine.store.batches.view()
+
+
+def _items(engine: Engine) -> np.ndarray:
+    with engine.store.lock:
+        return engine.store.items.view()
+
+
+def _lane_threads() -> set[str]:
+    return {t.name for t in threading.enumerate() if t.name.startswith("batchscope-worker-")}
+
+
+def _window(session: int, t: float) -> Window:
+    return Window(session, 1, 0, (), t)
+
+
+# -- the rules ---------------------------------------------------------------------------
+
+
+def test_pinned_deals_sessions_by_id_and_again_when_they_change():
+    assert pin(range(8), 3) == {0: 0, 1: 1, 2: 2, 3: 0, 4: 1, 5: 2, 6: 0, 7: 1}
+    # session 1 left: the others are dealt again, counts within one
+    assert Counter(pin([0, 2, 3, 4, 5, 6, 7], 3).values()) == Counter({0: 3, 1: 2, 2: 2})
+
+
+def test_least_loaded_takes_the_fewer_waiting_then_the_idle_then_the_lower_index():
+    draws = random.Random(0)
+    assert least_loaded(draws, 2, lambda d: ((3, 1)[d], IDLE)) == 1
+    assert least_loaded(draws, 2, lambda d: (1, (5.0, IDLE)[d])) == 1  # idle first
+    assert least_loaded(draws, 2, lambda d: (1, 2.0)) == 0
+    # of N > 2 devices two are drawn: never the one with most waiting when all others are
+    # emptier, and every device is drawn over many windows
+    picks = Counter(least_loaded(draws, 4, lambda d: ((0, 0, 0, 9)[d], IDLE)) for _ in range(400))
+    assert picks[3] == 0 and set(picks) == {0, 1, 2}
+
+
+def test_mailboxes_place_each_window_once_and_an_overwrite_waits_where_the_old_one_did():
+    boxes = Mailboxes()
+    router = Router("pinned", 2, 0, lambda d: IDLE)
+    router.repin(range(4))
+    boxes.route(router)
+    for s in range(4):
+        boxes.publish(_window(s, 1.0))
+    assert [w.session for w in boxes.waiting(0)] == [0, 2]
+    assert [w.session for w in boxes.waiting(1)] == [1, 3]
+    assert boxes.waiting_on() == [2, 2]
+    router.repin([1, 3])  # a new deal (session 1 on device 0) places new mailboxes only
+    assert boxes.publish(_window(1, 2.0))  # overwritten, still on device 1
+    assert [w.session for w in boxes.waiting(1)] == [1, 3]
+    assert [w.session for w in boxes.take([1])] == [1]
+    assert boxes.waiting_on() == [2, 1]
+    boxes.publish(_window(1, 3.0))  # opens again: placed by the new deal
+    assert boxes.waiting_on() == [3, 1]
+    assert [w.session for w in boxes.waiting(0)] == [0, 2, 1]
+    assert boxes.expire(10.0, 1.0, device=1) == [(3, 10.0)] and boxes.waiting_on() == [3, 0]
+    boxes.route(None)  # one device again: every window is everyone's
+    assert {w.session for w in boxes.waiting(1)} == {0, 1, 2}
+
+
+# -- the config and the CLI --------------------------------------------------------------
+
+
+def test_who_runs_several_devices_is_said_in_one_line(capsys):
+    assert _config(devices=3).devices == 3
+    with pytest.raises(ConfigError, match="emulated profile; several real GPUs"):
+        RunConfig(backend="torch", device="cpu", devices=2)
+    with pytest.raises(ConfigError, match="least-loaded"):
+        _config(backend="ray", devices=2, router="pinned")
+    with pytest.raises(ConfigError, match="neighbours"):
+        _config(devices=2, neighbours=2)
+    with pytest.raises(ConfigError, match="unknown router"):
+        _config(devices=2, router="nearest")
+    assert main(["run", "synthetic", "--router", "pinned", "--duration", "1"]) != 0
+    err = capsys.readouterr().err
+    assert "give --devices N too" in err and "Traceback" not in err
+
+
+# -- live --------------------------------------------------------------------------------
+
+
+def test_pinned_sessions_stay_on_their_device_and_the_report_has_each():
+    engine = _started(_config(devices=2, router="pinned"))
+    try:
+        assert _lane_threads() >= {"batchscope-worker-1"}
+        engine.reset_stats()
+        assert wait_for(lambda: len(_batches(engine)) > 100, START_S)
+        report = engine.report()
+        items = _items(engine)
+    finally:
+        assert engine.stop(5.0) == []
+    assert report["router"] == "pinned" and report["config"]["devices"] == 2
+    devices = report["devices"]
+    assert [d["sessions"] for d in devices] == [4, 4]
+    assert [d["device"] for d in devices] == ["emulated:laptop-8gb"] * 2
+    assert all(d["batch_sizes"] and 0 < d["busy"] <= 1 for d in devices)
+    # one read: the devices' batches are the overall ones
+    each = sum((Counter({int(k): n for k, n in d["batch_sizes"].items()}) for d in devices),
+               Counter())  # fmt: skip
+    assert each == Counter({int(k): n for k, n in report["overall"]["batch_sizes"].items()})
+    assert report["overall"]["busy"] == pytest.approx(
+        sum(d["busy"] for d in devices) / 2, abs=2e-4
+    )
+    # pinned: session s ran on device s mod 2 only
+    for s in range(8):
+        assert set(items["device"][items["session"] == s].tolist()) == {s % 2}
+    assert not _lane_threads()
+
+
+def test_least_loaded_spreads_the_sessions_over_both_devices():
+    engine = _started(_config(devices=2, sessions=8))
+    try:
+        assert wait_for(lambda: len(set(_batches(engine)["device"].tolist())) == 2, START_S)
+        assert wait_for(lambda: len(_batches(engine)) > 100, START_S)
+        report = engine.report()
+    finally:
+        assert engine.stop(5.0) == []
+    assert report["router"] == "least-loaded"
+    served = [d["sessions"] for d in report["devices"]]
+    assert all(n > 0 for n in served) and max(served) <= 8
+
+
+def test_devices_and_router_change_live_and_each_change_opens_a_segment():
+    engine = _started(_config(devices=1, sessions=6))
+    try:
+        assert wait_for(lambda: len(_batches(engine)) > 20, START_S)
+        assert "router" not in engine.report()
+        assert engine.apply(engine.config.with_changes(devices=3, router="pinned")) is None
+        assert len(engine.workers()) == 3
+        assert _lane_threads() == {"batchscope-worker-1", "batchscope-worker-2"}
+        assert wait_for(lambda: set(_batches(engine)["device"].tolist()) == {0, 1, 2}, START_S)
+        assert engine.apply(engine.config.with_changes(router="least-loaded")) is None
+        assert engine.workers()[1].backend is not None  # a router change builds nothing
+        assert engine.report()["router"] == "least-loaded"
+        assert engine.apply(engine.config.with_changes(devices=2)) is None
+        assert wait_for(lambda: _lane_threads() == {"batchscope-worker-1"}, 10.0)
+        segments = engine.segments.all()
+        assert [seg.changes for seg in segments[1:]] == [
+            {"devices": 3, "router": "pinned"},
+            {"router": "least-loaded"},
+            {"devices": 2},
+        ]
+        engine.reset_stats()
+        assert wait_for(lambda: len(_batches(engine)) > 40, START_S)
+        assert set(_batches(engine)["device"].tolist()) == {0, 1}  # device 2 is gone
+    finally:
+        assert engine.stop(5.0) == []
+    assert not _lane_threads()
+
+
+def test_a_device_change_that_fails_leaves_the_run_as_it_was(monkeypatch):
+    """Device 0's new backend builds, a new device's does not: nothing changes, the new
+    device's worker is stopped, the backend built for device 0 is given back."""
+    engine = _started(_config(devices=2, sessions=4))
+    try:
+        before = [w.backend for w in engine.workers()]
+        closed = []
+
+        def refuse(config, oom_above, cancelled):
+            raise BackendError("device 2 is not there")
+
+        import batchscope.engine.lanes as lanes
+
+        monkeypatch.setattr(lanes, "make_backend", refuse)
+        real_close = type(before[0]).close
+        monkeypatch.setattr(
+            type(before[0]), "close", lambda self: (closed.append(self), real_close(self))
+        )
+        error = engine.apply(engine.config.with_changes(devices=3, precision="fp32"))
+        assert error is not None and "device 2 is not there" in error
+        assert engine.config.devices == 2 and engine.config.precision == "fp16"
+        assert [w.backend for w in engine.workers()] == before
+        assert wait_for(lambda: _lane_threads() == {"batchscope-worker-1"}, 10.0)
+        assert wait_for(lambda: len(closed) == 1, 10.0)  # closed on device 0's thread
+        assert closed[0] not in before  # the one built for the change
+        n = len(_batches(engine))
+        assert wait_for(lambda: len(_batches(engine)) > n + 20, START_S)  # still delivering
+    finally:
+        assert engine.stop(5.0) == []
+
+
+def test_run_on_two_devices_prints_each_and_reports_them(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    argv = ["run", "synthetic", "--resolution", "256x144", "--sessions", "4", "--devices", "2",
+            "--router", "pinned", "--duration", "2", "--warmup", "0.5", "--quiet",
+            "--json", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "4 sessions, all ≤8, router pinned:" in text or "router pinned:" in text
+    assert "device 1  emulated:laptop-8gb" in text
+    import json
+
+    report = json.loads(out.read_text())
+    assert [d["sessions"] for d in report["devices"]] == [2, 2]

@@ -1,0 +1,76 @@
+"""The Devices view and the Devices/router controls (several devices in BatchScope's worker)."""
+
+from __future__ import annotations
+
+import pytest
+from contract import SMALL_EMULATED, wait_for
+from test_ui_controls import pick
+
+from batchscope.config import RunConfig
+from batchscope.engine.engine import Engine
+from batchscope.ui.controls.device_options import device_choices
+from batchscope.ui.controls.panel import ControlsPanel
+from batchscope.ui.plots.devices import DeviceBars, mean_batch
+from batchscope.ui.theme import Look
+
+
+@pytest.fixture
+def controls(qtbot):
+    panel = ControlsPanel(device_choices(gpus=[]))
+    qtbot.addWidget(panel)
+    sent: list[dict] = []
+    panel.changed.connect(sent.append)
+    panel.sent = sent
+    return panel
+
+
+def test_the_devices_slider_and_the_router_send_their_fields(controls, qtbot):
+    controls.show_config(RunConfig())
+    assert controls.devices.value() == 1 and not controls.router.isEnabled()  # no router
+    controls.devices.setValue(3)
+    qtbot.waitUntil(lambda: bool(controls.sent), timeout=2000)
+    assert controls.sent == [{"devices": 3}]
+    assert controls.router.isEnabled()
+    pick(controls.router, "pinned")
+    assert controls.sent[-1] == {"router": "pinned"}
+    controls.show_config(RunConfig(devices=2, backend="ray"))  # Ray's router is its own
+    assert not controls.router.isEnabled()
+    assert controls.router.currentData() == "least-loaded"
+
+
+def test_the_devices_view_shows_each_devices_busy_share_sessions_and_batch(qtbot):
+    config = RunConfig(**{**SMALL_EMULATED, "sessions": 5, "devices": 2, "router": "pinned"})
+    engine = Engine(config)
+    engine.open()
+    engine.start()
+    view = DeviceBars(Look())
+    qtbot.addWidget(view)
+    try:
+        engine.reset_stats()
+        assert wait_for(lambda: all(d["batch_sizes"] for d in engine.snapshot("run").devices), 60)
+        snap = engine.snapshot("run")
+    finally:
+        engine.stop(5.0)
+    view.update_from(snap)
+    heights = list(view.bars.opts["height"])
+    assert heights == pytest.approx([100 * d["busy"] for d in snap.devices])
+    assert [d["sessions"] for d in snap.devices] == [3, 2]  # pinned: dealt by id
+    texts = [t.toPlainText() for t in view._texts if t.isVisible()]
+    assert texts == [f"{d['sessions']} sessions\nbatch {mean_batch(d):.2f}" for d in snap.devices]
+    assert "2 × emulated:laptop-8gb · router pinned" in view._title_text
+    tip = view.title.toolTip().splitlines()
+    assert tip[1].startswith("device 1 (emulated:laptop-8gb): busy ")
+
+
+def test_with_one_device_the_view_says_how_to_get_several(qtbot):
+    engine = Engine(RunConfig(**SMALL_EMULATED, sessions=2))
+    engine.open()
+    try:
+        snap = engine.snapshot()
+    finally:
+        engine.stop(5.0)
+    view = DeviceBars(Look())
+    qtbot.addWidget(view)
+    view.update_from(snap)
+    assert snap.devices == [] and len(view.bars.opts["height"]) == 0
+    assert "set Devices above 1" in view._title_text
