@@ -9,7 +9,6 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from contract import SMALL_EMULATED, wait_for
 
 from batchscope.cli import main
 from batchscope.config import ConfigError, RunConfig
@@ -17,6 +16,7 @@ from batchscope.engine.backends import BackendError
 from batchscope.engine.engine import Engine
 from batchscope.engine.routing import IDLE, Router, least_loaded, pin
 from batchscope.engine.session import Mailboxes, Window
+from contract import SMALL_EMULATED, wait_for
 
 START_S = 60.0
 
@@ -133,9 +133,7 @@ def test_pinned_sessions_stay_on_their_device_and_the_report_has_each():
     each = sum((Counter({int(k): n for k, n in d["batch_sizes"].items()}) for d in devices),
                Counter())  # fmt: skip
     assert each == Counter({int(k): n for k, n in report["overall"]["batch_sizes"].items()})
-    assert report["overall"]["busy"] == pytest.approx(
-        sum(d["busy"] for d in devices) / 2, abs=2e-4
-    )
+    assert report["overall"]["busy"] == pytest.approx(sum(d["busy"] for d in devices) / 2, abs=2e-4)
     # pinned: session s ran on device s mod 2 only
     for s in range(8):
         assert set(items["device"][items["session"] == s].tolist()) == {s % 2}
@@ -227,3 +225,72 @@ def test_run_on_two_devices_prints_each_and_reports_them(tmp_path, capsys):
 
     report = json.loads(out.read_text())
     assert [d["sessions"] for d in report["devices"]] == [2, 2]
+
+
+def test_a_list_of_profiles_runs_each_device_on_its_own(tmp_path, capsys):
+    """``--devices emulated:A,emulated:B``: device 1 replays B's curve; the report names
+    both; a real device or a list on Ray is one clear error."""
+    out = tmp_path / "r.json"
+    argv = ["run", "synthetic", "--resolution", "512x288", "--sessions", "4", "--devices",
+            "emulated:laptop-8gb,emulated:server-24gb", "--router", "pinned", "--duration",
+            "2", "--warmup", "0.5", "--quiet", "--json", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    import json
+
+    report = json.loads(out.read_text())
+    names = [d["device"] for d in report["devices"]]
+    assert names == ["emulated:laptop-8gb", "emulated:server-24gb"]
+    assert report["config"]["profiles"] == ["laptop-8gb", "server-24gb"]
+    assert report["device_label"].startswith("2 devices (emulated:laptop-8gb, emulated:server")
+    capsys.readouterr()
+    for bad, says in (
+        (["--devices", "cuda:0,cuda:1"], "cuda:0 is a real device: BatchScope's worker runs"),
+        (["--devices", "emulated:laptop-8gb,", "--duration", "1"], "give a count (2) or a list"),
+        (["--backend", "ray", "--devices", "emulated:laptop-8gb,emulated:laptop-8gb"],
+         "give a count with --backend ray"),
+    ):  # fmt: skip
+        assert main(["run", "synthetic", *bad]) != 0
+        err = capsys.readouterr().err
+        assert says in err and "Traceback" not in err
+    with pytest.raises(ConfigError, match="one profile per emulated device"):
+        _config(devices=2, profiles=("server-24gb", "laptop-8gb"))  # not the run's profile
+
+
+def test_each_device_builds_its_own_profile():
+    config = _config(devices=2, profiles=("laptop-8gb", "server-24gb"), resolution=(512, 288))
+    engine = Engine(config)
+    engine.open()
+    try:
+        labels = [w.backend.label for w in engine.workers()]
+    finally:
+        engine.stop(5.0)
+    assert "laptop-8gb" in labels[0] and "server-24gb" in labels[1]
+
+
+def test_the_bus_view_has_a_band_per_device_and_each_window_in_its_devices_band():
+    """Pinned on 2 devices: session s's cells lie in band s mod 2 (the router's decision
+    shows), a batch is found by time and band, the busy share is the devices' mean."""
+    from batchscope.engine.report.bus_layout import bus_layout
+
+    engine = _started(_config(devices=2, sessions=4, router="pinned"))
+    try:
+        assert wait_for(lambda: len(_batches(engine)) > 60, START_S)
+        snap = engine.snapshot()
+    finally:
+        engine.stop(5.0)
+    assert snap.bus is not None
+    lay = bus_layout(snap.bus, snap.t, range(4), devices=2)
+    assert lay.devices == 2 and lay.band == (0.0, 2 * lay.device_h)
+    for sid, (_, _, y0) in lay.cells.items():
+        assert len(y0) and set((y0 // lay.device_h).astype(int).tolist()) == {sid % 2}, sid
+    for device in (0, 1):
+        mine = lay.batches[lay.batches["device"] == device]
+        mid = float(mine["start"][-1] + mine["end"][-1]) / 2
+        i = lay.batch_at(mid, device)
+        assert i is not None and lay.batches["device"][i] == device
+        assert f"on device {device}:" in lay.describe(i)
+        assert set(lay.members[i]) <= {s for s in range(4) if s % 2 == device}
+    span = lay.t_max - lay.t_min
+    lo = np.clip(lay.batches["start"], lay.t_min, lay.t_max)
+    hi = np.clip(lay.batches["end"], lay.t_min, lay.t_max)
+    assert lay.busy() == pytest.approx(float((hi - lo).sum()) / span / 2)

@@ -10,11 +10,10 @@ import numpy as np
 import pytest
 
 from batchscope.cli import main
-from batchscope.config import ConfigError, RunConfig
+from batchscope.config import ConfigError, RunConfig, parse_devices
 from batchscope.profiles.profile import load_profile
 from batchscope.sim.devices import (
     load_devices,
-    parse_devices,
     play_devices,
     simulate_devices,
 )

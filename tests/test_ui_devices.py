@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from contract import SMALL_EMULATED, wait_for
-from test_ui_controls import pick
 
 from batchscope.config import RunConfig
 from batchscope.engine.engine import Engine
@@ -12,6 +10,8 @@ from batchscope.ui.controls.device_options import device_choices
 from batchscope.ui.controls.panel import ControlsPanel
 from batchscope.ui.plots.devices import DeviceBars, mean_batch
 from batchscope.ui.theme import Look
+from contract import SMALL_EMULATED, wait_for
+from test_ui_controls import pick
 
 
 @pytest.fixture
@@ -73,4 +73,5 @@ def test_with_one_device_the_view_says_how_to_get_several(qtbot):
     qtbot.addWidget(view)
     view.update_from(snap)
     assert snap.devices == [] and len(view.bars.opts["height"]) == 0
-    assert "set Devices above 1" in view._title_text
+    assert "one device" in view._title_text
+    assert "Set Devices above 1 in the controls" in view.title.toolTip()

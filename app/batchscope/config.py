@@ -403,6 +403,40 @@ def format_resolution(res: tuple[int, int]) -> str:
     return f"{res[0]}x{res[1]}"
 
 
+EMULATED = "emulated:"  # a device list's prefix for a profile (--devices emulated:NAME,…)
+SIMULATED_ONLY = "the simulator plays device profiles (a count, or emulated:NAME for each)"
+#: why a real device in run's --devices list is refused
+REAL_DEVICES = (
+    "BatchScope's worker runs several emulated devices (a count, or emulated:NAME for each); "
+    "several real GPUs serve as Ray Serve replicas (--backend ray --devices N)"
+)
+
+
+def parse_devices(text: str | int, profile: str, real: str = SIMULATED_ONLY) -> list[str]:
+    """``--devices N|LIST`` as profile names: N copies of ``profile``, or the list's names
+    (``emulated:NAME`` or ``NAME``). ConfigError names the input and the reason (``real``:
+    why a real device in the list is refused)."""
+    text = str(text).strip()
+    if text.isdigit():
+        return [profile] * KNOBS["devices"].check(int(text))
+    names = [part.strip() for part in text.split(",")]
+    if not text or any(not name for name in names):
+        raise ConfigError("devices", text, "give a count (2) or a list (emulated:NAME,…)")
+    out = []
+    for name in names:
+        if name.startswith(EMULATED):
+            name = name[len(EMULATED) :]
+        elif name == "cpu" or name.startswith(("cuda", "mig-", "MIG-")):
+            raise ConfigError(
+                "devices",
+                text,
+                f"{name} is a real device: {real}",
+            )
+        out.append(name)
+    KNOBS["devices"].check(len(out))
+    return out
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """Everything that defines a run. Times in ms or s as the name says."""
@@ -444,6 +478,9 @@ class RunConfig:
     devices: int = _field(KNOBS["devices"].default, BACKEND)
     #: where each window goes on several devices (ROUTERS); Ray's router is least-loaded
     router: str = _field(DEFAULT_ROUTER, WORKER)
+    #: several emulated devices of differing profiles, one per device, device 0's first
+    #: (it is ``profile``); empty: ``devices`` devices of ``profile``
+    profiles: tuple[str, ...] = _field((), BACKEND)
     # None: never drop
     drop_after_ms: float | None = _field(KNOBS["drop_after_ms"].default, WORKER, CONTROL)
     # busy jobs sharing the GPU (time-slicing)
@@ -477,6 +514,17 @@ class RunConfig:
             raise ConfigError("router", self.router, f"unknown router; choose from {_or(ROUTERS)}")
         if self.devices > 1:
             self._validate_devices()
+        if self.profiles and (
+            len(self.profiles) != self.devices
+            or self.profiles[0] != self.profile
+            or self.backend != "emulated"
+        ):
+            raise ConfigError(
+                "profiles",
+                ",".join(self.profiles),
+                "one profile per emulated device in BatchScope's worker, the first the run's "
+                "profile",
+            )
         if self.backend == "emulated" and not self.profile:
             raise ConfigError("profile", self.profile, "the emulated backend needs a profile")
         if self.compile and self.runner != "torch":
@@ -585,11 +633,29 @@ class RunConfig:
         worker."""
         return self.backend if self.backend in SERVING_ENGINES else None
 
+    def device_profile(self, device: int) -> RunConfig:
+        """The config device ``device`` builds its backend from (its own profile: a config
+        of that one device)."""
+        if not self.profiles:
+            return self
+        return replace(self, profile=self.profiles[device], profiles=(), devices=1)
+
+    def device_names(self) -> list[str]:
+        """Each device's name, as the simulator and the report's ``devices`` list say it."""
+        if self.runner != "emulated":
+            return [self.device_label] * self.devices
+        return [f"{EMULATED}{p}" for p in self.profiles or [self.profile or ""] * self.devices]
+
     def in_replica(self) -> RunConfig:
         """The config a serving engine's replica builds its runner from: this one with
         ``backend`` its runner (the emulated curve or the real model)."""
         return replace(
-            self, backend=self.runner, ray_address=None, devices=1, router=DEFAULT_ROUTER
+            self,
+            backend=self.runner,
+            ray_address=None,
+            devices=1,
+            router=DEFAULT_ROUTER,
+            profiles=(),
         )
 
     def with_changes(self, **changes: Any) -> RunConfig:

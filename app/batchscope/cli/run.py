@@ -39,6 +39,7 @@ from batchscope.config import (
     POLICIES,
     POSTPROCESSING,
     PRECISIONS,
+    REAL_DEVICES,
     ROUTERS,
     RUNTIMES,
     SERVING_ENGINES,
@@ -48,6 +49,7 @@ from batchscope.config import (
     default_runtime,
     drop_after_warning,
     format_resolution,
+    parse_devices,
 )
 from batchscope.engine.engine import Engine
 from batchscope.engine.player import ExperimentPlayer, first_config
@@ -105,14 +107,15 @@ def add_run_command(sub: Any) -> None:
         "default: start a local Ray on loopback, stopped at the end",
     )
     run.add_argument("--device", default=None, help="cpu or cuda:N (torch backend)")
-    add_knob(
-        run,
-        "devices",
-        metavar="N",
-        help="N devices serving the sessions: N emulated devices of --profile in BatchScope's "
-        "worker (one worker thread and policy each, --router places the windows), or with "
-        "--backend ray N replicas of the deployment, Ray's router placing the requests; "
-        f"{KNOBS['devices'].range_text()} (default %(default)g)",
+    run.add_argument(
+        "--devices",
+        default="1",
+        metavar="N|LIST",
+        help="devices serving the sessions: N emulated devices of --profile in BatchScope's "
+        "worker (one worker thread and policy each, --router places the windows), or a list "
+        "of profiles (emulated:laptop-8gb,emulated:server-24gb), or with --backend ray N "
+        "replicas of the deployment, Ray's router placing the requests; "
+        f"{KNOBS['devices'].range_text()} (default 1)",
     )
     run.add_argument(
         "--router",
@@ -272,17 +275,23 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     if args.checkpoint and no_weights:
         raise ConfigError("no_weights", True, "give --checkpoint or --no-weights, not both")
     runtime = args.runtime or _runtime_for(args, runner, device)
+    devices, profiles = _devices_of(args.devices, args.profile, backend)
     router = getattr(args, "router", None)
-    if router is not None and args.devices == 1:
+    if router is not None and devices == 1:
         raise CliError("--router places windows on several devices: give --devices N too")
+    knobs = {
+        knob.name: getattr(args, knob.dest) for knob in KNOBS.values() if knob.name != "devices"
+    }
     config = RunConfig(
         sources=tuple(args.sources),
         policy=args.policy,
-        **{knob.name: getattr(args, knob.dest) for knob in KNOBS.values()},
+        **knobs,
+        devices=devices,
+        profiles=profiles,
         stream_transport=args.stream_transport,
         backend=backend,
         device=device,
-        profile=args.profile if runner == "emulated" else None,
+        profile=(profiles[0] if profiles else args.profile) if runner == "emulated" else None,
         ray_address=ray_address,
         router=router or DEFAULT_ROUTER,
         precision=precision,
@@ -303,6 +312,23 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     if getattr(args, "config", None):
         return _with_setting(args, config)
     return config
+
+
+def _devices_of(text: str, profile: str, backend: str) -> tuple[int, tuple[str, ...]]:
+    """``--devices N|LIST``: the count, and the profile of each device when a list names
+    them (emulated devices in BatchScope's worker only)."""
+    text = str(text).strip()
+    if text.isdigit():
+        return KNOBS["devices"].check(int(text)), ()
+    if backend != "emulated":
+        raise ConfigError(
+            "devices",
+            text,
+            "a list of profiles is emulated devices in BatchScope's worker; give a count "
+            f"with --backend {backend}",
+        )
+    names = parse_devices(text, profile, REAL_DEVICES)
+    return len(names), tuple(names)
 
 
 def _with_setting(args: argparse.Namespace, config: RunConfig) -> RunConfig:

@@ -41,6 +41,7 @@ from batchscope.config import (
     ConfigError,
     RunConfig,
     format_resolution,
+    parse_devices,
 )
 from batchscope.engine.report.devices import format_devices
 from batchscope.engine.report.run_report import experiment_block
@@ -49,7 +50,6 @@ from batchscope.experiment import load_experiment
 from batchscope.profiles.profile import load_profile
 from batchscope.sim.devices import (
     load_devices,
-    parse_devices,
     simulate_devices,
 )
 from batchscope.sim.host_jitter import load_host_jitter

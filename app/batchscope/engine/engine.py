@@ -660,7 +660,7 @@ class Engine:
             return [], None
         if engine_of(self._worker.backend):
             return self._worker.replica_labels(), None
-        names = [self.config.device_label] * len(self.workers())  # the simulator's names
+        names = self.config.device_names()  # the simulator's names
         router = self._router
         if router is None or router.kind != "pinned":
             return names, None

@@ -47,6 +47,14 @@ class LanesBuilt:
     new: list[Worker]  # the workers made for it (stopped if it is released)
 
 
+def _maker(
+    config: RunConfig, worker: Worker, oom_above: int | None
+) -> Callable[[Callable[[], bool]], Backend]:
+    """What builds ``worker``'s device's backend (its own profile) on its thread."""
+    own = config.device_profile(worker.device)
+    return lambda cancelled: make_backend(own, oom_above, cancelled)
+
+
 class Lanes:
     """Devices 1…N−1 of BatchScope's worker on several devices (module doc)."""
 
@@ -90,11 +98,8 @@ class Lanes:
         ]
         built = LanesBuilt(config, [*keep, *new], [], new)
         try:
-            for worker in built.workers:
-                backend = worker.build_backend(
-                    lambda cancel: make_backend(config, oom_above, cancel)
-                )
-                built.backends.append(backend)
+            for worker in built.workers:  # each device its own profile (config.profiles)
+                built.backends.append(worker.build_backend(_maker(config, worker, oom_above)))
         except BaseException:
             self.release(built)
             raise

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
-from batchscope.config import KNOBS, ROUTERS, ConfigError, RunConfig
+from batchscope.config import EMULATED, ROUTERS, ConfigError, RunConfig
 from batchscope.engine.policies import make_policy
 from batchscope.engine.report.body import SessionInfo, build_report
 from batchscope.engine.routing import IDLE, least_loaded, pin, pinned_counts, router_draws
@@ -60,7 +60,6 @@ from batchscope.sim.plain import Delivered, Measured
 from batchscope.sim.simulator import DEFAULT_WARMUP_S, measured_records
 
 _arrival_of, _session_of = itemgetter(0), itemgetter(1)
-EMULATED = "emulated:"
 
 
 @dataclass(frozen=True)
@@ -82,31 +81,6 @@ class Device:
 
     def curve(self, config: RunConfig) -> BatchCurve:
         return self.profile.curve(config.precision, config.resolution)
-
-
-def parse_devices(text: str | int, profile: str) -> list[str]:
-    """``--devices N|LIST`` as profile names: N copies of ``profile``, or the list's names
-    (``emulated:NAME`` or ``NAME``). ConfigError names the input and the reason."""
-    text = str(text).strip()
-    if text.isdigit():
-        return [profile] * KNOBS["devices"].check(int(text))
-    names = [part.strip() for part in text.split(",")]
-    if not text or any(not name for name in names):
-        raise ConfigError("devices", text, "give a count (2) or a list (emulated:NAME,…)")
-    out = []
-    for name in names:
-        if name.startswith(EMULATED):
-            name = name[len(EMULATED) :]
-        elif name == "cpu" or name.startswith(("cuda", "mig-", "MIG-")):
-            raise ConfigError(
-                "devices",
-                text,
-                f"{name} is a real device: the simulator plays device profiles "
-                "(a count, or emulated:NAME for each)",
-            )
-        out.append(name)
-    KNOBS["devices"].check(len(out))
-    return out
 
 
 def load_devices(names: Sequence[str], known: DeviceProfile | None = None) -> list[Device]:

@@ -7,7 +7,9 @@ No Qt here: numbers in, numbers out.
 The picture, top to bottom: the *device* band, where each batch is a bar from its
 start to its end, stacked from cells, one per window it carried, in the colour of
 that window's session (a full bus reaches the top of the band: its height is
-"sessions"), so idle time is empty band; then one *lane* per session, on which
+"sessions"), so idle time is empty band — on several devices one band per device,
+device 0 at the bottom, so where the router sent each window shows; then one *lane*
+per session, on which
 each window's wait is a line from its arrival to its batch's start, and each
 window overwritten in the mailbox before the worker took it is a ×.
 Times are s since the run started (the time axes of every other plot).
@@ -48,6 +50,17 @@ class BusLayout:
     members: tuple[tuple[int, ...], ...] = ()
     #: each window dropped for waiting past drop_after_ms: (t, y just below its lane, session)
     expiries: tuple[np.ndarray, ...] = (np.empty(0), np.empty(0), np.empty(0, int))
+    devices: int = 1  # bands in the device band, one per device, device 0 at the bottom
+
+    @property
+    def device_h(self) -> float:
+        """One device's band height (y units)."""
+        return (self.band[1] - self.band[0]) / self.devices
+
+    def device_at(self, y: float) -> int:
+        """The device whose band holds ``y`` (clamped to the bands)."""
+        d = int((y - self.band[0]) // self.device_h)
+        return min(max(d, 0), self.devices - 1)
 
     def lane_y(self, sid: int) -> float:
         return -GAP - LANE * (self.lanes.index(sid) + 0.5)
@@ -65,19 +78,22 @@ class BusLayout:
         return dict(sorted(named.items(), key=lambda kv: -kv[1]))
 
     def busy(self) -> float:
-        """Share of the span the device spent in batches (1 − idle)."""
+        """Share of the span the device spent in batches (1 − idle); on several devices,
+        their mean."""
         span = self.t_max - self.t_min
         if span <= 0 or not len(self.batches):
             return 0.0
         lo = np.clip(self.batches["start"], self.t_min, self.t_max)
         hi = np.clip(self.batches["end"], self.t_min, self.t_max)
-        return float((hi - lo).sum() / span)
+        return float((hi - lo).sum() / span / self.devices)
 
-    def batch_at(self, t: float) -> int | None:
-        """The index of the batch running at ``t`` (s since start), or None (idle)."""
+    def batch_at(self, t: float, device: int = 0) -> int | None:
+        """The index of the batch running at ``t`` (s since start) on ``device``, or None
+        (idle)."""
         b = self.batches
-        i = int(np.searchsorted(b["start"], t, side="right")) - 1
-        return i if 0 <= i < len(b) and b["end"][i] >= t else None
+        for i in np.flatnonzero((b["device"] == device) & (b["start"] <= t) & (b["end"] >= t)):
+            return int(i)
+        return None
 
     def describe(self, i: int) -> str:
         """One batch in one line: when, who, how long, and why it left."""
@@ -85,8 +101,9 @@ class BusLayout:
         who = " ".join(f"S{s}" for s in self.members[i]) or "–"
         cap = f" (cap {int(b['cap'])})" if b["cap"] else ""
         reason = REASONS[int(b["reason"])] or "not said"
+        on = f" on device {int(b['device'])}" if self.devices > 1 else ""
         return (
-            f"batch at {b['start']:.3f} s: {int(b['size'])} window(s) {who} · "
+            f"batch at {b['start']:.3f} s{on}: {int(b['size'])} window(s) {who} · "
             f"{(b['end'] - b['start']) * 1000:.1f} ms · oldest waited {b['wait_ms']:.1f} ms · "
             f"left: {reason}{cap}"
         )
@@ -101,6 +118,7 @@ BATCH_VIEW: np.dtype = np.dtype(  # annotated: the dataclass above reads it befo
         ("reason", np.int8),
         ("cap", np.int32),
         ("wait_ms", np.float64),  # the longest its windows waited (arrival → start)
+        ("device", np.int16),  # the device that ran it
     ]
 )
 
@@ -120,21 +138,25 @@ def bus_layout(
     span: float = BUS_S,
     until: float | None = None,
     lanes_for: Collection[int] | None = None,
+    devices: int = 1,
 ) -> BusLayout:
     """Lay out ``bus`` over the ``span`` seconds up to ``until`` (default ``now``), s since start.
 
     ``sessions``: the lanes to show even if they had no window in view (the run's
     sessions now); sessions seen in the records get lanes too. ``lanes_for``: only these
     sessions get a lane (a view singling out a few of many); every window still fills
-    its cell in the device band, whose full height stays "all sessions".
+    its cell in the device band, whose full height stays "all sessions". ``devices``:
+    one band each (the records say which device ran each batch), the same height each.
     """
     t1 = now if until is None else until
     t_min, t_max = t1 - span, t1
     t0 = bus.t0
     b = bus.batches
+    b = b[np.lexsort((b["start"], b["device"]))]  # by device, then start (match below)
     start, end = b["start"] - t0, b["end"] - t0
     keep = (end >= t_min) & (start <= t_max)
     b, start, end = b[keep], start[keep], end[keep]
+    devices = max(devices, int(b["device"].max()) + 1 if len(b) else 1)
     items = bus.items
     i_start = items["start"] - t0
     items = items[i_start <= t_max]  # a window shows where its batch does (matched below)
@@ -151,16 +173,21 @@ def bus_layout(
     lanes = tuple(sorted(every if lanes_for is None else set(lanes_for)))
     over = over[np.isin(over["session"], lanes)]
     gone = gone[np.isin(gone["session"], lanes)]
-    band_h = max(3.0, 0.5 * max(1, len(lanes))) * LANE
-    cell_h = band_h / max(len(every), int(b["size"].max()) if len(b) else 1, 1)
+    device_h = max(3.0, 0.5 * max(1, len(lanes))) * LANE
+    band_h = device_h * devices
+    cell_h = device_h / max(len(every), int(b["size"].max()) if len(b) else 1, 1)
     layout_lanes = {sid: -GAP - LANE * (k + 0.5) for k, sid in enumerate(lanes)}
 
-    # each window's batch, by its shared start time; the window's place in it by session
-    order = np.lexsort((items["session"], items["start"]))
+    # each window's batch, by its device and its shared start time; the window's place in
+    # it by session (batches sorted by device then start: one search over both keys)
+    order = np.lexsort((items["session"], items["start"], items["device"]))
     items = items[order]
     if len(b):
-        batch_of = np.clip(np.searchsorted(b["start"], items["start"]), 0, len(b) - 1)
-        ok = b["start"][batch_of] == items["start"]
+        span = max(1.0, float(np.abs(b["start"]).max()) * 4.0)
+        key_b = b["device"] * span + b["start"]
+        key_i = items["device"] * span + items["start"]
+        batch_of = np.clip(np.searchsorted(key_b, key_i), 0, len(b) - 1)
+        ok = (b["start"][batch_of] == items["start"]) & (b["device"][batch_of] == items["device"])
     else:
         batch_of, ok = np.zeros(len(items), np.intp), np.zeros(len(items), bool)
     items, batch_of = items[ok], batch_of[ok]
@@ -172,6 +199,7 @@ def bus_layout(
     view = np.zeros(len(b), BATCH_VIEW)
     view["start"], view["end"] = start, end
     view["size"], view["reason"], view["cap"] = b["size"], b["reason"], b["cap"]
+    view["device"] = b["device"]
     if len(items):
         np.maximum.at(view["wait_ms"], batch_of, waits_ms)
     members: list[list[int]] = [[] for _ in range(len(b))]
@@ -181,7 +209,7 @@ def bus_layout(
     cells, waits = {}, {}
     x0 = items["start"] - t0
     x1 = end[batch_of] if len(b) else x0
-    y0 = rank * cell_h
+    y0 = rank * cell_h + (b["device"][batch_of] * device_h if len(b) else 0.0)
     arrival = items["arrival"] - t0
     for sid in sorted(every):
         mine = items["session"] == sid
@@ -204,4 +232,5 @@ def bus_layout(
         view,
         tuple(tuple(m) for m in members),
         (gone["t"] - t0, gone_y, gone["session"].astype(int)),
+        devices,
     )

@@ -104,9 +104,8 @@ def run_report(
         expired=mailboxes.expired(),
     )
     if devices:
-        report["device_label"] = (
-            f"{len(devices)} devices ({report['device_label']}), router {config.router}"
-        )
+        names = ", ".join(sorted(set(devices)))
+        report["device_label"] = f"{len(devices)} devices ({names}), router {config.router}"
         report["router"] = config.router
         report["devices"] = device_entries(items, batches, devices, now - stats_t0, pinned)
     return report

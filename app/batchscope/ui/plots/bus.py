@@ -77,7 +77,7 @@ class BusView(PlotCard):
         self.layout().addWidget(self.state_widget)
         self.state_widget.setVisible(False)
         self.layout_now: BusLayout | None = None
-        self._lanes: tuple[int, ...] = ()
+        self._lanes: tuple[tuple[int, ...], int] = ((), 0)  # the lanes and bands ticked
         self._state_kind = ""
         self.plot.scene().sigMouseMoved.connect(self._hover)
 
@@ -123,7 +123,7 @@ class BusView(PlotCard):
         self.deadline.setPen(pen(t.error, max(1.0, lw * 0.6), dashed=True))
         style_labels(self.deadline, t.error, self.look)
         self.state_widget.setFixedHeight(150 if self.look.presentation else 100)
-        self._lanes = ()  # re-make the lane ticks in the new font
+        self._lanes = ((), 0)  # re-make the lane ticks in the new font
 
     # -- data -------------------------------------------------------------------------
 
@@ -139,6 +139,7 @@ class BusView(PlotCard):
             (s.id for s in snap.sessions),
             span,
             lanes_for=[s.id for s in singled] if few else None,
+            devices=snap.config.devices,
         )
         self.layout_now = lay
         label = f"lanes: the {len(singled)} slowest of {len(snap.sessions)}" if few else ""
@@ -165,22 +166,25 @@ class BusView(PlotCard):
         mark = (lay.t_max - lay.t_min) * self.overwrites.opts["size"] / max(1.0, vb_px(self))
         self.overwrites.setData(*thin_marks(lay.overwrites[0], lay.overwrites[1], mark))
         self.expiries.setData(*thin_marks(lay.expiries[0], lay.expiries[1], mark))
-        if lay.lanes != self._lanes:
-            self._lanes = lay.lanes
+        if (lay.lanes, lay.devices) != self._lanes:
+            self._lanes = (lay.lanes, lay.devices)
             self.band_edge.setValue(lay.band[1])
             self.plot.getAxis("left").setTicks(_lane_ticks(lay, self.look.presentation))
         self.plot.setXRange(lay.t_min, lay.t_max, padding=0)
         self.plot.setYRange(*lay.y_range, padding=0.02)
         self._update_state(snap, lay)
         counts = lay.reason_counts()
+        busy = "device busy" if lay.devices == 1 else f"{lay.devices} devices busy"
         self.set_title(
-            f"Bus — why batches left: {reasons_text(counts)} · device busy {100 * lay.busy():.0f}%"
+            f"Bus — why batches left: {reasons_text(counts)} · {busy} {100 * lay.busy():.0f}%"
         )
         seg = snap.segment
         now = f"Segment {seg.index}: {segment_phrase(asdict(seg))}. " if seg is not None else ""
         self.title.setToolTip(
             f"{now}The device's last {span:g} s: {len(lay.batches)} batches (bars, one cell "
-            "per window in its session's colour), each session's waits (lines on its lane) "
+            "per window in its session's colour"
+            + ("; one band per device, D0 at the bottom" if lay.devices > 1 else "")
+            + "), each session's waits (lines on its lane) "
             "and overwritten windows (×; where they come closer than a mark's width, one × "
             "stands for all of them there). Hover a bar for why it left."
         )
@@ -216,13 +220,17 @@ class BusView(PlotCard):
 
     # -- hover ------------------------------------------------------------------------
 
-    def describe_at(self, t: float) -> str:
-        """The tooltip text for time ``t`` (s since start): the batch running then, or idle."""
+    def describe_at(self, t: float, y: float | None = None) -> str:
+        """The tooltip text for time ``t`` (s since start) at height ``y`` (the band of
+        one device): the batch running then, or idle."""
         lay = self.layout_now
         if lay is None:
             return ""
-        i = lay.batch_at(t)
-        return lay.describe(i) if i is not None else f"{t:.3f} s: device idle"
+        device = 0 if y is None else lay.device_at(y)
+        i = lay.batch_at(t, device)
+        if i is not None:
+            return lay.describe(i)
+        return f"{t:.3f} s: device {device} idle" if lay.devices > 1 else f"{t:.3f} s: device idle"
 
     def _hover(self, pos: QPointF) -> None:
         vb = self.plot.getViewBox()
@@ -232,7 +240,7 @@ class BusView(PlotCard):
         if self.layout_now is None or point.y() < self.layout_now.band[0]:
             QToolTip.hideText()
             return
-        QToolTip.showText(QCursor.pos(), self.describe_at(point.x()), self.widget)
+        QToolTip.showText(QCursor.pos(), self.describe_at(point.x(), point.y()), self.widget)
 
 
 _E = np.empty(0)
@@ -282,6 +290,13 @@ def _waits_of_colour(lay: BusLayout, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _lane_ticks(lay: BusLayout, presentation: bool) -> list[list[tuple[float, str]]]:
     step = max(1, int(np.ceil(len(lay.lanes) / (8 if presentation else 12))))
-    ticks = [((lay.band[0] + lay.band[1]) / 2, "device")]
+    if lay.devices == 1:
+        ticks = [((lay.band[0] + lay.band[1]) / 2, "device")]
+    else:  # a band per device, device 0 at the bottom
+        every = max(1, int(np.ceil(lay.devices / 4)))
+        ticks = [
+            (lay.band[0] + lay.device_h * (d + 0.5), f"D{d}")
+            for d in range(0, lay.devices, every)
+        ]
     ticks += [(lay.lane_y(sid), f"S{sid}") for sid in lay.lanes[::step]]
     return [ticks]

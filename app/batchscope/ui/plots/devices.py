@@ -18,6 +18,11 @@ from batchscope.engine.snapshot import Snapshot
 from batchscope.ui.plots.distributions import SETTLING, ScopedCard
 from batchscope.ui.theme import Look
 
+ONE_DEVICE_TIP = (
+    "One device serves the sessions. Set Devices above 1 in the controls (run --devices N) "
+    "to serve them on several emulated devices, each with its own worker and policy, the "
+    "router placing the windows"
+)
 #: Above this many devices the bars carry no text (the tooltip has every device).
 LABELLED_MAX = 8
 
@@ -63,11 +68,8 @@ class DeviceBars(ScopedCard):
         devices = snap.devices
         if not devices:
             self._show([])
-            self.set_scoped_title(
-                "Devices — one device · set Devices above 1 in the controls for several",
-                snap.scope_label,
-            )
-            self.title.setToolTip("")
+            self.set_scoped_title("Devices — one device", snap.scope_label)
+            self.title.setToolTip(ONE_DEVICE_TIP)
             return
         self._show(devices)
         if snap.settling:
