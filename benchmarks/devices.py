@@ -1,6 +1,6 @@
-"""Several devices in the simulator: its speed, the planner's fewest-devices answer, routers.
+"""Several devices: the simulator's speed, the planner's fewest-devices answer, routers, live.
 
-Three tables, each measured in this one run:
+Five tables, each measured in this one run:
 
 1. **Speed**: 30 s of ``--devices`` devices × ``--per-device`` sessions (server-24gb,
    512x288 fp16, 30 fps) for each policy, best of 3: wall seconds, simulated seconds
@@ -13,6 +13,10 @@ Three tables, each measured in this one run:
 4. **Routers** on uneven sessions: one camera bursting at 3x fps, or one stalled, for 10 s
    of 30, on 2 and 4 server-24gb devices each carrying what one carries (5 sessions):
    the slowest *other* session's fps (worst of 8 seeds) and the worst p99.
+5. **Live vs simulated**: BatchScope's own worker on 2 and 3 emulated devices (laptop-8gb,
+   256x144 fp16, 20 s after 2 s), pinned and least-loaded, beside the simulator on the
+   same config and seed: served / simulated for throughput, slowest fps, p50 and p99, and
+   each device's busy share live and simulated.
 
     PYTHONPATH=app python benchmarks/devices.py [--devices 4] [--per-device 64]
 """
@@ -159,12 +163,55 @@ def uneven_sessions() -> None:
                 print(f"| {n} | {5 * n} | {what} | {policy} {knobs} | {cells[0]} | {cells[1]} |")
 
 
+def live_vs_simulated() -> None:
+    from batchscope.engine.engine import Engine
+
+    print("## live (BatchScope's worker) vs simulated, laptop-8gb 256x144, 20 s after 2 s")
+    print("| devices | sessions | policy | router | thru w/s live / sim | slowest fps live / sim "
+          "| p50 ms live / sim | p99 ms live / sim | busy % per device live / sim |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|")
+    for devices, sessions in ((2, 24), (3, 36)):
+        for policy, knobs in (("all", {}), ("dynamic", {"max_batch": 4, "max_delay_ms": 5.0})):
+            for router in ("pinned", "least-loaded"):
+                config = RunConfig(
+                    sources=("synthetic",), backend="emulated", profile="laptop-8gb",
+                    precision="fp16", resolution=(256, 144), sessions=sessions, policy=policy,
+                    devices=devices, router=router, duration_s=20.0, **knobs,
+                )  # fmt: skip
+                engine = Engine(config)
+                engine.open()
+                engine.start()
+                try:
+                    time.sleep(2.0)
+                    engine.reset_stats(announce=False)
+                    time.sleep(20.0)
+                    live = engine.report()
+                finally:
+                    engine.stop()
+                on = load_devices(["laptop-8gb"] * devices)
+                sim = simulate_devices(config, on, router, 2.0)
+                lo, so = live["overall"], sim["overall"]
+                busy = " ".join(
+                    f"{100 * a['busy']:.0f}/{100 * b['busy']:.0f}"
+                    for a, b in zip(live["devices"], sim["devices"], strict=True)
+                )
+                print(
+                    f"| {devices} | {sessions} | {config.policy_label()} | {router} "
+                    f"| {lo['throughput_wps']:.0f} / {so['throughput_wps']:.0f} "
+                    f"| {lo['min_fps']:.1f} / {so['min_fps']:.1f} "
+                    f"| {lo['latency_ms']['p50']:.1f} / {so['latency_ms']['p50']:.1f} "
+                    f"| {lo['latency_ms']['p99']:.1f} / {so['latency_ms']['p99']:.1f} | {busy} |"
+                )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--devices", type=int, default=4)
     parser.add_argument("--per-device", type=int, default=64)
     parser.add_argument(
-        "--only", choices=("speed", "fewest", "routers", "uneven"), help="one table only"
+        "--only",
+        choices=("speed", "fewest", "routers", "uneven", "live"),
+        help="one table only",
     )
     args = parser.parse_args()
     tables = {
@@ -172,6 +219,7 @@ def main() -> None:
         "fewest": fewest,
         "routers": routers,
         "uneven": uneven_sessions,
+        "live": live_vs_simulated,
     }
     for name, table in tables.items():
         if args.only in (None, name):

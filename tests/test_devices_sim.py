@@ -166,6 +166,18 @@ def test_fewest_devices_for_s_sessions(server_plan):
     assert fewest_devices(server_plan, profile, 23, devices_max=answer.devices - 1) is None
 
 
+def test_forked_seeds_give_the_same_answer_as_one_process(server_plan):
+    """Least-loaded's seeds played in two forked workers: the same counts tried, the same
+    answer and figures, and no worker left behind."""
+    import multiprocessing
+
+    profile = load_profile("server-24gb")
+    alone = fewest_devices(server_plan, profile, 23)
+    forked = fewest_devices(server_plan, profile, 23, workers=2)
+    assert forked == alone
+    assert multiprocessing.active_children() == []
+
+
 def test_plan_sessions_cli_json_has_devices_and_router(tmp_path, capsys):
     out = tmp_path / "plan.json"
     args = ["plan", "--profile", "server-24gb", "--p99-ms", "100", "--seeds", "2", "--duration",

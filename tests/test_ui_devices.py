@@ -8,7 +8,7 @@ from batchscope.config import RunConfig
 from batchscope.engine.engine import Engine
 from batchscope.ui.controls.device_options import device_choices
 from batchscope.ui.controls.panel import ControlsPanel
-from batchscope.ui.plots.devices import DeviceBars, mean_batch
+from batchscope.ui.plots.device_bars import DeviceBars, mean_batch
 from batchscope.ui.theme import Look
 from contract import SMALL_EMULATED, wait_for
 from test_ui_controls import pick

@@ -349,10 +349,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     print(format_plan(result), file=out)
     data = result.to_json()
     across = None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
     if args.devices is not None:
-        across = sessions_for_devices(result, profile, args.devices)
+        across = sessions_for_devices(result, profile, args.devices, workers=cores)
     elif args.sessions is not None:
-        across = fewest_devices(result, profile, args.sessions, args.devices_max)
+        across = fewest_devices(result, profile, args.sessions, args.devices_max, workers=cores)
         if across is None:
             print(
                 f"no count of devices up to {args.devices_max} carries {args.sessions} sessions "
@@ -372,7 +373,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 result,
                 profile,
                 limit=args.max_sessions,
-                workers=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1,
+                workers=cores,
                 progress=ProgressBar(sys.stderr, "plotting", "plotted"),
             )
             save_plan_plot(result, curves, args.plot)

@@ -53,10 +53,9 @@ from batchscope.config import (
 )
 from batchscope.engine.engine import Engine
 from batchscope.engine.player import ExperimentPlayer, first_config
-from batchscope.engine.report.devices import format_devices
 from batchscope.engine.report.run_report import experiment_block
 from batchscope.engine.report.segment import too_short
-from batchscope.engine.report.text import format_sessions, format_table
+from batchscope.engine.report.text import format_devices, format_sessions, format_table
 from batchscope.engine.snapshot import BusRecords
 from batchscope.experiment import load_experiment
 from batchscope.sim.prediction import add_predictions

@@ -43,9 +43,8 @@ from batchscope.config import (
     format_resolution,
     parse_devices,
 )
-from batchscope.engine.report.devices import format_devices
 from batchscope.engine.report.run_report import experiment_block
-from batchscope.engine.report.text import format_table
+from batchscope.engine.report.text import format_devices, format_table
 from batchscope.experiment import load_experiment
 from batchscope.profiles.profile import load_profile
 from batchscope.sim.devices import (

@@ -8,7 +8,7 @@ policy object per device (the config's knobs), and the mailboxes' router
 opens. Each worker batches only the windows placed on it (Worker.device), runs
 them on its own backend (the config's emulated profile) and records its batches
 with its index, so one metrics store holds them all and the report splits them
-(engine/report/devices.py).
+(engine/stats.py: device_entries).
 
 Device 0 is the engine's own worker (which is also a serving engine's client); this
 holds devices 1…N−1. A change of devices is part of a live change's transaction

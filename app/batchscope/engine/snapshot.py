@@ -146,7 +146,7 @@ class Snapshot:
     # the machine's load (engine/host_check.LoadWatch): others' work or BatchScope's own
     host_load: dict[str, Any] = field(default_factory=dict)
     # on several devices, what each did over the scope: the report's ``devices`` entries
-    # (engine/report/devices.py), device 0 first; empty on one device
+    # (engine/stats.py: device_entries), device 0 first; empty on one device
     devices: list[dict[str, Any]] = field(default_factory=list)
 
     @property

@@ -17,6 +17,10 @@ with that setting (:mod:`batchscope.sim.devices`):
   upwards from ``N × M + 1`` sessions (``--devices N``) or downwards from the pinned
   answer's device count (``--sessions S``) until a count fails.
 
+Least-loaded's seeds are independent runs: with ``workers`` > 1 (Linux) they play in that
+many forked processes, as the one-device planner's cells do, and the first seed that
+fails cancels the others.
+
 A count *fits* when, for every seed ``0 … seeds-1``, the slowest session gets at least
 ``min_fps_ratio × fps`` and the overall p99 stays within the budget — the one-device
 planner's rule, on the devices' report (figures by their definitions in ``run``). The
@@ -26,19 +30,33 @@ answer prefers fewer devices, then (at the same count) ``pinned``, the simpler r
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import multiprocessing as mp
+import os
+import sys
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-from batchscope.config import KNOBS, ConfigError
+from batchscope.config import KNOBS, ConfigError, RunConfig
 from batchscope.profiles.profile import DeviceProfile
 from batchscope.sim.devices import Device, load_devices, simulate_devices
+from batchscope.sim.planner.present import POLL_S, tie_to_parent
 from batchscope.sim.planner.results import Plan, PlanCancelled
 from batchscope.sim.simulator import DEFAULT_WARMUP_S
 
 DEVICES_MAX = int(KNOBS["devices"].hi)  # the most devices `plan --sessions` considers
 #: (devices, router, sessions, fits) of each count tried, for the report
 Tried = list[tuple[int, str, int, bool]]
+#: a seed's figures on the devices: the slowest session's fps, p99 ms, each device's busy
+Figures = tuple[float, float, list[float]]
+
+
+def seed_figures(config: RunConfig, on: list[Device], router: str, warmup_s: float) -> Figures:
+    """One seed's run on the devices (``config`` has the seed), as the search judges it."""
+    report = simulate_devices(config, on, router, warmup_s)
+    o = report["overall"]
+    return o["min_fps"], o["latency_ms"]["p99"], [d["busy"] for d in report["devices"]]
 
 
 @dataclass(frozen=True)
@@ -78,11 +96,21 @@ class DevicesSearch:
         profile: DeviceProfile,
         warmup_s: float = DEFAULT_WARMUP_S,
         cancelled: Callable[[], bool] | None = None,
+        workers: int = 1,
     ) -> None:
         self.result = result
         self.profile = profile
         self.warmup_s = warmup_s
         self.cancelled = cancelled
+        forks = workers > 1 and result.seeds > 1 and sys.platform == "linux"
+        self._pool: ProcessPoolExecutor | None = None
+        if forks:  # made on this (the caller's main) thread, each worker tied to it
+            self._pool = ProcessPoolExecutor(
+                workers,
+                mp_context=mp.get_context("fork"),
+                initializer=tie_to_parent,
+                initargs=(os.getpid(),),
+            )
         self.base = result.config()
         self.tried: Tried = []
         self.figures: dict[tuple[int, str, int], tuple[float, float, list[float]]] = {}
@@ -114,27 +142,54 @@ class DevicesSearch:
         self.figures[(devices, "pinned", sessions)] = (worst.min_fps_worst, p99, spread)
         return ok
 
+    def close(self) -> None:
+        """Stop the forked workers (if any)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
     def _played(self, devices: int, router: str, sessions: int) -> bool:
-        """The devices played together (:mod:`batchscope.sim.devices`), seed after seed."""
+        """The devices played together (:mod:`batchscope.sim.devices`), every seed (in the
+        forked workers when there are some); the first failing seed rejects the count."""
         budget = self.result.budget
         on: list[Device] = load_devices([self.profile.name] * devices, self.profile)
-        worst: tuple[float, float, list[float]] | None = None
+        configs = [
+            self.base.with_changes(sessions=sessions, seed=seed)
+            for seed in range(self.result.seeds)
+        ]
+        worst: Figures | None = None
         ok = True
-        for seed in range(self.result.seeds):
-            if self.cancelled is not None and self.cancelled():
-                raise PlanCancelled()
-            config = self.base.with_changes(sessions=sessions, seed=seed)
-            report = simulate_devices(config, on, router, self.warmup_s)
-            o = report["overall"]
-            figures = (o["min_fps"], o["latency_ms"]["p99"], [d["busy"] for d in report["devices"]])
+        for figures in self._seeds(configs, on, router):
             if worst is None or (figures[0], -figures[1]) < (worst[0], -worst[1]):
                 worst = figures
             if not budget.meets(figures[0], figures[1]):
                 ok = False
-                break  # the first failing seed rejects it
+                break  # the first failing seed rejects it (the others are cancelled)
         assert worst is not None
         self.figures[(devices, router, sessions)] = worst
         return ok
+
+    def _seeds(self, configs: list[RunConfig], on: list[Device], router: str) -> Iterator[Figures]:
+        """Each seed's figures, in order here or as they finish in the workers."""
+        if self._pool is None:
+            for config in configs:
+                if self.cancelled is not None and self.cancelled():
+                    raise PlanCancelled()
+                yield seed_figures(config, on, router, self.warmup_s)
+            return
+        running: set[Future] = {
+            self._pool.submit(seed_figures, c, on, router, self.warmup_s) for c in configs
+        }
+        try:
+            while running:
+                finished, running = wait(running, POLL_S, FIRST_COMPLETED)
+                for done in finished:
+                    yield done.result()
+                if self.cancelled is not None and self.cancelled():
+                    raise PlanCancelled()
+        finally:  # a failing seed (or a cancel) leaves the rest unplayed
+            for future in running:
+                future.cancel()
 
     def answer(self, devices: int, router: str, sessions: int) -> DevicesPlan:
         min_fps, p99, busy = self.figures[(devices, router, sessions)]
@@ -168,12 +223,21 @@ def sessions_for_devices(
     devices: int,
     warmup_s: float = DEFAULT_WARMUP_S,
     cancelled: Callable[[], bool] | None = None,
+    workers: int = 1,
 ) -> DevicesPlan:
-    """The most sessions ``devices`` devices carry with the plan's setting (module doc)."""
+    """The most sessions ``devices`` devices carry with the plan's setting (module doc);
+    ``workers`` > 1: least-loaded's seeds in that many forked processes."""
     if not 1 <= devices <= DEVICES_MAX:
         raise ConfigError("devices", devices, f"must be 1 to {DEVICES_MAX} devices")
     m = _one_device(result)
-    search = DevicesSearch(result, profile, warmup_s, cancelled)
+    search = DevicesSearch(result, profile, warmup_s, cancelled, workers)
+    try:
+        return _sessions_for(search, devices, m)
+    finally:
+        search.close()
+
+
+def _sessions_for(search: DevicesSearch, devices: int, m: int) -> DevicesPlan:
     most = devices * m
     if not search.fits(devices, "pinned", most):  # the partition's runs, on N devices
         raise ConfigError(
@@ -198,13 +262,22 @@ def fewest_devices(
     devices_max: int = DEVICES_MAX,
     warmup_s: float = DEFAULT_WARMUP_S,
     cancelled: Callable[[], bool] | None = None,
+    workers: int = 1,
 ) -> DevicesPlan | None:
-    """The fewest devices that carry ``sessions`` (None: not within ``devices_max``)."""
+    """The fewest devices that carry ``sessions`` (None: not within ``devices_max``);
+    ``workers`` > 1: least-loaded's seeds in that many forked processes."""
     KNOBS["sessions"].check(sessions)
     if not 1 <= devices_max <= DEVICES_MAX:
         raise ConfigError("devices_max", devices_max, f"must be 1 to {DEVICES_MAX} devices")
     m = _one_device(result)
-    search = DevicesSearch(result, profile, warmup_s, cancelled)
+    search = DevicesSearch(result, profile, warmup_s, cancelled, workers)
+    try:
+        return _fewest(search, sessions, devices_max, m)
+    finally:
+        search.close()
+
+
+def _fewest(search: DevicesSearch, sessions: int, devices_max: int, m: int) -> DevicesPlan | None:
     n = math.ceil(sessions / m)
     while n <= devices_max and not search.fits(n, "pinned", sessions):
         n += 1  # a partition of ⌊S/N⌋ may not fit where M does (not monotone)

@@ -139,7 +139,7 @@ def _play_cells(
     context = mp.get_context("fork")  # the evaluator's reused runs come along; no pickling
     try:
         with ProcessPoolExecutor(
-            workers, mp_context=context, initializer=_tie_to_parent, initargs=(os.getpid(),)
+            workers, mp_context=context, initializer=tie_to_parent, initargs=(os.getpid(),)
         ) as pool:
             # policy after policy (so their curves complete in turn, for the progress), each
             # one's costliest counts first (so the last cells, small, even out the workers)
@@ -167,7 +167,7 @@ def _play_in_worker(cell: Cell) -> list[Figures]:
     return _play_cell(evaluator, plan_, cell)
 
 
-def _tie_to_parent(parent: int) -> None:
+def tie_to_parent(parent: int) -> None:
     """A worker ends with the process that forked it (SIGTERM from the kernel when it dies,
     even by SIGKILL; the pool is made and used on that process's main thread)."""
     with contextlib.suppress(OSError, AttributeError):

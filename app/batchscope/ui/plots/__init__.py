@@ -1,7 +1,7 @@
 """The dashboard's figures: time plots, distributions, the bus view, the headline numbers."""
 
 from batchscope.ui.plots.bus import BusView
-from batchscope.ui.plots.devices import DeviceBars
+from batchscope.ui.plots.device_bars import DeviceBars
 from batchscope.ui.plots.distributions import (
     BatchSizeBars,
     LatencyHistogram,

@@ -295,8 +295,7 @@ def _lane_ticks(lay: BusLayout, presentation: bool) -> list[list[tuple[float, st
     else:  # a band per device, device 0 at the bottom
         every = max(1, int(np.ceil(lay.devices / 4)))
         ticks = [
-            (lay.band[0] + lay.device_h * (d + 0.5), f"D{d}")
-            for d in range(0, lay.devices, every)
+            (lay.band[0] + lay.device_h * (d + 0.5), f"D{d}") for d in range(0, lay.devices, every)
         ]
     ticks += [(lay.lane_y(sid), f"S{sid}") for sid in lay.lanes[::step]]
     return [ticks]
