@@ -24,6 +24,7 @@ Five tables, each measured in this one run:
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 from batchscope.config import RunConfig
@@ -78,20 +79,23 @@ def speed(devices: int, per_device: int) -> None:
 
 def fewest() -> None:
     print("\n## fewest devices: server-24gb 512x288 fp16, 30 fps, p99 <= 100 ms, 8 seeds x 30 s")
-    print("| sessions | devices | router | setting | slowest fps | p99 ms | wall s |")
-    print("|---|---|---|---|---|---|---|")
+    print("| sessions | devices | router | setting | slowest fps | p99 ms | wall s | processes |")
+    print("|---|---|---|---|---|---|---|---|")
     profile = load_profile("server-24gb")
+    cores = len(os.sched_getaffinity(0))  # as plan --sessions plays least-loaded's seeds
     for sessions in (200, 256):
-        t = time.perf_counter()
-        result = plan(profile, "fp16", (512, 288), Budget(30.0, 100.0))
-        answer = fewest_devices(result, profile, sessions)
-        wall = time.perf_counter() - t
-        rec = result.recommended
-        assert answer is not None
-        print(
-            f"| {sessions} | {answer.devices} | {answer.router} | {rec.policy} {rec.params} | "
-            f"{answer.min_fps_worst:.1f} | {answer.p99_worst:.1f} | {wall:.1f} |"
-        )
+        for workers in sorted({1, cores}):
+            t = time.perf_counter()
+            result = plan(profile, "fp16", (512, 288), Budget(30.0, 100.0))
+            answer = fewest_devices(result, profile, sessions, workers=workers)
+            wall = time.perf_counter() - t
+            rec = result.recommended
+            assert answer is not None
+            print(
+                f"| {sessions} | {answer.devices} | {answer.router} | {rec.policy} {rec.params}"
+                f" | {answer.min_fps_worst:.1f} | {answer.p99_worst:.1f} | {wall:.1f} "
+                f"| {workers} |"
+            )
 
 
 def worst_over_seeds(sessions: int, policy: str, knobs: dict, report_of) -> str:
