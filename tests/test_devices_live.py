@@ -294,3 +294,57 @@ def test_the_bus_view_has_a_band_per_device_and_each_window_in_its_devices_band(
     lo = np.clip(lay.batches["start"], lay.t_min, lay.t_max)
     hi = np.clip(lay.batches["end"], lay.t_min, lay.t_max)
     assert lay.busy() == pytest.approx(float((hi - lo).sum()) / span / 2)
+
+
+EXPERIMENT = """
+name = "two-devices"
+duration = 6
+
+[base]
+backend = "emulated"
+profile = "laptop-8gb"
+precision = "fp16"
+resolution = "256x144"
+
+[[step]]
+at = 0
+sessions = 12
+policy = "all"
+
+[[step]]
+at = 3
+devices = 2
+router = "pinned"
+"""
+
+
+def test_an_experiment_changes_devices_live_and_each_segment_is_predicted_on_its_devices(
+    tmp_path, capsys
+):
+    """Live, a step to 2 devices is predicted by the devices' simulator (the one-device
+    prediction said p50 12 ms where 2 devices serve in 7); the one-device simulator
+    refuses the experiment rather than play it on one device."""
+    from batchscope.sim.devices import load_devices, simulate_devices
+    from batchscope.sim.prediction import predict_segment
+
+    path = tmp_path / "two.toml"
+    path.write_text(EXPERIMENT)
+    out = tmp_path / "r.json"
+    assert main(["run", "--experiment", str(path), "--quiet", "--json", str(out)]) == 0
+    import json
+
+    segments = json.loads(out.read_text())["segments"]
+    assert segments[1]["changes"] == {"devices": 2, "router": "pinned"}
+    config = _config(sessions=12, devices=2, router="pinned")
+    measured = segments[1]["measured_s"]
+    alone = simulate_devices(
+        config.with_changes(duration_s=measured), load_devices(["laptop-8gb"] * 2), "pinned", 1.0
+    )
+    predicted = segments[1]["predicted"]
+    assert predicted["latency_ms"]["p50"] == alone["overall"]["latency_ms"]["p50"]
+    one = predict_segment(config.with_changes(devices=1, router="least-loaded"), measured)
+    assert one is not None and one["latency_ms"]["p50"] > predicted["latency_ms"]["p50"]
+    capsys.readouterr()
+    assert main(["simulate", "--experiment", str(path)]) != 0
+    err = capsys.readouterr().err
+    assert "this simulator plays one device" in err and "Traceback" not in err

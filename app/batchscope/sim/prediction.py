@@ -12,7 +12,9 @@ segment's config, warmed up for the settling second a live segment leaves
 out (:data:`~batchscope.engine.segments.SETTLE_S`), then measured for the
 segment's ``measured_s``. It starts from empty mailboxes where the live
 segment starts from the previous setting's, which the settling second is
-there to wash out.
+there to wash out. A segment on several devices is predicted by the devices'
+simulator (:func:`~batchscope.sim.devices.simulate_devices`: its devices, its
+router), without a measured host's lateness, which that loop does not replay.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from batchscope.config import ConfigError, RunConfig
 from batchscope.engine.report.segment import too_short
 from batchscope.engine.segments import SETTLE_S
 from batchscope.profiles.profile import DeviceProfile, ProfileError, load_profile
+from batchscope.sim.devices import load_devices, simulate_devices
 from batchscope.sim.host_jitter import HostJitter
 from batchscope.sim.simulator import simulate
 
@@ -41,6 +44,8 @@ _SIMULATED_KEYS = (
     "drop_after_ms",
     "neighbours",
     "neighbour_duty",
+    "devices",
+    "router",
 )
 
 
@@ -73,7 +78,13 @@ def predict_segment(
                 return None
             profile = load_profile(config.profile or "")
         config = config.with_changes(duration_s=duration_s, seed=seed)
-        report = simulate(config, profile, SETTLE_S, jitter)
+        if config.devices > 1:  # its devices (each its own profile), its router
+            names = config.profiles or [profile.name] * config.devices
+            on = load_devices(names, profile)
+            report = simulate_devices(config, on, config.router, SETTLE_S)
+            jitter = None  # not replayed on several devices (sim/devices.py)
+        else:
+            report = simulate(config, profile, SETTLE_S, jitter)
     except (ProfileError, ConfigError):
         return None
     overall = report["overall"]
@@ -121,6 +132,7 @@ def _predict(
             backend="emulated",
             profile=profile.name if profile else cfg.get("profile"),
             resolution=tuple(cfg["resolution"]),
+            profiles=tuple(cfg.get("profiles") or ()) if cfg.get("backend") == "emulated" else (),
             **{k: cfg[k] for k in _SIMULATED_KEYS if k in cfg},
         )
     except (ConfigError, TypeError, KeyError):

@@ -221,6 +221,14 @@ def play_records(
     """
     if not warmup_s >= 0:
         raise ConfigError("warmup", warmup_s, "must be 0 or more seconds")
+    several = max(c.devices for c in (experiment.base, *experiment.configs))
+    if several > 1:  # never played on one device in silence
+        raise ConfigError(
+            "devices",
+            several,
+            "this simulator plays one device: several play in simulate --devices (one "
+            "config, no experiment yet) and live (run --experiment)",
+        )
     steps = experiment.steps
     opening = steps[0] if steps and steps[0].at == 0 else None
     config = experiment.base.with_changes(**opening.changes) if opening else experiment.base
