@@ -87,3 +87,17 @@ def fakes(monkeypatch):
     from fake_serving import install_fakes
 
     return install_fakes(monkeypatch)
+
+
+@pytest.fixture
+def controls(qtbot):
+    """The controls panel on this machine's devices (no GPU), its sends in ``.sent``."""
+    from batchscope.ui.controls.device_options import device_choices
+    from batchscope.ui.controls.panel import ControlsPanel
+
+    panel = ControlsPanel(device_choices(gpus=[]))
+    qtbot.addWidget(panel)
+    sent: list[dict] = []
+    panel.changed.connect(sent.append)
+    panel.sent = sent
+    return panel

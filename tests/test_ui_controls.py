@@ -2,21 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
-
 from batchscope.config import DYNAMIC_DEFAULT_MAX_BATCH, KNOBS, RunConfig
 from batchscope.ui.controls.device_options import device_choices
 from batchscope.ui.controls.panel import ControlsPanel
-
-
-@pytest.fixture
-def controls(qtbot):
-    panel = ControlsPanel(device_choices(gpus=[]))
-    qtbot.addWidget(panel)
-    sent: list[dict] = []
-    panel.changed.connect(sent.append)
-    panel.sent = sent
-    return panel
 
 
 def pick(combo, data) -> None:

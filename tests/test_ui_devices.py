@@ -6,22 +6,10 @@ import pytest
 
 from batchscope.config import RunConfig
 from batchscope.engine.engine import Engine
-from batchscope.ui.controls.device_options import device_choices
-from batchscope.ui.controls.panel import ControlsPanel
 from batchscope.ui.plots.device_bars import DeviceBars, mean_batch
 from batchscope.ui.theme import Look
 from contract import SMALL_EMULATED, wait_for
 from test_ui_controls import pick
-
-
-@pytest.fixture
-def controls(qtbot):
-    panel = ControlsPanel(device_choices(gpus=[]))
-    qtbot.addWidget(panel)
-    sent: list[dict] = []
-    panel.changed.connect(sent.append)
-    panel.sent = sent
-    return panel
 
 
 def test_the_devices_slider_and_the_router_send_their_fields(controls, qtbot):
