@@ -46,6 +46,23 @@ def test_one_device_plays_as_the_one_device_simulator(policy, knobs, sessions):
         assert report["devices"][0]["batch_sizes"] == alone["batch_sizes"]
 
 
+@pytest.mark.parametrize("sessions", [3, 8])
+def test_a_deadline_drop_on_one_device_plays_as_the_one_device_simulator(sessions):
+    """--drop-after-ms on the devices' loop: one device drops what the one-device loop
+    drops, at the same instants (8 sessions overload the laptop: windows expire)."""
+    config = RunConfig(
+        sessions=sessions, policy="oldest", drop_after_ms=20.0, duration_s=5.0, **LAPTOP
+    )
+    alone = simulate(config)
+    report = simulate_devices(config, load_devices(["laptop-8gb"]), "least-loaded")
+    for key in (*FIGURES, "expired"):
+        assert report["overall"][key] == alone["overall"][key], key
+    assert (report["overall"]["expired"] > 0) == (sessions == 8)
+    # on two devices the same sessions fit: nothing waits past the limit
+    two = simulate_devices(config, load_devices(["laptop-8gb"] * 2), "least-loaded")
+    assert two["overall"]["expired"] < report["overall"]["expired"] or sessions == 3
+
+
 def test_pinned_deals_sessions_by_count_and_keeps_each_on_its_device():
     config = RunConfig(sessions=7, policy="all", duration_s=3.0, **LAPTOP)
     curves = [d.curve(config) for d in load_devices(["laptop-8gb"] * 3)]
@@ -93,8 +110,8 @@ def test_device_lists_name_profiles_and_refuse_real_devices():
     for bad, why in [("0", "at most 256"), ("cuda:0,cuda:1", "real device"), ("a,,b", "a count")]:
         with pytest.raises(ConfigError, match=why):
             parse_devices(bad, "laptop-8gb")
-    config = RunConfig(sessions=2, policy="all", duration_s=1.0, drop_after_ms=50.0, **LAPTOP)
-    with pytest.raises(ConfigError, match="drop_after_ms"):
+    config = RunConfig(sessions=2, policy="all", duration_s=1.0, neighbours=2, **LAPTOP)
+    with pytest.raises(ConfigError, match="neighbours"):
         simulate_devices(config, load_devices(["laptop-8gb"] * 2), "pinned")
     with pytest.raises(ConfigError, match="unknown router"):
         simulate_devices(config, load_devices(["laptop-8gb"]), "random")

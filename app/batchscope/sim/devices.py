@@ -34,9 +34,11 @@ sessions on it; least-loaded: those it served in the measured interval), ``busy`
 
 A session's pace may change during the run (:class:`Pace`: a burst at K × fps, a stall at
 0, back to 1), by the live feeder's rule (``Clock.set_scale``), as the burst and stall
-faults set it. What it does not play yet: experiment steps, the other faults,
-``drop_after_ms``, neighbours and a measured host's lateness (the last three refused with
-one clear error; the CLI refuses ``--experiment``): a run of one config.
+faults set it. ``drop_after_ms`` drops a window that waited past it on its device, by
+the mailboxes' rule (checked when the device could take a batch, as the one-device loop
+does). What it does not play yet: experiment steps, the other faults, neighbours and a measured host's
+lateness (the last two refused with one clear error; the CLI refuses ``--experiment``):
+a run of one config.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from __future__ import annotations
 import heapq
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
@@ -113,6 +115,7 @@ class DevicesPlayed:
     t0: float
     t_end: float
     pinned: list[int] | None  # sessions per device (pinned), None (least-loaded)
+    expired: list[tuple[int, float]] = field(default_factory=list)  # (session, t) dropped
 
 
 def play_devices(
@@ -145,6 +148,9 @@ def play_devices(
     frames = clock.schedule(0.0, change_at)
     ft, fs, opened = frames.times, frames.sessions, frames.opened
     policies = [make_policy(config) for _ in curves]
+    ms = config.drop_after_ms
+    drop_s = None if ms is None else ms / 1000.0  # the worker's deadline drop, per device
+    expired: list[tuple[int, float]] = []
     pending: list[dict[int, list[Any]]] = [{} for _ in curves]  # per device, by session
     where: dict[int, int] = {}  # session -> the device its waiting window waits on
     busy = [False] * n_dev
@@ -228,6 +234,12 @@ def play_devices(
                     policy.observe(n, (now - min(map(_arrival_of, batch))) * 1000.0)
             if timers[d] <= now:
                 timers[d] = NEVER
+            if drop_s is not None and not busy[d]:  # Mailboxes.expire's rule, on its device
+                mine = pending[d]
+                for s in [s for s, r in mine.items() if now - r[0] > drop_s]:
+                    del mine[s], where[s]
+                    if now >= t0:
+                        expired.append((s, now))
             if busy[d] or not pending[d]:
                 continue
             policy = policies[d]
@@ -256,15 +268,11 @@ def play_devices(
                 heapq.heappush(heap, (wait_until, d))
         touched.clear()
     frames.published = i
-    return DevicesPlayed(measured, delivered, clock, t0, t_end, pinned_counts(pins, n_dev))
+    return DevicesPlayed(measured, delivered, clock, t0, t_end, pinned_counts(pins, n_dev), expired)
 
 
 def _refuse_unplayed(config: RunConfig) -> None:
     """One clear error for what the devices' loop does not play (module doc)."""
-    if config.drop_after_ms is not None:
-        raise ConfigError(
-            "drop_after_ms", config.drop_after_ms, "is not simulated on several devices yet"
-        )
     if config.neighbours:
         raise ConfigError(
             "neighbours", config.neighbours, "is not simulated on several devices yet"
@@ -324,6 +332,7 @@ def devices_report(
             f"router {router}",
             "weights": "simulated device: no model runs",
         },
+        expired=dict(Counter(s for s, _ in played.expired)),
     )
     report["router"] = router
     report["devices"] = device_entries(items, batches, labels, duration, played.pinned)
