@@ -30,6 +30,7 @@ REPEAT = 20
 class _Source:
     name: str = "synthetic"
     has_truth: bool = True  # the worst case: every session's accuracy summed up too
+    trouble: str | None = None  # a network stream's (none here)
 
     def truth(self, index: int) -> None:
         return None
@@ -48,11 +49,14 @@ def filled_store(sessions: int) -> MetricsStore:
     rng = np.random.default_rng(0)
     for k in range(WINDOWS // 8):
         t = k * 0.001
+        # every ITEM_DTYPE and BATCH_DTYPE field, in order (scored hits, no host lateness)
+        times = (t, t + 0.010, t + 0.011, t + 0.020, t + 0.021)
         items = [
-            (int(s), 8, t, t + 0.010, t + 0.011, t + 0.020, t + 0.021, True, True, 0.5, 12.0)
+            (int(s), 8, *times, True, True, True, True, 0.5, 12.0, 0.0, 0.0, 0.0, 0)
             for s in rng.integers(sessions, size=8)
         ]
-        store.record_batch(items, (t + 0.010, 8, 0.001, 0.009, 0.001, t + 0.021, 1, 0), {})
+        batch = (t + 0.010, 8, 0.001, 0.009, 0.001, t + 0.021, 1, 0, 0, 0.0, 0.0, 0)
+        store.record_batch(items, batch, {})
     return store
 
 
