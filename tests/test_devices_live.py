@@ -348,3 +348,18 @@ def test_an_experiment_changes_devices_live_and_each_segment_is_predicted_on_its
     assert main(["simulate", "--experiment", str(path)]) != 0
     err = capsys.readouterr().err
     assert "this simulator plays one device" in err and "Traceback" not in err
+
+
+def test_a_recording_says_which_device_ran_each_batch(tmp_path):
+    import csv
+
+    engine = _started(_config(devices=2, sessions=4, router="pinned"))
+    try:
+        folder = engine.start_recording(tmp_path / "rec")
+        assert wait_for(lambda: len(_batches(engine)) > 40, START_S)
+        engine.stop_recording()
+    finally:
+        engine.stop(5.0)
+    with open(folder / "batches.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert rows and {r["device"] for r in rows} == {"0", "1"}
