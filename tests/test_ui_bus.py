@@ -13,8 +13,6 @@ from batchscope.engine.snapshot import BusRecords, SessionView
 from batchscope.engine.stats import BATCH_DTYPE, ITEM_DTYPE, OVERWRITE_DTYPE
 from batchscope.experiment import ExperimentError, Fault
 from batchscope.render.palette import session_colour
-from batchscope.ui.controls.device_options import device_choices
-from batchscope.ui.controls.panel import ControlsPanel
 from batchscope.ui.sessions.panel import COLUMNS, SessionsPanel
 from batchscope.ui.theme import Look
 from batchscope.ui.window.faults_menu import KINDS, FaultDialog, inject, parse_fault
@@ -163,16 +161,6 @@ def test_the_adaptive_cap_shows_under_the_bus(dashboard, qtbot):
     qtbot.waitUntil(lambda: bus.state_widget.isVisible(), timeout=10_000)
     caps = bus.cap_curve.yData
     assert caps is not None and caps.max() >= 1  # batches before the switch have no cap (0)
-
-
-@pytest.fixture
-def controls(qtbot):
-    panel = ControlsPanel(device_choices(gpus=[]))
-    qtbot.addWidget(panel)
-    sent: list[dict] = []
-    panel.changed.connect(sent.append)
-    panel.sent = sent
-    return panel
 
 
 def test_the_neighbour_sliders_send_only_their_field(controls, qtbot):

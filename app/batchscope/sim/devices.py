@@ -36,9 +36,9 @@ A session's pace may change during the run (:class:`Pace`: a burst at K × fps, 
 0, back to 1), by the live feeder's rule (``Clock.set_scale``), as the burst and stall
 faults set it. ``drop_after_ms`` drops a window that waited past it on its device, by
 the mailboxes' rule (checked when the device could take a batch, as the one-device loop
-does). What it does not play yet: experiment steps, the other faults, neighbours and a measured host's
-lateness (the last two refused with one clear error; the CLI refuses ``--experiment``):
-a run of one config.
+does). What it does not play yet: experiment steps, the other faults, neighbours and a
+measured host's lateness (the last two refused with one clear error; the CLI refuses
+``--experiment``): a run of one config.
 """
 
 from __future__ import annotations
