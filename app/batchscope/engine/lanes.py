@@ -125,9 +125,7 @@ class Lanes:
     def release(self, built: LanesBuilt) -> None:
         """Give back a build not swapped in: its backends closed, its new workers stopped."""
         for worker, backend in zip(built.workers, built.backends, strict=False):
-            future = worker.discard(backend)
-            if future.done() and future.exception() is not None:  # the worker is gone
-                backend.close()
+            worker.discard(backend)
         for worker in built.new:
             worker.stop(LANE_STOP_S)
 

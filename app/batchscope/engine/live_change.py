@@ -235,9 +235,7 @@ class LiveChange:
         if lanes is not None:
             self._engine.release_lanes(lanes)
         if backend is not None:
-            future = self._engine.worker.discard(backend)
-            if future.done() and future.exception() is not None:  # the worker is gone
-                backend.close()
+            self._engine.worker.discard(backend)
 
     def _set_neighbours(self, config: RunConfig) -> None:
         """Worker thread: the emulated device's neighbours change between two batches."""

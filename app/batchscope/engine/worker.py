@@ -158,12 +158,12 @@ class Worker:
             closer.join()
         self._closers = []
 
-    def discard(self, backend: Backend) -> Future:
-        """Close a built backend that will not be used (on the thread that built it).
-
-        The Future fails with WorkerStopped at once if the worker has stopped.
-        """
-        return self.call(backend.close)
+    def discard(self, backend: Backend) -> None:
+        """Close a built backend that will not be used: on the thread that built it, or
+        here at once if the worker has stopped."""
+        future = self.call(backend.close)
+        if future.done() and future.exception() is not None:  # the worker is gone
+            backend.close()
 
     def set_policy(self, policy: BatchPolicy) -> None:
         """Use ``policy`` from the next batch on."""
