@@ -204,6 +204,8 @@ def play_devices(
         while heap and heap[0][0] != free_at[heap[0][1]] and heap[0][0] != timers[heap[0][1]]:
             heapq.heappop(heap)  # superseded
         now = min(ft[i], heap[0][0] if heap else NEVER)
+        if now == NEVER and change_at == NEVER:  # every window published, every batch ended
+            break  # (before the run's end: its last batch ended early, or no frames at all)
         if change_at <= now:  # a session's pace changes: its frames from then on
             now = change_at
             i = publish(ft, fs, opened, i, now, before=True)  # under the old pace
