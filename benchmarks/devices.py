@@ -1,6 +1,6 @@
 """Several devices: the simulator's speed, the planner's fewest-devices answer, routers, live.
 
-Five tables, each measured in this one run:
+Six tables, each measured in this one run:
 
 1. **Speed**: 30 s of ``--devices`` devices × ``--per-device`` sessions (server-24gb,
    512x288 fp16, 30 fps) for each policy, best of 3: wall seconds, simulated seconds
@@ -17,6 +17,12 @@ Five tables, each measured in this one run:
    256x144 fp16, 20 s after 2 s), pinned and least-loaded, beside the simulator on the
    same config and seed: served / simulated for throughput, slowest fps, p50 and p99, and
    each device's busy share live and simulated.
+6. **MIG slices vs the whole GPU** (emulated slices, ``NAME@Kg``: scaled by an assumption,
+   ``profiles/profile.py``'s ``mig_slice``): the whole device, 2 x 3g, 3 x 2g and 7 x 1g
+   of laptop-8gb at 256x144 (p99 <= 50 ms) and server-24gb at 512x288 (p99 <= 100 ms):
+   each layout's most sessions with its own plan's setting, and the whole device's most
+   sessions played on it with that setting (least-loaded; the worst of 8 seeds' slowest
+   session, p50 and p99).
 
     PYTHONPATH=app python benchmarks/devices.py [--devices 4] [--per-device 64]
 """
@@ -208,13 +214,57 @@ def live_vs_simulated() -> None:
                 )
 
 
+def mig() -> None:
+    """7 slices vs one whole GPU: each layout's most sessions (its own plan's setting, the
+    better router), and the whole device's most sessions played on the slices."""
+    from batchscope.config import ConfigError
+    from batchscope.sim.planner.devices import sessions_for_devices
+
+    cases = (("laptop-8gb", (256, 144), 50.0), ("server-24gb", (512, 288), 100.0))
+    layouts = ((1, None), (2, 3), (3, 2), (7, 1))  # (count, slice size): None the whole
+    print("\n## MIG slices (emulated, scaled by assumption) vs the whole GPU, fp16, 8 seeds x 30 s")
+    print("| profile | budget | layout | compute | setting | most sessions | router "
+          "| the whole's sessions on it: slowest fps / p50 / p99 ms |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
+    for name, resolution, p99 in cases:
+        budget = Budget(30.0, p99)
+        whole = None
+        for count, k in layouts:
+            profile = load_profile(name if k is None else f"{name}@{k}g")
+            label = "whole" if k is None else f"{count} x {k}g"
+            compute = "7/7" if k is None else f"{count * k}/7"
+            result = plan(profile, "fp16", resolution, budget)
+            setting = result.config().policy_label()
+            try:
+                answer = sessions_for_devices(
+                    result, profile, count, workers=len(os.sched_getaffinity(0))
+                )
+                row = (setting, str(answer.sessions), answer.router)
+            except ConfigError:  # not one session within the budget on one slice
+                one = profile.curve("fp16", resolution).ms(1)
+                row = ("none", "0", f"- (one window takes {one:.0f} ms on a slice)")
+            if k is None:
+                whole = int(row[1])
+            worst = [1e9, 0.0, 0.0]  # slowest fps, p50, p99 over the seeds
+            on = load_devices([profile.name] * count, profile)
+            for seed in range(8):
+                config = result.config().with_changes(sessions=whole, seed=seed, duration_s=30.0)
+                o = simulate_devices(config, on, "least-loaded")["overall"]
+                worst[0] = min(worst[0], o["min_fps"])
+                worst[1] = max(worst[1], o["latency_ms"]["p50"])
+                worst[2] = max(worst[2], o["latency_ms"]["p99"])
+            on_it = f"{worst[0]:.1f} / {worst[1]:.1f} / {worst[2]:.1f}"
+            print(f"| {name} {resolution[0]}x{resolution[1]} | p99 <= {p99:.0f} ms | {label} "
+                  f"| {compute} | {row[0]} | {row[1]} | {row[2]} | {on_it} |")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--devices", type=int, default=4)
     parser.add_argument("--per-device", type=int, default=64)
     parser.add_argument(
         "--only",
-        choices=("speed", "fewest", "routers", "uneven", "live"),
+        choices=("speed", "fewest", "routers", "uneven", "live", "mig"),
         help="one table only",
     )
     args = parser.parse_args()
@@ -224,6 +274,7 @@ def main() -> None:
         "routers": routers,
         "uneven": uneven_sessions,
         "live": live_vs_simulated,
+        "mig": mig,
     }
     for name, table in tables.items():
         if args.only in (None, name):

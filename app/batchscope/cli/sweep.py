@@ -19,7 +19,7 @@ from batchscope.profiles.curve_sweep import (
     run_sweep,
 )
 from batchscope.profiles.machine import PeakMemory, default_name, device_facts
-from batchscope.profiles.profile import DeviceProfile, list_profiles
+from batchscope.profiles.profile import MIG_SLICES, DeviceProfile, list_profiles
 
 
 def add_profile_commands(sub: Any) -> None:
@@ -48,6 +48,11 @@ def cmd_profiles(args: argparse.Namespace) -> int:
             print("\n".join(describe(item)))
         else:
             print(f"[{kind}] unusable: {item}")
+    sizes = ", ".join(f"NAME@{k}g" for k in MIG_SLICES)
+    print(
+        f"\nMIG slices of a GPU profile (e.g. server-24gb@1g): {sizes}; scaled from the"
+        " whole curve by an assumption, not measured (docs/USER_GUIDE.md, 'MIG slices')"
+    )
     return 0
 
 

@@ -30,6 +30,8 @@ point it is scaled proportionally from the first.
 from __future__ import annotations
 
 import json
+import math
+import re
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
@@ -73,8 +75,9 @@ class BatchCurve:
     def measured(self) -> list[CurvePoint]:
         return [p for p in self.points if p.ms is not None]
 
-    def ms(self, batch: int) -> float:
-        """Milliseconds for one batch of ``batch`` windows."""
+    def ms(self, batch: float) -> float:
+        """Milliseconds for one batch of ``batch`` windows (a fraction is interpolated the
+        same way: a MIG slice's rule asks for n × 7/K, :func:`mig_slice`)."""
         pts = [(p.batch, p.ms) for p in self.points if p.ms is not None]
         if batch < 1:
             raise ValueError(f"batch must be ≥ 1, got {batch}")
@@ -259,10 +262,72 @@ def _profile_files() -> list[tuple[str, Path]]:
     return out
 
 
+# An emulated MIG slice of a profile: NAME@Kg (a GPU of 7 compute slices, as the A100,
+# H100 and H200 are cut): K -> the eighths of device memory that slice has
+MIG_SLICES = {1: 1, 2: 2, 3: 4, 4: 4, 7: 8}
+MIG_COMPUTE = 7
+_MIG_NAME = re.compile(r"(?P<base>.+)@(?P<k>\d+)g")
+
+
+def mig_slice(whole: DeviceProfile, k: int) -> DeviceProfile:
+    """``whole`` cut to a ``k``g MIG slice, by an assumption (not a measurement):
+
+    a batch of n windows on a ``k``g slice takes what the whole device takes for
+    n × 7/k windows — the slice has k/7 of the compute and of the memory bandwidth, the
+    per-batch fixed cost stays whole (launches, synchronisation), and slices do not
+    slow each other (MIG isolates them). On a curve linear in the batch size
+    (t = a + b·n) that is t = a + b·n·7/k. The points are that rule at every batch size
+    from 1 past the whole curve's last point (between and beyond them the slice is
+    linear, as the whole curve is), so the slice equals the rule at every whole batch.
+    Memory: the slice's eighths (``MIG_SLICES``); no peak memory per batch is carried.
+    Measure a real slice with ``sweep`` on its MIG device to replace the assumption.
+    """
+    name = f"{whole.name}@{k}g"
+    if k not in MIG_SLICES:
+        sizes = ", ".join(f"{n}g" for n in MIG_SLICES)
+        raise ProfileError(f"profile {name}: MIG slices are {sizes} (of {MIG_COMPUTE} compute)")
+    if whole.on_cpu:
+        raise ProfileError(f"profile {name}: {whole.name} was measured on a CPU; MIG cuts a GPU")
+    if whole.meta.get("mig"):
+        raise ProfileError(f"profile {name}: {whole.name} is already a MIG slice")
+    curves = []
+    for c in whole.curves:
+        last = c.measured[-1].batch
+        top = max(2, math.ceil(last * k / MIG_COMPUTE) + 1)
+        points = tuple(CurvePoint(n, c.ms(n * MIG_COMPUTE / k)) for n in range(1, top + 1))
+        curves.append(BatchCurve(c.precision, c.resolution, points, c.runtime, c.provider))
+    eighths = MIG_SLICES[k]
+    memory = None if whole.memory_total_mb is None else whole.memory_total_mb * eighths / 8
+    return DeviceProfile(
+        name=name,
+        device=f"{whole.device}, a MIG {k}g slice (assumed: {k}/{MIG_COMPUTE} of it)",
+        curves=tuple(curves),
+        memory_total_mb=memory,
+        source=(
+            f"scaled from {whole.name}, not measured: a batch of n on a {k}g slice takes what"
+            f" the whole device takes for n × {MIG_COMPUTE}/{k} windows (compute and memory"
+            " bandwidth split by slice, the per-batch fixed cost kept, no interference)"
+        ),
+        path=whole.path,
+        meta={
+            "mig": {
+                "of": whole.name,
+                "slice": f"{k}g",
+                "compute": f"{k}/{MIG_COMPUTE}",
+                "memory": f"{eighths}/8",
+            }
+        },
+    )
+
+
 def load_profile(name_or_path: str | Path) -> DeviceProfile:
-    """A profile by built-in/user name (``laptop-8gb``) or by path to a JSON file."""
+    """A profile by built-in/user name (``laptop-8gb``), by path to a JSON file, or an
+    emulated MIG slice of one (``server-24gb@1g``: :func:`mig_slice`)."""
     text = str(name_or_path)
     path = Path(text)
+    cut = _MIG_NAME.fullmatch(text)
+    if cut is not None and not path.exists():
+        return mig_slice(load_profile(cut["base"]), int(cut["k"]))
     if not (text.endswith(".json") or path.exists()):
         for _kind, candidate in _profile_files():
             if candidate.stem == text or _declared_name(candidate) == text:
