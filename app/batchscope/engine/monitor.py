@@ -19,7 +19,7 @@ import numpy as np
 
 from batchscope.engine.loop import LoopThread
 from batchscope.engine.metrics import MONITOR_PERIOD_S, MetricsStore, TimelineSample
-from batchscope.engine.stats import busy_fraction, live_fps
+from batchscope.engine.stats import busy_fraction, live_fps, pick
 
 
 def sample_timeline(
@@ -36,7 +36,7 @@ def sample_timeline(
     with store.lock:
         times = {sid: list(store.result_times.get(sid, ())) for sid in ids}
         batches = store.batches.tail(256)
-    recent = batches[batches["end"] > now - 1.0]
+    recent = pick(batches, batches["end"] > now - 1.0)
     window = min(1.0, now - stats_t0) or 1.0
     return TimelineSample(
         t=round(now - t0, 3),

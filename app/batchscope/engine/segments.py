@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from batchscope.config import RunConfig
+from batchscope.engine.stats import pick
 
 SETTLE_S = 1.0
 MIN_MEASURED_S = 1.0
@@ -140,7 +141,7 @@ def is_stable(items: np.ndarray, start: float, end: float) -> bool:
     throughput, latency = [], []
     for k in range(n - STABLE_WINDOWS, n):
         lo = start + k * STABLE_WINDOW_S
-        inside = items[(items["result"] >= lo) & (items["result"] < lo + STABLE_WINDOW_S)]
+        inside = pick(items, (items["result"] >= lo) & (items["result"] < lo + STABLE_WINDOW_S))
         if len(inside) == 0:
             return False
         throughput.append(len(inside) / STABLE_WINDOW_S)

@@ -22,11 +22,15 @@ from batchscope.engine.stats import (
     OVERWRITE_DTYPE,
     accuracy_summary,
     device_entries,
+    group_sessions,
     host_late_summary,
     latencies_ms,
+    latency_summaries,
     latency_summary,
     live_fps,
+    pick,
     stage_means,
+    stage_means_grouped,
 )
 
 #: What the live views (headline, histogram, stage bars, batch sizes, per-session p50)
@@ -221,17 +225,17 @@ def take_snapshot(store: MetricsStore, at: SnapshotInputs) -> Snapshot:
     if overwrites is not None and expiries is not None:
         bus_start = at.now - BUS_S
         bus = BusRecords(
-            items[items["result"] > bus_start],
-            batches[batches["end"] > bus_start],
-            overwrites[overwrites["t"] > bus_start],
+            pick(items, items["result"] > bus_start),
+            pick(batches, batches["end"] > bus_start),
+            pick(overwrites, overwrites["t"] > bus_start),
             at.t0,
-            expiries[expiries["t"] > bus_start],
+            pick(expiries, expiries["t"] > bus_start),
         )
-    host_late = host_late_summary(items[items["result"] > at.now - HOST_S])
+    host_late = host_late_summary(pick(items, items["result"] > at.now - HOST_S))
     end = np.inf if at.until is None else at.until
     truncated = len(items) > 0 and items["result"][0] > at.since and len(items) >= MAX_ITEMS
-    items = items[(items["result"] >= at.since) & (items["result"] <= end)]
-    scoped = batches[(batches["end"] >= at.since) & (batches["end"] <= end)]
+    items = pick(items, (items["result"] >= at.since) & (items["result"] <= end))
+    scoped = pick(batches, (batches["end"] >= at.since) & (batches["end"] <= end))
     sizes, counts = np.unique(scoped["size"], return_counts=True)
     devices = []
     if at.devices:  # the scope's wall time: from its start to its end, or now
@@ -239,19 +243,19 @@ def take_snapshot(store: MetricsStore, at: SnapshotInputs) -> Snapshot:
         devices = device_entries(items, scoped, at.devices, span, at.pinned)
     # group the windows by session once (a stable sort keeps each one's time order),
     # instead of one pass over all of them per session
-    by_session = items[np.argsort(items["session"], kind="stable")]
-    present, first, count = np.unique(by_session["session"], return_index=True, return_counts=True)
-    spans = {
-        int(sid): (int(a), int(a + c)) for sid, a, c in zip(present, first, count, strict=True)
-    }
+    by_session, spans, count = group_sessions(items)
+    # every session's summaries in one pass over the grouped windows
+    lat_all = latencies_ms(by_session)
+    summaries = latency_summaries(lat_all, count)
+    stages = stage_means_grouped(by_session, count)
     views: list[SessionView] = []
     recent: dict[int, np.ndarray] = {}
     for s in at.sessions:
         shown = latest.get(s.id)
         has_truth = s.source.has_truth
-        lo, hi = spans.get(s.id, (0, 0))
+        k, lo, hi = spans.get(s.id, (-1, 0, 0))
         mine = by_session[lo:hi]
-        lat = latencies_ms(mine)
+        lat = lat_all[lo:hi]
         recent[s.id] = lat
         views.append(
             SessionView(
@@ -262,8 +266,8 @@ def take_snapshot(store: MetricsStore, at: SnapshotInputs) -> Snapshot:
                 fps=live_fps(np.asarray(result_times.get(s.id, ()), float), at.now),
                 delivered=delivered.get(s.id, 0),
                 overwritten=at.overwritten.get(s.id, 0),
-                latency_ms=latency_summary(lat),
-                stages_ms=stage_means(mine),
+                latency_ms=summaries[k] if k >= 0 else latency_summary(lat),
+                stages_ms=stages[k] if k >= 0 else stage_means(mine),
                 latest=shown,
                 expired=(at.expired or {}).get(s.id, 0),
                 scored_items=mine if has_truth else None,

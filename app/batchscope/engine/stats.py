@@ -42,26 +42,79 @@ LIVE_FPS_WINDOW_S = 1.0
 STAGES = ("wait", "host", "prep", "compute", "post")
 
 
+#: The latency percentiles every summary gives, by numpy's default rule ("linear": the
+#: value at index q·(n−1) of the sorted latencies, interpolated between its neighbours)
+PERCENTILES = (50, 95, 99)
+_ZERO_LATENCY = {"mean": 0.0, "p50": 0.0, "p95": 0.0, "p99": 0.0, "max": 0.0}
+
+
 def latency_summary(ms: np.ndarray | Sequence[float]) -> dict[str, float]:
     """mean, p50, p95, p99, max of latencies in ms (zeros when there are none)."""
     a = np.asarray(ms, dtype=np.float64)
-    if a.size == 0:
-        return {"mean": 0.0, "p50": 0.0, "p95": 0.0, "p99": 0.0, "max": 0.0}
-    p50, p95, p99 = np.percentile(a, [50, 95, 99])
-    return {
-        "mean": round(float(a.mean()), 3),
-        "p50": round(float(p50), 3),
-        "p95": round(float(p95), 3),
-        "p99": round(float(p99), 3),
-        "max": round(float(a.max()), 3),
+    return latency_summaries(a, [a.size])[0]
+
+
+def latency_summaries(ms: np.ndarray, counts: Sequence[int] | np.ndarray) -> list[dict[str, float]]:
+    """:func:`latency_summary` of each group of ``ms``, the groups consecutive runs of
+    ``counts`` values, in one pass over all of them (the UI summarises every session 15
+    times a second). The percentiles are ``np.percentile``'s to the bit (its linear rule:
+    ``tests/test_stats_groups.py``); a mean is the group's sum over its count."""
+    ms = np.asarray(ms, dtype=np.float64)
+    counts = np.asarray(counts, dtype=np.intp)
+    full = np.flatnonzero(counts)
+    out = [dict(_ZERO_LATENCY) for _ in counts]
+    if full.size == 0:
+        return out
+    n = counts[full]
+    ends = np.cumsum(counts)[full]
+    starts = ends - n
+    group = np.repeat(np.arange(full.size), n)
+    ordered = ms[np.lexsort((ms, group))]  # each group's latencies sorted, in place
+    figures = {
+        "mean": np.add.reduceat(ms, starts) / n,
+        **{f"p{q}": _percentile_sorted(ordered, starts, n, q / 100) for q in PERCENTILES},
+        "max": ordered[ends - 1],
     }
+    rounded = {k: [round(x, 3) for x in v.tolist()] for k, v in figures.items()}
+    for j, g in enumerate(full.tolist()):
+        out[g] = {k: rounded[k][j] for k in _ZERO_LATENCY}
+    return out
+
+
+def _percentile_sorted(
+    ordered: np.ndarray, starts: np.ndarray, n: np.ndarray, q: float
+) -> np.ndarray:
+    """The ``q`` quantile of each sorted group, by ``np.percentile``'s linear rule and
+    its arithmetic: index (n−1)·q, the two values around it, their lerp from the nearer."""
+    at = (n - 1) * q
+    below = np.floor(at)
+    t = at - below
+    last = at >= n - 1
+    i = starts + np.where(last, n - 1, below.astype(np.intp))
+    a = ordered[i]
+    b = ordered[np.where(last, i, i + 1)]
+    diff = b - a
+    return np.where(t >= 0.5, b - diff * (1 - t), a + diff * t)
 
 
 def stage_means(items: np.ndarray) -> dict[str, float]:
     """Mean ms of each stage over item records (see :data:`ITEM_DTYPE`): they add up to
     the mean latency (``wait`` is the time to the batch's start less ``host``)."""
-    if items.size == 0:
-        return dict.fromkeys(STAGES, 0.0)
+    return stage_means_grouped(items, [items.size])[0]
+
+
+def stage_means_grouped(
+    items: np.ndarray, counts: Sequence[int] | np.ndarray
+) -> list[dict[str, float]]:
+    """:func:`stage_means` of each group of ``items`` (consecutive runs of ``counts``
+    records), in one pass: a mean is the group's sum over its count."""
+    counts = np.asarray(counts, dtype=np.intp)
+    full = np.flatnonzero(counts)
+    out = [dict.fromkeys(STAGES, 0.0) for _ in counts]
+    if full.size == 0:
+        return out
+    n = counts[full]
+    starts = np.cumsum(counts)[full] - n
     spans = {
         "wait": items["start"] - items["arrival"] - items["host_wait"],
         "host": items["host_wait"] + items["host_device"],
@@ -69,7 +122,13 @@ def stage_means(items: np.ndarray) -> dict[str, float]:
         "compute": items["compute_end"] - items["prep_end"] - items["host_device"],
         "post": items["result"] - items["compute_end"],
     }
-    return {stage: round(float(np.mean(spans[stage])) * 1000.0, 3) for stage in STAGES}
+    means = {
+        stage: [round(x, 3) for x in (np.add.reduceat(spans[stage], starts) / n * 1000.0).tolist()]
+        for stage in STAGES
+    }
+    for j, g in enumerate(full.tolist()):
+        out[g] = {stage: means[stage][j] for stage in STAGES}
+    return out
 
 
 def host_late_summary(items: np.ndarray) -> dict[str, float]:
@@ -196,6 +255,32 @@ ITEM_DTYPE = np.dtype(
 )
 
 
+def pick(records: np.ndarray, which: np.ndarray) -> np.ndarray:
+    """``records[which]`` for a mask or an index array, the same records by
+    ``np.compress`` / ``np.take``: numpy's own indexing of structured records is 10-25×
+    slower (60 000 items: a mask 4.6 vs 0.4 ms, an order 17.8 vs 0.7 ms), and the UI
+    picks from them 15 times a second."""
+    if which.dtype == np.bool_:
+        return np.compress(which, records)
+    return np.take(records, which)
+
+
+def group_sessions(
+    items: np.ndarray,
+) -> tuple[np.ndarray, dict[int, tuple[int, int, int]], np.ndarray]:
+    """``items`` grouped by session in one sort (a stable one: each session's records keep
+    their order): the grouped records, each present session's ``(group, lo, hi)`` (its
+    records are ``grouped[lo:hi]``) and the groups' sizes, for the ``*_grouped`` and
+    :func:`latency_summaries` functions."""
+    grouped = pick(items, np.argsort(items["session"], kind="stable"))
+    present, first, count = np.unique(grouped["session"], return_index=True, return_counts=True)
+    spans = {
+        int(sid): (k, int(a), int(a + c))
+        for k, (sid, a, c) in enumerate(zip(present, first, count, strict=True))
+    }
+    return grouped, spans, count
+
+
 def item_records(n: int) -> np.ndarray:
     """``n`` zeroed :data:`ITEM_DTYPE` records, not scored (error and freshness NaN)."""
     items = np.zeros(n, ITEM_DTYPE)
@@ -246,7 +331,7 @@ def device_entries(
     of ``duration_s`` in compute) and ``batch_sizes`` (its batches by size)."""
     out = []
     for d, label in enumerate(labels):
-        mine = batches[batches["device"] == d]
+        mine = pick(batches, batches["device"] == d)
         sizes = Counter(int(n) for n in mine["size"])
         if pinned is not None:
             sessions = int(pinned[d])

@@ -19,7 +19,7 @@ from batchscope.engine.report.body import SessionInfo, build_report
 from batchscope.engine.report.segment import segment_report
 from batchscope.engine.segments import Segment
 from batchscope.engine.session import Mailboxes
-from batchscope.engine.stats import device_entries
+from batchscope.engine.stats import device_entries, pick
 from batchscope.experiment import Experiment
 from batchscope.urls import mask_credentials
 
@@ -81,8 +81,8 @@ def run_report(
     # what was delivered in the interval (the rings were cleared when it began; the
     # filter keeps that true however they were read): counting by arrival instead
     # would drop the windows waiting at the reset and under-count by latency/duration
-    items = items[items["result"] >= stats_t0]
-    batches = batches[batches["end"] >= stats_t0]
+    items = pick(items, items["result"] >= stats_t0)
+    batches = pick(batches, batches["end"] >= stats_t0)
     report = build_report(
         kind,
         config,

@@ -10,6 +10,7 @@ import numpy as np
 
 from batchscope.engine.report.body import SessionInfo, build_report
 from batchscope.engine.segments import MIN_MEASURED_S, Segment, is_stable
+from batchscope.engine.stats import pick
 from batchscope.urls import mask_all, mask_credentials
 
 
@@ -33,7 +34,7 @@ def segment_report(
     end = segment.end if segment.end is not None else now
     lo = min(segment.measure_start, end)
     measured = max(0.0, end - lo)
-    mine = items[(items["result"] >= lo) & (items["result"] <= end)]
+    mine = pick(items, (items["result"] >= lo) & (items["result"] <= end))
     my_batches = batches[(batches["end"] >= lo) & (batches["end"] <= end)]
     overwritten = _counts(overwrites, lo, end)
     expired = _counts(expiries, lo, end)
