@@ -98,8 +98,9 @@ def test_mailboxes_place_each_window_once_and_an_overwrite_waits_where_the_old_o
 
 def test_who_runs_several_devices_is_said_in_one_line(capsys):
     assert _config(devices=3).devices == 3
-    with pytest.raises(ConfigError, match="emulated profile; several real GPUs"):
-        RunConfig(backend="torch", device="cpu", devices=2)
+    assert RunConfig(backend="torch", device="cpu", devices=2).devices == 2  # model instances
+    with pytest.raises(ConfigError, match="one model instance"):
+        _config(backend="triton", devices=2)
     with pytest.raises(ConfigError, match="least-loaded"):
         _config(backend="ray", devices=2, router="pinned")
     with pytest.raises(ConfigError, match="neighbours"):
@@ -229,7 +230,7 @@ def test_run_on_two_devices_prints_each_and_reports_them(tmp_path, capsys):
 
 def test_a_list_of_profiles_runs_each_device_on_its_own(tmp_path, capsys):
     """``--devices emulated:A,emulated:B``: device 1 replays B's curve; the report names
-    both; a real device or a list on Ray is one clear error."""
+    both; a real device among them or a list on Ray is one clear error."""
     out = tmp_path / "r.json"
     argv = ["run", "synthetic", "--resolution", "512x288", "--sessions", "4", "--devices",
             "emulated:laptop-8gb,emulated:server-24gb", "--router", "pinned", "--duration",
@@ -244,7 +245,7 @@ def test_a_list_of_profiles_runs_each_device_on_its_own(tmp_path, capsys):
     assert report["device_label"].startswith("2 devices (emulated:laptop-8gb, emulated:server")
     capsys.readouterr()
     for bad, says in (
-        (["--devices", "cuda:0,cuda:1"], "cuda:0 is a real device: BatchScope's worker runs"),
+        (["--devices", "cuda:0,emulated:laptop-8gb"], "one run does not mix the two kinds"),
         (["--devices", "emulated:laptop-8gb,", "--duration", "1"], "give a count (2) or a list"),
         (["--backend", "ray", "--devices", "emulated:laptop-8gb,emulated:laptop-8gb"],
          "give a count with --backend ray"),

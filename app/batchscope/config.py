@@ -319,8 +319,9 @@ KNOBS: dict[str, Knob] = {
             256,
             1,
             slider=(1, 8),
-            help="devices serving the sessions: emulated devices of the profile in "
-            "BatchScope's worker, or Ray Serve replicas (--backend ray)",
+            help="devices serving the sessions in BatchScope's worker: emulated devices of "
+            "the profile, or instances of the real model on the device; or Ray Serve "
+            "replicas (--backend ray)",
         ),
         Knob(
             "neighbour_duty",
@@ -405,11 +406,31 @@ def format_resolution(res: tuple[int, int]) -> str:
 
 EMULATED = "emulated:"  # a device list's prefix for a profile (--devices emulated:NAME,…)
 SIMULATED_ONLY = "the simulator plays device profiles (a count, or emulated:NAME for each)"
-#: why a real device in run's --devices list is refused
+#: why a real device in an emulated run's --devices list is refused
 REAL_DEVICES = (
-    "BatchScope's worker runs several emulated devices (a count, or emulated:NAME for each); "
-    "several real GPUs serve as Ray Serve replicas (--backend ray --devices N)"
+    "a list is all real devices (cpu, cuda:N: the real model on each, --backend torch) or "
+    "all emulated profiles; one run does not mix the two kinds"
 )
+_REAL_DEVICE = re.compile(r"cpu|cuda(:\d+)?")
+
+
+def is_real_device(name: str) -> bool:
+    """Whether ``name`` is a device the real model runs on (``cpu``, ``cuda``, ``cuda:N``)."""
+    return _REAL_DEVICE.fullmatch(name) is not None
+
+
+def parse_real_devices(text: str | int) -> list[str] | None:
+    """``--devices LIST`` of real devices (``cpu,cpu``, ``cuda:0,cuda:1``): the list; None
+    for a count or a list of profiles. A list mixing both kinds is a ConfigError."""
+    text = str(text).strip()
+    names = [part.strip() for part in text.split(",")]
+    real = [is_real_device(name) for name in names]
+    if text.isdigit() or not any(real):
+        return None
+    if not all(real):
+        raise ConfigError("devices", text, REAL_DEVICES)
+    KNOBS["devices"].check(len(names))
+    return names
 
 
 def parse_devices(text: str | int, profile: str, real: str = SIMULATED_ONLY) -> list[str]:
@@ -473,14 +494,18 @@ class RunConfig:
     runtime: str = _field("torch", BACKEND, CONTROL)
     # the Ray cluster to serve on (ray backend): None starts a local one on loopback
     ray_address: str | None = _field(None, BACKEND)
-    #: devices serving the sessions: emulated devices of ``profile`` in BatchScope's
-    #: worker (one worker thread and policy each), or Ray Serve replicas
+    #: devices serving the sessions: emulated devices of ``profile`` or the real model on
+    #: ``device`` (or on each of ``device_list``) in BatchScope's worker (one worker thread
+    #: and policy each), or Ray Serve replicas
     devices: int = _field(KNOBS["devices"].default, BACKEND)
     #: where each window goes on several devices (ROUTERS); Ray's router is least-loaded
     router: str = _field(DEFAULT_ROUTER, WORKER)
     #: several emulated devices of differing profiles, one per device, device 0's first
     #: (it is ``profile``); empty: ``devices`` devices of ``profile``
     profiles: tuple[str, ...] = _field((), BACKEND)
+    #: the real model on several devices (torch backend), one per device, device 0's first
+    #: (it is ``device``); empty: ``devices`` instances of the model on ``device``
+    device_list: tuple[str, ...] = _field((), BACKEND)
     # None: never drop
     drop_after_ms: float | None = _field(KNOBS["drop_after_ms"].default, WORKER, CONTROL)
     # busy jobs sharing the GPU (time-slicing)
@@ -525,6 +550,17 @@ class RunConfig:
                 "one profile per emulated device in BatchScope's worker, the first the run's "
                 "profile",
             )
+        if self.device_list and (
+            len(self.device_list) != self.devices
+            or self.device_list[0] != self.device
+            or self.backend != "torch"
+            or not all(map(is_real_device, self.device_list))
+        ):
+            raise ConfigError(
+                "device_list",
+                ",".join(self.device_list),
+                "one real device per device of the torch backend, the first the run's device",
+            )
         if self.backend == "emulated" and not self.profile:
             raise ConfigError("profile", self.profile, "the emulated backend needs a profile")
         if self.compile and self.runner != "torch":
@@ -563,14 +599,8 @@ class RunConfig:
             self._validate_triton()
 
     def _validate_devices(self) -> None:
-        """Who can run several devices: BatchScope's worker on emulated devices, Ray."""
-        if self.backend == "torch":
-            raise ConfigError(
-                "devices",
-                self.devices,
-                "BatchScope's worker runs several devices on an emulated profile; several "
-                "real GPUs serve as Ray Serve replicas (--backend ray, one device each)",
-            )
+        """Who can run several devices: BatchScope's worker (emulated devices, the real
+        model on each of several devices), Ray."""
         if self.backend == "triton":
             raise ConfigError(
                 "devices",
@@ -634,16 +664,20 @@ class RunConfig:
         return self.backend if self.backend in SERVING_ENGINES else None
 
     def device_profile(self, device: int) -> RunConfig:
-        """The config device ``device`` builds its backend from (its own profile: a config
-        of that one device)."""
+        """The config device ``device`` builds its backend from (its own profile, or its
+        own real device: a config of that one device)."""
+        if self.device_list:
+            return replace(self, device=self.device_list[device], device_list=(), devices=1)
         if not self.profiles:
             return self
         return replace(self, profile=self.profiles[device], profiles=(), devices=1)
 
     def device_names(self) -> list[str]:
         """Each device's name, as the simulator and the report's ``devices`` list say it."""
-        if self.runner != "emulated":
+        if self.serving:
             return [self.device_label] * self.devices
+        if self.runner != "emulated":
+            return list(self.device_list or [self.device] * self.devices)
         return [f"{EMULATED}{p}" for p in self.profiles or [self.profile or ""] * self.devices]
 
     def in_replica(self) -> RunConfig:
@@ -656,6 +690,7 @@ class RunConfig:
             devices=1,
             router=DEFAULT_ROUTER,
             profiles=(),
+            device_list=(),
         )
 
     def with_changes(self, **changes: Any) -> RunConfig:

@@ -50,6 +50,7 @@ from batchscope.config import (
     drop_after_warning,
     format_resolution,
     parse_devices,
+    parse_real_devices,
 )
 from batchscope.engine.engine import Engine
 from batchscope.engine.player import ExperimentPlayer, first_config
@@ -110,10 +111,12 @@ def add_run_command(sub: Any) -> None:
         "--devices",
         default="1",
         metavar="N|LIST",
-        help="devices serving the sessions: N emulated devices of --profile in BatchScope's "
-        "worker (one worker thread and policy each, --router places the windows), or a list "
-        "of profiles (emulated:laptop-8gb,emulated:server-24gb), or with --backend ray N "
-        "replicas of the deployment, Ray's router placing the requests; "
+        help="devices serving the sessions in BatchScope's worker (one worker thread and "
+        "policy each, --router places the windows): N emulated devices of --profile, a list "
+        "of profiles (emulated:laptop-8gb,emulated:server-24gb), N instances of the real "
+        "model on --device, or a list of real devices (cuda:0,cuda:1 or cpu,cpu: the real "
+        "model on each); with --backend ray N replicas of the deployment, Ray's router "
+        "placing the requests; "
         f"{KNOBS['devices'].range_text()} (default 1)",
     )
     run.add_argument(
@@ -251,6 +254,20 @@ def add_run_command(sub: Any) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
+    listed = parse_real_devices(args.devices)  # the real model on each device listed
+    if listed is not None:
+        if args.backend not in (None, "torch"):
+            raise ConfigError(
+                "devices",
+                args.devices,
+                f"a list of real devices is BatchScope's worker (--backend torch); with "
+                f"--backend {args.backend} give a count",
+            )
+        if args.device not in (None, listed[0]):
+            raise ConfigError(
+                "device", args.device, f"--devices lists {listed[0]} first: give one of the two"
+            )
+        args.backend, args.device = "torch", listed[0]
     backend = args.backend or ("torch" if args.device else "emulated")
     # what runs a batch: in a serving engine's replica too, the real model with --device
     real = backend == "torch" or (backend in SERVING_ENGINES and args.device)
@@ -274,7 +291,9 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     if args.checkpoint and no_weights:
         raise ConfigError("no_weights", True, "give --checkpoint or --no-weights, not both")
     runtime = args.runtime or _runtime_for(args, runner, device)
-    devices, profiles = _devices_of(args.devices, args.profile, backend)
+    devices, profiles = (
+        (len(listed), ()) if listed else _devices_of(args.devices, args.profile, backend)
+    )
     router = getattr(args, "router", None)
     if router is not None and devices == 1:
         raise CliError("--router places windows on several devices: give --devices N too")
@@ -287,6 +306,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         **knobs,
         devices=devices,
         profiles=profiles,
+        device_list=tuple(listed or ()),
         stream_transport=args.stream_transport,
         backend=backend,
         device=device,
@@ -315,7 +335,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 
 def _devices_of(text: str, profile: str, backend: str) -> tuple[int, tuple[str, ...]]:
     """``--devices N|LIST``: the count, and the profile of each device when a list names
-    them (emulated devices in BatchScope's worker only)."""
+    them (emulated devices in BatchScope's worker; a list of real devices is
+    :func:`~batchscope.config.parse_real_devices`'s)."""
     text = str(text).strip()
     if text.isdigit():
         return KNOBS["devices"].check(int(text)), ()

@@ -1,12 +1,13 @@
 """BatchScope's worker on several devices: the devices past the first.
 
 Why: past one GPU the question is how sessions spread over devices; the simulator
-and the planner answer it (sim/devices.py), and this plays it live on emulated
-devices, by the same rules: one roster of sessions, one worker thread and one
+and the planner answer it (sim/devices.py), and this plays it live, on emulated
+devices or with the real model on each device (config.device_list, or N instances on
+one device), by the same rules: one roster of sessions, one worker thread and one
 policy object per device (the config's knobs), and the mailboxes' router
 (engine/routing.py) placing each window on a device when its session's mailbox
 opens. Each worker batches only the windows placed on it (Worker.device), runs
-them on its own backend (the config's emulated profile) and records its batches
+them on its own backend (its profile, or the real model on its device) and records its batches
 with its index, so one metrics store holds them all and the report splits them
 (engine/stats.py: device_entries).
 

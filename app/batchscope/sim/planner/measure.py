@@ -367,7 +367,8 @@ def verify(
     planned so too). ``cancel`` set ends it early (VerifyCancelled), the engine stopped.
 
     ``devices`` > 1: that many devices serve ``sessions`` sessions (default: the plan's
-    count): emulated devices in BatchScope's worker with ``router``, or replicas of the Ray
+    count): emulated devices in BatchScope's worker with ``router`` (the plan is on
+    profiles: the real model is not what it verifies), or replicas of the Ray
     deployment, Ray's router placing the requests (``least-loaded``, its rule: any other
     is refused); the plan is the simulator's on as many devices with the same router.
     Triton serves one device."""

@@ -183,7 +183,8 @@ class ControlsPanel(QWidget):
             "30–100 s on a CPU; the run goes on meanwhile"
         )
         self.neighbours = _slider("neighbours")
-        # several devices: emulated ones in BatchScope's worker, or Ray Serve replicas
+        # several devices: emulated ones or model instances in BatchScope's worker, or Ray
+        # Serve replicas
         self.devices = _slider("devices")
         self.router = QComboBox()
         self.router.setObjectName("controlRouter")

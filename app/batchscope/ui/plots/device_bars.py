@@ -20,8 +20,8 @@ from batchscope.ui.theme import Look
 
 ONE_DEVICE_TIP = (
     "One device serves the sessions. Set Devices above 1 in the controls (run --devices N) "
-    "to serve them on several emulated devices, each with its own worker and policy, the "
-    "router placing the windows"
+    "to serve them on several devices (emulated ones, or instances of the real model), each "
+    "with its own worker and policy, the router placing the windows"
 )
 #: Above this many devices the bars carry no text (the tooltip has every device).
 LABELLED_MAX = 8
