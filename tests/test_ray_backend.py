@@ -196,3 +196,29 @@ def test_a_killed_batchscope_leaves_no_ray_behind():
     assert "starting a local Ray on loopback" in said  # the terminal says what starts
     # Ray's agents alone waited 60 s for the GCS that died with BatchScope: the reaper
     assert wait_for(lambda: not alive(started), 15.0), f"left behind: {alive(started)}"
+
+
+def test_replicas_on_cuda_ask_one_gpu_each_and_a_cluster_without_is_refused(ray_engine):
+    """``--device cuda``: each replica asks Ray for a GPU of its own (``cuda:N``: every
+    replica shares that one, nothing asked); a cluster with fewer GPUs than replicas is
+    refused before deploying (Ray would wait for them), and the run stays as it was."""
+    import ray
+
+    from batchscope.device.checks import BackendError
+    from batchscope.engine.serving.ray_serve import check_gpus, replica_actor_options
+
+    config = ray_engine.config
+    assert replica_actor_options(config) == {"num_cpus": 0}  # the emulated curve
+    gpu = config.with_changes(profile=None, device="cuda", devices=2)
+    assert gpu.runner == "torch"
+    assert replica_actor_options(gpu) == {"num_cpus": 0, "num_gpus": 1}
+    assert replica_actor_options(gpu.with_changes(device="cuda:1")) == {"num_cpus": 0}
+    check_gpus(gpu, 2.0)
+    with pytest.raises(BackendError, match="has 1 GPUs: .* give --devices 1 or fewer"):
+        check_gpus(gpu, 1.0)
+    if ray.cluster_resources().get("GPU", 0) == 0:
+        error = ray_engine.apply(gpu)
+        assert error is not None and "the Ray cluster has no GPU" in error
+        assert ray_engine.config == config
+        n = ray_engine.snapshot().sessions[0].delivered
+        assert wait_for(lambda: ray_engine.snapshot().sessions[0].delivered > n + 5, START_S)

@@ -127,6 +127,40 @@ def _ray_processes() -> set[int]:
     return roots | descendants(*roots)
 
 
+#: ``--device cuda`` (no index) on Ray: each replica asks Ray for one GPU of its own and
+#: runs on the one Ray gives it (Ray sets the replica's CUDA_VISIBLE_DEVICES, so ``cuda``
+#: is that GPU); ``cuda:N`` names one device that every replica shares
+OWN_GPU = "cuda"
+
+
+def replica_actor_options(config: RunConfig) -> dict[str, float]:
+    """The Ray resources each replica asks for: no CPU (the emulated curve sleeps; a
+    replica must fit beside others on a small machine), and one GPU each when the real
+    model runs on ``cuda`` (:data:`OWN_GPU`)."""
+    options: dict[str, float] = {"num_cpus": 0}
+    if config.runner == "torch" and config.device == OWN_GPU:
+        options["num_gpus"] = 1
+    return options
+
+
+def check_gpus(config: RunConfig, gpus: float) -> None:
+    """Refuse before deploying what the cluster cannot place: Ray would wait for GPUs
+    that are not there (``gpus``: the cluster's)."""
+    want = replica_actor_options(config).get("num_gpus", 0) * config.devices
+    if want <= gpus:
+        return
+    asks = f"--device {OWN_GPU} asks one GPU for each of the {config.devices} replica(s)"
+    if gpus < 1:
+        raise BackendError(
+            f"the Ray cluster has no GPU: {asks}; serve on a cluster with GPUs "
+            "(--ray-address) or run the model on --device cpu"
+        )
+    raise BackendError(
+        f"the Ray cluster has {gpus:g} GPUs: {asks}; give --devices {int(gpus)} or fewer, "
+        "a cluster with more (--ray-address), or --device cuda:N for replicas sharing one"
+    )
+
+
 def _deploy_error(app: str, exc: Exception) -> str:
     """Why a deployment failed, in one line: the replica's own error where Serve has it
     (the last line of its traceback), else the exception."""
@@ -321,9 +355,12 @@ class RayBackend(ServingBackend):
         self.app = cluster.next_app()
         progress("deploying BatchScope's replica on Ray Serve…")
         t0 = time.monotonic()
+        import ray
+
+        check_gpus(config, float(ray.cluster_resources().get("GPU", 0)))
         try:
             deployment = BatchScopeReplica.options(  # type: ignore[attr-defined]
-                num_replicas=config.devices
+                num_replicas=config.devices, ray_actor_options=replica_actor_options(config)
             )
             self._handle = serve.run(
                 deployment.bind(config, self.max_batch_size, self.wait_s, cluster.started_here),

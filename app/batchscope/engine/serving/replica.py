@@ -57,7 +57,7 @@ def keep_on_loopback() -> None:
 
 @serve.deployment(
     max_ongoing_requests=MAX_ONGOING_REQUESTS,
-    ray_actor_options={"num_cpus": 0},
+    ray_actor_options={"num_cpus": 0},  # per run: ray_serve.replica_actor_options
     # a stop drains nothing: BatchScope waited for its answers (or gave them up) first
     graceful_shutdown_timeout_s=1.0,
     graceful_shutdown_wait_loop_s=0.1,
