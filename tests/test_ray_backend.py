@@ -214,7 +214,7 @@ def test_replicas_on_cuda_ask_one_gpu_each_and_a_cluster_without_is_refused(ray_
     assert replica_actor_options(gpu) == {"num_cpus": 0, "num_gpus": 1}
     assert replica_actor_options(gpu.with_changes(device="cuda:1")) == {"num_cpus": 0}
     check_gpus(gpu, 2.0)
-    with pytest.raises(BackendError, match="has 1 GPUs: .* give --devices 1 or fewer"):
+    with pytest.raises(BackendError, match=r"has 1 GPUs: .* give --devices 1 or fewer"):
         check_gpus(gpu, 1.0)
     if ray.cluster_resources().get("GPU", 0) == 0:
         error = ray_engine.apply(gpu)
