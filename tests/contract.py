@@ -124,3 +124,9 @@ def check_plan_verify(on: str, engine_name: str, tmp_path, capsys) -> None:
         verify["served"]["mean_fps"] / verify["planned"]["mean_fps"], abs=0.002
     )
     assert f"served by {engine_name}" in capsys.readouterr().out
+
+
+def recorded(engine: Any, what: str) -> Any:
+    """A view of the engine's recorded ``items`` or ``batches`` (under the store's lock)."""
+    with engine.store.lock:
+        return getattr(engine.store, what).view()

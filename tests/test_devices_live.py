@@ -16,7 +16,7 @@ from batchscope.engine.backends import BackendError
 from batchscope.engine.engine import Engine
 from batchscope.engine.routing import IDLE, Router, least_loaded, pin
 from batchscope.engine.session import Mailboxes, Window
-from contract import SMALL_EMULATED, wait_for
+from contract import SMALL_EMULATED, recorded, wait_for
 
 START_S = 60.0
 
@@ -33,13 +33,11 @@ def _started(config: RunConfig) -> Engine:
 
 
 def _batches(engine: Engine) -> np.ndarray:
-    with engine.store.lock:
-        return engine.store.batches.view()
+    return recorded(engine, "batches")
 
 
 def _items(engine: Engine) -> np.ndarray:
-    with engine.store.lock:
-        return engine.store.items.view()
+    return recorded(engine, "items")
 
 
 def _lane_threads() -> set[str]:

@@ -12,7 +12,7 @@ import pytest
 from batchscope.cli import main
 from batchscope.config import ConfigError, RunConfig, parse_real_devices
 from batchscope.engine.engine import Engine
-from contract import wait_for
+from contract import recorded, wait_for
 
 START_S = 120.0  # a torch backend's build and warm-up on a busy CPU
 TORCH = dict(
@@ -27,13 +27,11 @@ TORCH = dict(
 
 
 def _batches(engine: Engine) -> np.ndarray:
-    with engine.store.lock:
-        return engine.store.batches.view()
+    return recorded(engine, "batches")
 
 
 def _items(engine: Engine) -> np.ndarray:
-    with engine.store.lock:
-        return engine.store.items.view()
+    return recorded(engine, "items")
 
 
 def test_a_list_of_real_devices_is_all_real_or_one_clear_error():
