@@ -136,7 +136,7 @@ def test_simulate_devices_cli_reports_the_devices(tmp_path, capsys):
             "--duration", "3", "--json", str(out)]  # fmt: skip
     assert main(args) == 0
     text = capsys.readouterr().out
-    assert "2 devices (emulated:laptop-8gb, emulated:laptop-8gb), router least-loaded" in text
+    assert "2 devices (emulated:laptop-8gb), router least-loaded" in text
     assert "device 1  emulated:laptop-8gb" in text
     (report,) = json.loads(out.read_text())
     assert report["router"] == "least-loaded"

@@ -45,6 +45,7 @@ from batchscope.config import (
 )
 from batchscope.engine.report.run_report import experiment_block
 from batchscope.engine.report.text import format_devices, format_table
+from batchscope.engine.routing import devices_label
 from batchscope.experiment import load_experiment
 from batchscope.profiles.profile import load_profile
 from batchscope.sim.devices import (
@@ -225,7 +226,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             report["seeds"] = seed_spread(config, args.seeds, profile, args.warmup, report_of)
     out = sys.stderr if args.json == "-" else sys.stdout
     where = (
-        f"{len(devices)} devices ({', '.join(d.label for d in devices)}), router {router}"
+        devices_label([d.label for d in devices], router)
         if devices is not None
         else f"{profile.name} ({profile.device})"
     )

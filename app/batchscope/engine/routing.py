@@ -101,3 +101,9 @@ class Router:
                 return self._pins.get(session, session % self.devices)
         free = self._free_key
         return least_loaded(self._draws, self.devices, lambda d: (waiting[d], free(d)))
+
+
+def devices_label(names: Sequence[str], router: str) -> str:
+    """``3 devices (cpu, cuda:1), router pinned``: how a run on several devices is named
+    (each kind of device once, in order), live, simulated and in the app's status line."""
+    return f"{len(names)} devices ({', '.join(dict.fromkeys(names))}), router {router}"

@@ -53,7 +53,14 @@ from typing import Any
 from batchscope.config import EMULATED, ROUTERS, ConfigError, RunConfig
 from batchscope.engine.policies import make_policy
 from batchscope.engine.report.body import SessionInfo, build_report
-from batchscope.engine.routing import IDLE, least_loaded, pin, pinned_counts, router_draws
+from batchscope.engine.routing import (
+    IDLE,
+    devices_label,
+    least_loaded,
+    pin,
+    pinned_counts,
+    router_draws,
+)
 from batchscope.engine.stats import device_entries
 from batchscope.profiles.profile import BatchCurve, DeviceProfile, load_profile
 from batchscope.sim.changes import need_fps
@@ -330,8 +337,7 @@ def devices_report(
         duration,
         memory,
         extra={
-            "device_label": f"simulated: {len(devices)} devices ({', '.join(names)}), "
-            f"router {router}",
+            "device_label": f"simulated: {devices_label(names, router)}",
             "weights": "simulated device: no model runs",
         },
         expired=dict(Counter(s for s, _ in played.expired)),

@@ -17,6 +17,7 @@ from batchscope.engine.backends import Backend
 from batchscope.engine.metrics import MetricsStore
 from batchscope.engine.report.body import SessionInfo, build_report
 from batchscope.engine.report.segment import segment_report
+from batchscope.engine.routing import devices_label
 from batchscope.engine.segments import Segment
 from batchscope.engine.session import Mailboxes
 from batchscope.engine.stats import device_entries, pick
@@ -104,8 +105,7 @@ def run_report(
         expired=mailboxes.expired(),
     )
     if devices:
-        names = ", ".join(sorted(set(devices)))
-        report["device_label"] = f"{len(devices)} devices ({names}), router {config.router}"
+        report["device_label"] = devices_label(devices, config.router)
         report["router"] = config.router
         report["devices"] = device_entries(items, batches, devices, now - stats_t0, pinned)
     return report
