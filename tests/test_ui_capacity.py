@@ -504,3 +504,44 @@ def test_the_view_answers_for_n_devices_and_the_fewest_devices(view, qtbot):
     assert f"3 × laptop-8gb carry {across.sessions} sessions, router {across.router}" in text
     assert f"10 sessions need {fewest.devices} × laptop-8gb, router {fewest.router}" in text
     assert view.presenter.result.across.sessions >= 3 * want.recommended.max_sessions
+
+
+def test_the_devices_answer_for_mig_slices_plans_each_slice_and_keeps_the_whole_table(view, qtbot):
+    """ "MIG 3g" with 2 devices: the line answers for 2 × laptop-8gb@3g (the slice planned
+    as a device of its own, its curve scaled by the stated rule, said under the answer);
+    the table above stays the whole GPU's. A 1g slice, which cannot hold one 30 fps
+    session at 512x288 (89 ms a window), says so in one line."""
+    from batchscope.profiles.profile import mig_slice
+    from batchscope.sim.planner.devices import sessions_for_devices
+
+    view.show()
+    qtbot.waitUntil(
+        lambda: view.progress.isHidden() and view.table.rowCount() == 6, timeout=PLAN_MS
+    )
+    whole = table(view)
+    view.devices.setValue(2)
+    view.slice.setCurrentIndex(view.slice.findData(3))
+
+    def answered(mig: int) -> bool:
+        result = view.presenter.result
+        return result is not None and not result.partial and result.inputs.mig == mig
+
+    qtbot.waitUntil(lambda: answered(3), timeout=PLAN_MS)
+    three = mig_slice(load_profile("laptop-8gb"), 3)
+    one_slice = plan(
+        three,
+        "fp16",
+        (512, 288),
+        Budget(fps=30.0, p99_ms=50.0),
+        duration_s=QUICK.duration_s,
+        seeds=QUICK.seeds,
+        max_sessions=QUICK.max_sessions,
+    )
+    across = sessions_for_devices(one_slice, three, 2)
+    text = view.devices_text.text()
+    assert f"2 × laptop-8gb@3g carry {across.sessions} sessions, router {across.router}" in text
+    assert "MIG 3g: emulated, the whole GPU's curve scaled, not measured" in text
+    assert table(view) == whole  # the one-device table is the whole GPU's
+    view.slice.setCurrentIndex(view.slice.findData(1))
+    qtbot.waitUntil(lambda: answered(1), timeout=PLAN_MS)
+    assert "no setting meets the budget at 1 session on laptop-8gb@1g" in view.devices_text.text()

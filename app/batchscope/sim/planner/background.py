@@ -28,7 +28,13 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from batchscope.config import ConfigError, format_resolution
-from batchscope.profiles.profile import DeviceProfile, ProfileError, list_profiles, load_profile
+from batchscope.profiles.profile import (
+    DeviceProfile,
+    ProfileError,
+    list_profiles,
+    load_profile,
+    mig_slice,
+)
 from batchscope.sim.planner import (
     DEFAULT_DURATION_S,
     DEFAULT_MAX_SESSIONS,
@@ -67,6 +73,9 @@ class PlanInputs:
     search: Search
     devices: int = 1  # >1: also the most sessions that many devices carry (plan --devices)
     carry: int = 0  # >0: also the fewest devices that carry that many (plan --sessions)
+    # >0: the devices' answers are for MIG slices (K g) of the profile's GPU, each slice
+    # planned as a device of its own (emulated by assumption: profile.mig_slice)
+    mig: int = 0
 
 
 @dataclass(frozen=True)
@@ -151,14 +160,28 @@ def compute(
         answered(answer)
     across = fewest = None
     devices_error = None
+    each, each_plan = profile, result  # a device: the whole GPU, or a MIG slice of it
     try:
+        if inputs.mig and (inputs.devices > 1 or inputs.carry > 0):
+            each = mig_slice(profile, inputs.mig)  # its curve scaled by the stated rule
+            progress(n, 2 * n, f"planning one {each.name}")
+            each_plan = plan(
+                each,
+                inputs.precision,
+                inputs.resolution,
+                inputs.budget,
+                max_sessions=s.max_sessions,
+                duration_s=s.duration_s,
+                seeds=s.seeds,
+                cancelled=cancelled,
+            )
         if inputs.devices > 1:
             progress(n, 2 * n, f"sessions for {inputs.devices} devices")
-            across = sessions_for_devices(result, profile, inputs.devices, cancelled=cancelled)
+            across = sessions_for_devices(each_plan, each, inputs.devices, cancelled=cancelled)
         if inputs.carry > 0:
             progress(n, 2 * n, f"fewest devices for {inputs.carry} sessions")
-            fewest = fewest_devices(result, profile, inputs.carry, cancelled=cancelled)
-    except ConfigError as exc:
+            fewest = fewest_devices(each_plan, each, inputs.carry, cancelled=cancelled)
+    except (ConfigError, ProfileError) as exc:
         devices_error = str(exc)
     curves = series(
         result,

@@ -122,6 +122,7 @@ class CapacityPresenter(QObject):
         self.min_fps_ratio = DEFAULT_MIN_FPS_RATIO
         self.devices = 1  # >1: also what that many devices carry
         self.carry = 0  # >0: also the fewest devices for that many sessions
+        self.mig = 0  # >0: every device a MIG slice of the profile (Kg), by assumption
         self.planner = planner or CapacityPlanner()
         self.planner.progressed.connect(self._on_progress)
         self.planner.answered.connect(self._on_answered)
@@ -147,10 +148,11 @@ class CapacityPresenter(QObject):
         self.refresh()
         return None
 
-    def set_devices(self, devices: int, carry: int) -> None:
+    def set_devices(self, devices: int, carry: int, mig: int = 0) -> None:
         """Also answer for ``devices`` devices (1: one only) and the fewest devices for
-        ``carry`` sessions (0: not asked); plans again."""
-        self.devices, self.carry = devices, carry
+        ``carry`` sessions (0: not asked), each device a ``mig``g MIG slice of the
+        profile (0: the whole device); plans again."""
+        self.devices, self.carry, self.mig = devices, carry, mig
         self.refresh()
 
     def inputs_for(self, config: RunConfig) -> PlanInputs:
@@ -166,6 +168,7 @@ class CapacityPresenter(QObject):
             self.search,
             self.devices,
             self.carry,
+            self.mig,
         )
 
     def refresh(self, config: RunConfig | None = None) -> None:

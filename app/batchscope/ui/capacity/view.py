@@ -39,6 +39,7 @@ from PySide6.QtWidgets import (
 from batchscope.config import KNOBS, POLICIES, format_resolution
 from batchscope.engine.serving.engines import ENGINE_LABELS, engine_availability
 from batchscope.engine.snapshot import Snapshot
+from batchscope.profiles.profile import MIG_SLICES
 from batchscope.render.plan_plot import P99_CLIP, POLICY_COLOURS
 from batchscope.sim.planner import VERIFY_S, Series
 from batchscope.sim.planner.devices import DEVICES_MAX
@@ -203,8 +204,21 @@ class CapacityView(QWidget):
         for box in (self.devices, self.carry):
             box.setKeyboardTracking(False)  # plan once the number is typed, not per digit
             box.valueChanged.connect(self._devices_edited)
+        self.slice = QComboBox()
+        self.slice.setObjectName("capacitySlice")
+        self.slice.addItem("whole GPU", 0)
+        for k in MIG_SLICES:
+            self.slice.addItem(f"MIG {k}g", k)
+        self.slice.setToolTip(
+            "Plan each device as a MIG slice of the profile's GPU (of 7 compute slices): "
+            "emulated, not measured — a batch of n on a Kg slice takes what the whole GPU "
+            "takes for n × 7/K windows (the per-batch cost kept, no interference). Compare "
+            "7 × MIG 1g with 1 × whole GPU"
+        )
+        self.slice.currentIndexChanged.connect(self._devices_edited)
         fleet.addWidget(QLabel("Devices"))
         fleet.addWidget(self.devices)
+        fleet.addWidget(self.slice)
         fleet.addWidget(QLabel("   fewest devices for"))
         fleet.addWidget(self.carry)
         fleet.addWidget(QLabel("sessions"))
@@ -397,7 +411,9 @@ class CapacityView(QWidget):
         self.budget_error.setVisible(bool(error))
 
     def _devices_edited(self) -> None:
-        self.presenter.set_devices(self.devices.value(), self.carry.value())
+        self.presenter.set_devices(
+            self.devices.value(), self.carry.value(), int(self.slice.currentData())
+        )
 
     def _show_devices(self, result: PlanResult) -> None:
         """The answers on several devices (asked in the row above), or why there are none."""
@@ -411,22 +427,28 @@ class CapacityView(QWidget):
         elif result.devices_error:
             lines.append(f"Several devices: {result.devices_error}")
         else:
+            each = f"{result.profile}@{inputs.mig}g" if inputs.mig else result.profile
             if result.across is not None:
                 a = result.across
                 lines.append(
-                    f"{a.devices} × {result.profile} carry {a.sessions} sessions, router "
+                    f"{a.devices} × {each} carry {a.sessions} sessions, router "
                     f"{a.router} (one carries {a.per_device}): slowest "
                     f"{a.min_fps_worst:.1f} fps, p99 {a.p99_worst:.0f} ms"
                 )
             if inputs.carry > 0:
                 f = result.fewest
                 lines.append(
-                    f"{inputs.carry} sessions need {f.devices} × {result.profile}, router "
+                    f"{inputs.carry} sessions need {f.devices} × {each}, router "
                     f"{f.router}: slowest {f.min_fps_worst:.1f} fps, p99 {f.p99_worst:.0f} ms"
                     if f is not None
                     else f"No count of devices up to {DEVICES_MAX} carries {inputs.carry} "
                     "sessions within the budget"
                 )
+        if inputs.mig and not result.partial:  # what the slices rest on, every time
+            lines.append(
+                f"(MIG {inputs.mig}g: emulated, the whole GPU's curve scaled, not measured; "
+                "the table above is the whole GPU)"
+            )
         self.devices_text.setText("\n".join(lines))
         self.devices_text.show()
 
