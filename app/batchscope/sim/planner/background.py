@@ -144,17 +144,21 @@ def compute(
         progress(done, 2 * total, f"searched {policy}")
 
     s = inputs.search
-    result = plan(
-        profile,
-        inputs.precision,
-        inputs.resolution,
-        inputs.budget,
-        max_sessions=s.max_sessions,
-        duration_s=s.duration_s,
-        seeds=s.seeds,
-        progress=searched,
-        cancelled=cancelled,
-    )
+
+    def plan_on(on: DeviceProfile, progress: Callable[[int, int, str], None] | None) -> Plan:
+        return plan(
+            on,
+            inputs.precision,
+            inputs.resolution,
+            inputs.budget,
+            max_sessions=s.max_sessions,
+            duration_s=s.duration_s,
+            seeds=s.seeds,
+            progress=progress,
+            cancelled=cancelled,
+        )
+
+    result = plan_on(profile, searched)
     if answered is not None:
         answer = PlanResult(inputs, without_runs(result), (), profile.name, partial=True)
         answered(answer)
@@ -165,16 +169,7 @@ def compute(
         if inputs.mig and (inputs.devices > 1 or inputs.carry > 0):
             each = mig_slice(profile, inputs.mig)  # its curve scaled by the stated rule
             progress(n, 2 * n, f"planning one {each.name}")
-            each_plan = plan(
-                each,
-                inputs.precision,
-                inputs.resolution,
-                inputs.budget,
-                max_sessions=s.max_sessions,
-                duration_s=s.duration_s,
-                seeds=s.seeds,
-                cancelled=cancelled,
-            )
+            each_plan = plan_on(each, None)
         if inputs.devices > 1:
             progress(n, 2 * n, f"sessions for {inputs.devices} devices")
             across = sessions_for_devices(each_plan, each, inputs.devices, cancelled=cancelled)
