@@ -36,6 +36,8 @@ from batchscope.paths import assets_dir, user_config_dir
 #: RunConfig fields an experiment may set (``extra`` is internal).
 CONFIG_FIELDS = tuple(f.name for f in fields(RunConfig) if f.name != "extra")
 BOOL_FIELDS = tuple(f.name for f in fields(RunConfig) if f.type in ("bool", bool))
+#: the fields that hold a list of names (a tuple in the config), and what they name
+LIST_FIELDS = {"sources": "sources", "profiles": "profiles", "device_list": "devices"}
 TEXT_FIELDS = ("policy", "backend", "device", "profile", "precision", "checkpoint", "fit")
 #: A step's fault keys and the fields each takes (all end by themselves after ``for_s``).
 FAULT_FIELDS: dict[str, tuple[str, ...]] = {
@@ -279,11 +281,11 @@ def _convert(key: str, value: Any, where: str) -> Any:
             if isinstance(value, list) and len(value) == 2:
                 value = f"{value[0]}x{value[1]}"
             return parse_resolution(value if isinstance(value, str) else str(value))
-        if key == "sources":
+        if key in LIST_FIELDS:  # sources, each device's profile or real device
             if isinstance(value, str):
                 value = [value]
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                raise ConfigError(key, value, "a list of sources in quotes")
+                raise ConfigError(key, value, f"a list of {LIST_FIELDS[key]} in quotes")
             return tuple(value)
         if key in BOOL_FIELDS and not isinstance(value, bool):
             raise ConfigError(key, value, "must be true or false")
