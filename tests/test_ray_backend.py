@@ -181,23 +181,6 @@ def test_plan_verify_on_ray_two_replicas_prints_planned_vs_served(ray_engine, tm
     assert f"× {rec['max_sessions']} sessions served by a real Ray Serve on 2 replicas" in text
 
 
-def test_stopping_batchscope_stops_every_ray_process(ray_engine):
-    """The module's engine, stopped (its last test): what Ray started is gone, by PID."""
-    ray_processes = descendants(os.getpid())
-    assert ray_processes
-    assert ray_engine.stop(10.0) == []
-    assert wait_for(lambda: not (descendants(os.getpid()) & ray_processes), 30.0), (
-        f"left running: {descendants(os.getpid()) & ray_processes}"
-    )
-
-
-def test_a_killed_batchscope_leaves_no_ray_behind():
-    started, said = run_then_kill("ray", "ServeReplica", START_S)
-    assert "starting a local Ray on loopback" in said  # the terminal says what starts
-    # Ray's agents alone waited 60 s for the GCS that died with BatchScope: the reaper
-    assert wait_for(lambda: not alive(started), 15.0), f"left behind: {alive(started)}"
-
-
 def test_replicas_on_cuda_ask_one_gpu_each_and_a_cluster_without_is_refused(ray_engine):
     """``--device cuda``: each replica asks Ray for a GPU of its own (``cuda:N``: every
     replica shares that one, nothing asked); a cluster with fewer GPUs than replicas is
@@ -222,3 +205,20 @@ def test_replicas_on_cuda_ask_one_gpu_each_and_a_cluster_without_is_refused(ray_
         assert ray_engine.config == config
         n = ray_engine.snapshot().sessions[0].delivered
         assert wait_for(lambda: ray_engine.snapshot().sessions[0].delivered > n + 5, START_S)
+
+
+def test_stopping_batchscope_stops_every_ray_process(ray_engine):
+    """The module's engine, stopped (its last test): what Ray started is gone, by PID."""
+    ray_processes = descendants(os.getpid())
+    assert ray_processes
+    assert ray_engine.stop(10.0) == []
+    assert wait_for(lambda: not (descendants(os.getpid()) & ray_processes), 30.0), (
+        f"left running: {descendants(os.getpid()) & ray_processes}"
+    )
+
+
+def test_a_killed_batchscope_leaves_no_ray_behind():
+    started, said = run_then_kill("ray", "ServeReplica", START_S)
+    assert "starting a local Ray on loopback" in said  # the terminal says what starts
+    # Ray's agents alone waited 60 s for the GCS that died with BatchScope: the reaper
+    assert wait_for(lambda: not alive(started), 15.0), f"left behind: {alive(started)}"
