@@ -674,10 +674,8 @@ class RunConfig:
 
     def device_names(self) -> list[str]:
         """Each device's name, as the simulator and the report's ``devices`` list say it."""
-        if self.serving:
-            return [self.device_label] * self.devices
         if self.runner != "emulated":
-            return list(self.device_list or [self.device] * self.devices)
+            return list(self.device_list or [self.device_label] * self.devices)
         return [f"{EMULATED}{p}" for p in self.profiles or [self.profile or ""] * self.devices]
 
     def in_replica(self) -> RunConfig:
