@@ -228,7 +228,8 @@ def test_run_on_two_devices_prints_each_and_reports_them(tmp_path, capsys):
 
 def test_a_list_of_profiles_runs_each_device_on_its_own(tmp_path, capsys):
     """``--devices emulated:A,emulated:B``: device 1 replays B's curve; the report names
-    both; a real device among them or a list on Ray is one clear error."""
+    both; a MIG UUID among them or a list on Ray is one clear error (a real device beside
+    them: tests/test_devices_real.py)."""
     out = tmp_path / "r.json"
     argv = ["run", "synthetic", "--resolution", "512x288", "--sessions", "4", "--devices",
             "emulated:laptop-8gb,emulated:server-24gb", "--router", "pinned", "--duration",
@@ -243,7 +244,7 @@ def test_a_list_of_profiles_runs_each_device_on_its_own(tmp_path, capsys):
     assert report["device_label"].startswith("2 devices (emulated:laptop-8gb, emulated:server")
     capsys.readouterr()
     for bad, says in (
-        (["--devices", "cuda:0,emulated:laptop-8gb"], "one run does not mix the two kinds"),
+        (["--devices", "emulated:laptop-8gb,MIG-4f2c"], "does not open a MIG slice by its UUID"),
         (["--devices", "emulated:laptop-8gb,", "--duration", "1"], "give a count (2) or a list"),
         (["--backend", "ray", "--devices", "emulated:laptop-8gb,emulated:laptop-8gb"],
          "give a count with --backend ray"),

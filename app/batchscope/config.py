@@ -406,12 +406,8 @@ def format_resolution(res: tuple[int, int]) -> str:
 
 EMULATED = "emulated:"  # a device list's prefix for a profile (--devices emulated:NAME,…)
 SIMULATED_ONLY = "the simulator plays device profiles (a count, or emulated:NAME for each)"
-#: why a real device in an emulated run's --devices list is refused
-REAL_DEVICES = (
-    "a list is all real devices (cpu, cuda:N: the real model on each, --backend torch) or "
-    "all emulated profiles; one run does not mix the two kinds"
-)
 _REAL_DEVICE = re.compile(r"cpu|cuda(:\d+)?")
+_MIG = ("mig-", "MIG-")  # a MIG slice's UUID
 
 
 def is_real_device(name: str) -> bool:
@@ -420,17 +416,28 @@ def is_real_device(name: str) -> bool:
 
 
 def parse_real_devices(text: str | int) -> list[str] | None:
-    """``--devices LIST`` of real devices (``cpu,cpu``, ``cuda:0,cuda:1``): the list; None
-    for a count or a list of profiles. A list mixing both kinds is a ConfigError."""
+    """``--devices LIST`` naming at least one real device (``cpu,cpu``, ``cuda:0,cuda:1``,
+    ``cuda:0,emulated:laptop-8gb``): each device's name, an emulated one as
+    ``emulated:NAME`` (a bare profile name gains the prefix); None for a count or a list
+    of profiles only. An empty name or a MIG UUID is a ConfigError."""
     text = str(text).strip()
     names = [part.strip() for part in text.split(",")]
-    real = [is_real_device(name) for name in names]
-    if text.isdigit() or not any(real):
+    if text.isdigit() or not any(is_real_device(n) or n.startswith(_MIG) for n in names):
         return None
-    if not all(real):
-        raise ConfigError("devices", text, REAL_DEVICES)
-    KNOBS["devices"].check(len(names))
-    return names
+    out = []
+    for name in names:
+        if not name:
+            raise ConfigError("devices", text, "an empty name in the list")
+        if name.startswith(_MIG):
+            raise ConfigError(
+                "devices",
+                text,
+                f"{name}: BatchScope does not open a MIG slice by its UUID; start it with "
+                f"CUDA_VISIBLE_DEVICES={name} and the slice is cuda:0",
+            )
+        out.append(name if is_real_device(name) or name.startswith(EMULATED) else EMULATED + name)
+    KNOBS["devices"].check(len(out))
+    return out
 
 
 def parse_devices(text: str | int, profile: str, real: str = SIMULATED_ONLY) -> list[str]:
@@ -447,7 +454,7 @@ def parse_devices(text: str | int, profile: str, real: str = SIMULATED_ONLY) -> 
     for name in names:
         if name.startswith(EMULATED):
             name = name[len(EMULATED) :]
-        elif name == "cpu" or name.startswith(("cuda", "mig-", "MIG-")):
+        elif name == "cpu" or name.startswith(("cuda", *_MIG)):
             raise ConfigError(
                 "devices",
                 text,
@@ -550,17 +557,8 @@ class RunConfig:
                 "one profile per emulated device in BatchScope's worker, the first the run's "
                 "profile",
             )
-        if self.device_list and (
-            len(self.device_list) != self.devices
-            or self.device_list[0] != self.device
-            or self.backend != "torch"
-            or not all(map(is_real_device, self.device_list))
-        ):
-            raise ConfigError(
-                "device_list",
-                ",".join(self.device_list),
-                "one real device per device of the torch backend, the first the run's device",
-            )
+        if self.device_list:
+            self._validate_device_list()
         if self.backend == "emulated" and not self.profile:
             raise ConfigError("profile", self.profile, "the emulated backend needs a profile")
         if self.compile and self.runner != "torch":
@@ -622,6 +620,25 @@ class RunConfig:
                 "neighbours share one emulated device; with several devices run none",
             )
 
+    def _validate_device_list(self) -> None:
+        """A list of devices naming a real one, each real or ``emulated:NAME``, in
+        BatchScope's worker; device 0 is the run's own (``device`` on the torch backend,
+        ``emulated:profile`` on the emulated one)."""
+        names = self.device_list
+        first = {"torch": self.device, "emulated": f"{EMULATED}{self.profile}"}.get(self.backend)
+        if (
+            len(names) != self.devices
+            or names[0] != first
+            or not any(map(is_real_device, names))
+            or not all(is_real_device(n) or n.startswith(EMULATED) for n in names)
+        ):
+            raise ConfigError(
+                "device_list",
+                ",".join(names),
+                "one device per device of BatchScope's worker (cpu, cuda:N or emulated:NAME, "
+                "one real at least), the first the run's own device",
+            )
+
     def _validate_triton(self) -> None:
         """What BatchScope's Triton (the pytriton wheel's server, Python backend on the CPU)
         can serve: the reason, said before the server starts."""
@@ -667,13 +684,26 @@ class RunConfig:
         """The config device ``device`` builds its backend from (its own profile, or its
         own real device: a config of that one device)."""
         if self.device_list:
-            return replace(self, device=self.device_list[device], device_list=(), devices=1)
+            name = self.device_list[device]
+            one = replace(self, device_list=(), devices=1)
+            if is_real_device(name):
+                return replace(one, backend="torch", device=name, profile=None)
+            return replace(  # the torch-only options off: a curve has none
+                one,
+                backend="emulated",
+                profile=name[len(EMULATED) :],
+                runtime="torch",
+                compile=False,
+                cuda_graphs=False,
+            )
         if not self.profiles:
             return self
         return replace(self, profile=self.profiles[device], profiles=(), devices=1)
 
     def device_names(self) -> list[str]:
         """Each device's name, as the simulator and the report's ``devices`` list say it."""
+        if self.device_list:
+            return list(self.device_list)
         if self.runner != "emulated":
             return list(self.device_list or [self.device_label] * self.devices)
         return [f"{EMULATED}{p}" for p in self.profiles or [self.profile or ""] * self.devices]

@@ -34,12 +34,12 @@ from batchscope.config import (
     BACKENDS,
     DEFAULT_RESOLUTION,
     DEFAULT_ROUTER,
+    EMULATED,
     FITS,
     KNOBS,
     POLICIES,
     POSTPROCESSING,
     PRECISIONS,
-    REAL_DEVICES,
     ROUTERS,
     RUNTIMES,
     SERVING_ENGINES,
@@ -49,6 +49,7 @@ from batchscope.config import (
     default_runtime,
     drop_after_warning,
     format_resolution,
+    is_real_device,
     parse_devices,
     parse_real_devices,
 )
@@ -115,8 +116,9 @@ def add_run_command(sub: Any) -> None:
         "policy each, --router places the windows): N emulated devices of --profile, a list "
         "of profiles (emulated:laptop-8gb,emulated:server-24gb), N instances of the real "
         "model on --device, or a list of real devices (cuda:0,cuda:1 or cpu,cpu: the real "
-        "model on each); with --backend ray N replicas of the deployment, Ray's router "
-        "placing the requests; "
+        "model on each), which may mix in emulated ones (cuda:0,emulated:laptop-8gb; the "
+        "first listed is the run's device or profile); with --backend ray N replicas of the "
+        "deployment, Ray's router placing the requests; "
         f"{KNOBS['devices'].range_text()} (default 1)",
     )
     run.add_argument(
@@ -254,34 +256,49 @@ def add_run_command(sub: Any) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
-    listed = parse_real_devices(args.devices)  # the real model on each device listed
+    listed = parse_real_devices(args.devices)  # the real model on each real device listed
+    first_profile = None  # an emulated device 0 of a list beside a real one
     if listed is not None:
-        if args.backend not in (None, "torch"):
+        first_real = is_real_device(listed[0])
+        want = "torch" if first_real else "emulated"
+        if args.backend not in (None, want):
             raise ConfigError(
                 "devices",
                 args.devices,
-                f"a list of real devices is BatchScope's worker (--backend torch); with "
-                f"--backend {args.backend} give a count",
+                f"a list naming a real device is BatchScope's worker (--backend {want}, its "
+                f"first device's kind); with --backend {args.backend} give a count",
             )
-        if args.device not in (None, listed[0]):
+        if first_real and args.device not in (None, listed[0]):
             raise ConfigError(
                 "device", args.device, f"--devices lists {listed[0]} first: give one of the two"
             )
-        args.backend, args.device = "torch", listed[0]
+        if not first_real:
+            first_profile = listed[0][len(EMULATED) :]
+            given = given_options(args.parser, getattr(args, "argv", ()))
+            if "profile" in given and args.profile != first_profile:
+                raise ConfigError(
+                    "profile",
+                    args.profile,
+                    f"--devices lists emulated:{first_profile} first: give one of the two",
+                )
+        args.backend = want
+        args.device = listed[0] if first_real else args.device
     backend = args.backend or ("torch" if args.device else "emulated")
     # what runs a batch: in a serving engine's replica too, the real model with --device
     real = backend == "torch" or (backend in SERVING_ENGINES and args.device)
     runner = "torch" if real else "emulated"
     device = args.device or "cpu"
-    precision = args.precision or ("fp32" if runner == "torch" and device == "cpu" else "fp16")
+    on_cpu = "cpu" in (listed or ()) or (runner == "torch" and device == "cpu")
+    precision = args.precision or ("fp32" if on_cpu else "fp16")
+    model = runner == "torch" or listed is not None  # the real model runs somewhere
     if args.warmup < 0:
         raise ConfigError("warmup", args.warmup, "must be 0 or more seconds")
     ray_address = getattr(args, "ray_address", None)
     if ray_address and backend != "ray":
         raise ConfigError("ray_address", ray_address, "needs --backend ray")
-    if args.checkpoint and runner != "torch":
+    if args.checkpoint and not model:
         raise ConfigError("checkpoint", args.checkpoint, "needs the torch backend (--device)")
-    if args.postprocess != POSTPROCESSING[0] and runner != "torch":
+    if args.postprocess != POSTPROCESSING[0] and not model:
         raise ConfigError(
             "postprocess",
             args.postprocess,
@@ -310,7 +327,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         stream_transport=args.stream_transport,
         backend=backend,
         device=device,
-        profile=(profiles[0] if profiles else args.profile) if runner == "emulated" else None,
+        profile=first_profile
+        or ((profiles[0] if profiles else args.profile) if runner == "emulated" else None),
         ray_address=ray_address,
         router=router or DEFAULT_ROUTER,
         precision=precision,
@@ -347,7 +365,7 @@ def _devices_of(text: str, profile: str, backend: str) -> tuple[int, tuple[str, 
             "a list of profiles is emulated devices in BatchScope's worker; give a count "
             f"with --backend {backend}",
         )
-    names = parse_devices(text, profile, REAL_DEVICES)
+    names = parse_devices(text, profile)
     return len(names), tuple(names)
 
 
@@ -463,7 +481,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.experiment:
         return cmd_run_experiment(args)
     config = config_from_args(args)
-    if config.backend == "torch":
+    if config.backend == "torch" or config.device_list:  # the real model on the CPU too
         configure_threads()
     out_stream = sys.stderr if args.json == "-" else sys.stdout
     engine = started_engine(
@@ -520,7 +538,7 @@ def cmd_run_experiment(args: argparse.Namespace) -> int:
     refuse_config_flags(args, EXPERIMENT_FLAGS)
     experiment = load_experiment(args.experiment)  # every error before anything starts
     config = first_config(experiment)
-    if config.backend == "torch":
+    if config.backend == "torch" or config.device_list:  # the real model on the CPU too
         configure_threads()
     out_stream = sys.stderr if args.json == "-" else sys.stdout
     n = len(experiment.steps)

@@ -74,7 +74,7 @@ def predict_segment(
         return None
     try:
         if profile is None:
-            if config.backend != "emulated":
+            if config.backend != "emulated" or config.device_list:
                 return None
             profile = load_profile(config.profile or "")
         config = config.with_changes(duration_s=duration_s, seed=seed)
@@ -123,6 +123,8 @@ def _predict(
     if "fault" in segment.get("changes", {}) or segment.get("faults") or too_short(segment):
         return None
     cfg = segment["config"]
+    if cfg.get("device_list"):  # a real device among them: no curve to predict it from
+        return None
     if cfg.get("backend") == "emulated":
         profile = None  # the one its config names
     elif profile is None:
