@@ -17,8 +17,14 @@ from batchscope.sim.devices import (
     play_devices,
     simulate_devices,
 )
+from batchscope.sim.host_jitter import HostJitter
 from batchscope.sim.planner import Budget, plan
-from batchscope.sim.planner.devices import DevicesSearch, fewest_devices, sessions_for_devices
+from batchscope.sim.planner.devices import (
+    DevicesSearch,
+    fewest_devices,
+    seed_figures,
+    sessions_for_devices,
+)
 from batchscope.sim.simulator import simulate
 
 LAPTOP = dict(backend="emulated", profile="laptop-8gb", precision="fp16", resolution=(512, 288))
@@ -251,3 +257,82 @@ def test_a_stall_and_a_burst_change_one_sessions_pace_on_several_devices():
         assert all(f == pytest.approx(30.0, abs=0.2) for f in fps[2:])
     with pytest.raises(ConfigError, match="no such session"):
         play_devices(config, curves, "pinned", 1.0, (Pace(1.0, 9, 0.0),))
+
+
+#: a host late by the same amount every time: the draws' order cannot matter
+STEADY_LATE = HostJitter((3.0,) * 101, (5.0,) * 101, "steady", (2.0,) * 101)
+NEVER_LATE = HostJitter((0.0,) * 101, (0.0,) * 101, "never", (0.0,) * 101)
+
+
+@pytest.mark.parametrize(("policy", "knobs"), SETTINGS)
+def test_a_late_host_on_one_device_plays_as_the_one_device_simulator(policy, knobs):
+    """--host-jitter on the devices' loop: frames published 3 ms late, an idle worker
+    deciding 5 ms late, batches ending 2 ms late: one device's figures equal the
+    one-device simulator's with the same host (the loop refused it before)."""
+    config = RunConfig(sessions=6, policy=policy, duration_s=5.0, **LAPTOP, **knobs)
+    alone = simulate(config, None, 1.0, STEADY_LATE)
+    quiet = simulate(config, None, 1.0)
+    for router in ("pinned", "least-loaded"):
+        report = simulate_devices(config, load_devices(["laptop-8gb"]), router, 1.0, STEADY_LATE)
+        for key in FIGURES:
+            assert report["overall"][key] == alone["overall"][key], (router, key)
+        assert report["host_jitter_model"] == alone["host_jitter_model"]
+    assert alone["overall"]["latency_ms"] != quiet["overall"]["latency_ms"]  # it counts
+
+
+@pytest.mark.parametrize("router", ["pinned", "least-loaded"])
+def test_a_host_never_late_leaves_several_devices_as_they_were(router):
+    config = RunConfig(sessions=9, policy="dynamic", max_batch=4, duration_s=5.0, **LAPTOP)
+    on = load_devices(["laptop-8gb", "laptop-8gb"])
+    quiet = simulate_devices(config, on, router, 1.0)["overall"]
+    never = simulate_devices(config, on, router, 1.0, NEVER_LATE)["overall"]
+    for key in FIGURES:
+        assert never[key] == quiet[key], key
+
+
+def test_a_late_host_adds_its_wake_and_device_lateness_to_each_idle_devices_windows():
+    """Two sessions pinned on two devices, never more than one window waiting: each window
+    waits for its idle device's late wake (5 ms) and its batch ends 2 ms late, so every
+    latency grows by 7 ms (publish lateness moves the arrival too, so it adds nothing)."""
+    config = RunConfig(sessions=2, policy="oldest", duration_s=5.0, **LAPTOP)
+    on = load_devices(["laptop-8gb", "laptop-8gb"])
+    quiet = simulate_devices(config, on, "pinned", 1.0)["overall"]["latency_ms"]
+    late = simulate_devices(config, on, "pinned", 1.0, STEADY_LATE)["overall"]["latency_ms"]
+    for key in ("p50", "p99"):
+        assert late[key] == pytest.approx(quiet[key] + 7.0, abs=0.01), key
+
+
+def test_simulate_devices_takes_a_measured_host(tmp_path, capsys):
+    measured = tmp_path / "measured.json"
+    measured.write_text(
+        json.dumps({"host_jitter": {"publish_ms": [0.0, 1.0, 6.0], "wake_ms": [0.0, 2.0, 9.0]}})
+    )
+    out = tmp_path / "sim.json"
+    argv = ["simulate", "--profile", "laptop-8gb", "--resolution", "512x288", "--sessions",
+            "4", "--devices", "2", "--duration", "3", "--host-jitter", str(measured),
+            "--json", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    (report,) = json.loads(out.read_text())
+    assert report["host_jitter_model"]["source"] == str(measured)
+    assert report["host_jitter_model"]["wake_ms"]["p99"] > 0
+    assert len(report["devices"]) == 2
+
+
+def test_the_devices_planner_replays_the_host_the_plan_replayed(server_plan):
+    """plan --host-jitter with --devices/--sessions: least-loaded's seeds are played with
+    the plan's measured host, as pinned's one-device runs are (before, without it)."""
+    import copy
+    import dataclasses
+
+    late_runs = copy.copy(server_plan.runs)
+    late_runs.jitter = STEADY_LATE
+    late_plan = dataclasses.replace(server_plan, runs=late_runs)
+    profile = load_profile("server-24gb")
+    quiet, late = DevicesSearch(server_plan, profile), DevicesSearch(late_plan, profile)
+    quiet._played(2, "least-loaded", 8)
+    late._played(2, "least-loaded", 8)
+    on = load_devices(["server-24gb"] * 2, profile)
+    config = server_plan.config().with_changes(sessions=8, seed=0)
+    expected = seed_figures(config, on, "least-loaded", late.warmup_s, STEADY_LATE)
+    assert late.figures[(2, "least-loaded", 8)][1] >= expected[1]  # the worst seed's p99
+    assert late.figures[(2, "least-loaded", 8)][1] > quiet.figures[(2, "least-loaded", 8)][1]

@@ -204,8 +204,6 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         raise CliError("--router places windows on several devices: give --devices too")
     router = args.router or DEFAULT_ROUTER
     if args.devices is not None:  # several devices: the router places the windows
-        if jitter is not None:
-            raise CliError("--host-jitter is not simulated on several devices yet (--devices)")
         devices = load_devices(parse_devices(args.devices, profile.name), profile)
         for device in devices:
             device.curve(configs[0])  # ProfileError names what the profile has
@@ -213,7 +211,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
         def report_of(c: RunConfig) -> dict[str, Any]:  # its config says devices and router
             c = c.with_changes(devices=len(on), router=router)
-            return simulate_devices(c, on, router, args.warmup)
+            return simulate_devices(c, on, router, args.warmup, jitter)
 
     else:
 

@@ -36,14 +36,18 @@ A session's pace may change during the run (:class:`Pace`: a burst at K × fps, 
 0, back to 1), by the live feeder's rule (``Clock.set_scale``), as the burst and stall
 faults set it. ``drop_after_ms`` drops a window that waited past it on its device, by
 the mailboxes' rule (checked when the device could take a batch, as the one-device loop
-does). What it does not play yet: experiment steps, the other faults, neighbours and a
-measured host's lateness (the last two refused with one clear error; the CLI refuses
-``--experiment``): a run of one config.
+does). A measured host's lateness (``jitter``, :mod:`batchscope.sim.host_jitter`) is
+replayed by the one-device loop's rules on each device: every frame published late by a
+draw, a device's worker that was idle deciding late by a draw of its own (each device's
+thread wakes by itself), and every batch ending late by a draw. What it does not play
+yet: experiment steps, the other faults and neighbours (neighbours refused with one
+clear error; the CLI refuses ``--experiment``): a run of one config.
 """
 
 from __future__ import annotations
 
 import heapq
+import random
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -65,6 +69,7 @@ from batchscope.engine.stats import device_entries
 from batchscope.profiles.profile import BatchCurve, DeviceProfile, load_profile
 from batchscope.sim.changes import need_fps
 from batchscope.sim.clock import NEVER, Clock
+from batchscope.sim.host_jitter import HostJitter
 from batchscope.sim.plain import Delivered, Measured
 from batchscope.sim.simulator import DEFAULT_WARMUP_S, measured_records
 
@@ -131,11 +136,13 @@ def play_devices(
     router: str,
     warmup_s: float = DEFAULT_WARMUP_S,
     paces: Sequence[Pace] = (),
+    jitter: HostJitter | None = None,
 ) -> DevicesPlayed:
     """Play ``config`` on one device per curve, windows placed by ``router`` (module doc).
 
     ``paces``: sessions that change pace during the run (a burst, a stall), each from its
-    ``at`` (s after the warm-up) on, by the live feeder's rules (``Clock.set_scale``)."""
+    ``at`` (s after the warm-up) on, by the live feeder's rules (``Clock.set_scale``).
+    ``jitter``: a measured host's lateness, replayed (module doc; None: never late)."""
     check_router(router)
     need_fps(config)
     if not warmup_s >= 0:
@@ -146,7 +153,7 @@ def play_devices(
         raise ConfigError("devices", n_dev, "give at least one device")
     t0 = warmup_s
     t_end = warmup_s + config.duration_s
-    clock = Clock(config, config.sessions, t_end)
+    clock = Clock(config, config.sessions, t_end, jitter)
     agenda = sorted((t0 + p.at, p.session, p.factor) for p in paces)
     for _, sid, _ in agenda:
         if not 0 <= sid < config.sessions:
@@ -166,6 +173,12 @@ def play_devices(
     taken: list[list[list[Any]]] = [[] for _ in curves]
     why = [(0, 0, 0)] * n_dev  # (reason, cap, padding) of the batch on each device
     timers = [NEVER] * n_dev
+    woken = [NEVER] * n_dev  # when an idle device's late worker decides (jitter)
+    wake = device_late = None
+    if jitter is not None:  # the one-device loop's draws, shared by the devices in turn
+        draws = random.Random(config.seed + 7_919)
+        wake = lambda: jitter.wake_delay(draws.random())  # noqa: E731
+        device_late = lambda: jitter.device_delay(draws.random())  # noqa: E731
     batch_s: list[dict[int, float]] = [{} for _ in curves]
     dealt = pin(range(config.sessions), n_dev) if router == "pinned" else None
     pins = [dealt[s] for s in range(config.sessions)] if dealt is not None else None
@@ -208,7 +221,11 @@ def play_devices(
         return i
 
     while True:
-        while heap and heap[0][0] != free_at[heap[0][1]] and heap[0][0] != timers[heap[0][1]]:
+        while heap and heap[0][0] not in (
+            free_at[heap[0][1]],
+            timers[heap[0][1]],
+            woken[heap[0][1]],
+        ):
             heapq.heappop(heap)  # superseded
         now = min(ft[i], heap[0][0] if heap else NEVER)
         if now == NEVER and change_at == NEVER:  # every window published, every batch ended
@@ -229,7 +246,8 @@ def play_devices(
         while heap and heap[0][0] <= now:
             touched.add(heapq.heappop(heap)[1])
         for d in sorted(touched):
-            if busy[d] and free_at[d] <= now:  # its batch ends
+            ended = busy[d] and free_at[d] <= now
+            if ended:  # its batch ends
                 busy[d], free_at[d] = False, NEVER
                 batch = taken[d]
                 n = len(batch)
@@ -243,6 +261,13 @@ def play_devices(
                     policy.observe(n, (now - min(map(_arrival_of, batch))) * 1000.0)
             if timers[d] <= now:
                 timers[d] = NEVER
+            if wake is not None and not busy[d] and not ended:  # an idle worker wakes late
+                if woken[d] == NEVER:
+                    woken[d] = now + wake()
+                    heapq.heappush(heap, (woken[d], d))
+                if woken[d] > now:
+                    continue  # it decides then (what arrives meanwhile waits for it)
+            woken[d] = NEVER
             if drop_s is not None and not busy[d]:  # Mailboxes.expire's rule, on its device
                 mine = pending[d]
                 for s in [s for s, r in mine.items() if now - r[0] > drop_s]:
@@ -266,6 +291,8 @@ def play_devices(
                 busy[d], start[d], taken[d] = True, now, chosen
                 why[d] = (decision[2], policy.cap or 0, rows - n)
                 free_at[d] = now + duration
+                if device_late is not None:  # a busy host's timer ends the batch late
+                    free_at[d] += device_late()
                 timers[d] = NEVER
                 heapq.heappush(heap, (free_at[d], d))
             elif (
@@ -293,11 +320,16 @@ def simulate_devices(
     devices: Sequence[Device],
     router: str,
     warmup_s: float = DEFAULT_WARMUP_S,
+    jitter: HostJitter | None = None,
 ) -> dict[str, Any]:
-    """The JSON report (``kind: simulate``) of ``config`` on ``devices``, routed by ``router``."""
+    """The JSON report (``kind: simulate``) of ``config`` on ``devices``, routed by ``router``
+    (``jitter``: a measured host's lateness, replayed, as ``simulate``'s)."""
     curves = [d.curve(config) for d in devices]  # ProfileError names what a profile has
-    played = play_devices(config, curves, router, warmup_s)
-    return devices_report(played, config, devices, router, warmup_s)
+    played = play_devices(config, curves, router, warmup_s, jitter=jitter)
+    report = devices_report(played, config, devices, router, warmup_s)
+    if jitter is not None:
+        report["host_jitter_model"] = jitter.to_json()
+    return report
 
 
 def devices_report(

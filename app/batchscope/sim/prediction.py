@@ -81,8 +81,7 @@ def predict_segment(
         if config.devices > 1:  # its devices (each its own profile), its router
             names = config.profiles or [profile.name] * config.devices
             on = load_devices(names, profile)
-            report = simulate_devices(config, on, config.router, SETTLE_S)
-            jitter = None  # not replayed on several devices (sim/devices.py)
+            report = simulate_devices(config, on, config.router, SETTLE_S, jitter)
         else:
             report = simulate(config, profile, SETTLE_S, jitter)
     except (ProfileError, ConfigError):

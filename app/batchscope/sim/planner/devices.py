@@ -41,6 +41,7 @@ from typing import Any
 from batchscope.config import KNOBS, ConfigError, RunConfig
 from batchscope.profiles.profile import DeviceProfile
 from batchscope.sim.devices import Device, load_devices, simulate_devices
+from batchscope.sim.host_jitter import HostJitter
 from batchscope.sim.planner.present import POLL_S, tie_to_parent
 from batchscope.sim.planner.results import Plan, PlanCancelled
 from batchscope.sim.simulator import DEFAULT_WARMUP_S
@@ -52,9 +53,15 @@ Tried = list[tuple[int, str, int, bool]]
 Figures = tuple[float, float, list[float]]
 
 
-def seed_figures(config: RunConfig, on: list[Device], router: str, warmup_s: float) -> Figures:
+def seed_figures(
+    config: RunConfig,
+    on: list[Device],
+    router: str,
+    warmup_s: float,
+    jitter: HostJitter | None = None,
+) -> Figures:
     """One seed's run on the devices (``config`` has the seed), as the search judges it."""
-    report = simulate_devices(config, on, router, warmup_s)
+    report = simulate_devices(config, on, router, warmup_s, jitter)
     o = report["overall"]
     return o["min_fps"], o["latency_ms"]["p99"], [d["busy"] for d in report["devices"]]
 
@@ -112,6 +119,7 @@ class DevicesSearch:
                 initargs=(os.getpid(),),
             )
         self.base = result.config()
+        self.jitter = result.runs.jitter  # a measured host's lateness, as the plan replayed
         self.tried: Tried = []
         self.figures: dict[tuple[int, str, int], tuple[float, float, list[float]]] = {}
 
@@ -175,10 +183,11 @@ class DevicesSearch:
             for config in configs:
                 if self.cancelled is not None and self.cancelled():
                     raise PlanCancelled()
-                yield seed_figures(config, on, router, self.warmup_s)
+                yield seed_figures(config, on, router, self.warmup_s, self.jitter)
             return
         running: set[Future] = {
-            self._pool.submit(seed_figures, c, on, router, self.warmup_s) for c in configs
+            self._pool.submit(seed_figures, c, on, router, self.warmup_s, self.jitter)
+            for c in configs
         }
         try:
             while running:
