@@ -54,6 +54,8 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
+import numpy as np
+
 from batchscope.config import EMULATED, ROUTERS, ConfigError, RunConfig
 from batchscope.engine.policies import make_policy
 from batchscope.engine.report.body import SessionInfo, build_report
@@ -220,6 +222,33 @@ def play_devices(
             t = ft[i]
         return i
 
+    def publish_on(ft: list[float], fs: list[int], opened: list[int], i: int,
+                   limit: float) -> tuple[int, float | None]:  # fmt: skip
+        """The windows before ``limit`` (the next batch end, timer or change), instant by
+        instant, until one reaches an idle device: what the loop would publish in that
+        many turns that ask no device anything (a window overwriting or waiting on a busy
+        device). Returns the first index left and the last instant published (None: none)."""
+        t = ft[i]
+        last = None
+        while t < limit:
+            s = fs[i]
+            d = where.get(s)
+            if d is None:
+                d = route(s)
+                pending[d][s] = [t, s, t]
+                where[s] = d
+                opened.append(i)
+            else:
+                pending[d][s][0] = t
+            if not busy[d]:
+                touched.add(d)
+            last = t
+            i += 1
+            t = ft[i]
+            if touched and t != last:  # that instant's windows all published
+                break
+        return i, last
+
     while True:
         while heap and heap[0][0] not in (
             free_at[heap[0][1]],
@@ -241,6 +270,9 @@ def play_devices(
             frames = clock.schedule(now, change_at)
             ft, fs, opened, i = frames.times, frames.sessions, frames.opened, 0
         i = publish(ft, fs, opened, i, now, before=False)
+        if not touched and not (heap and heap[0][0] <= now):  # nothing asks a device now
+            i, last = publish_on(ft, fs, opened, i, min(heap[0][0] if heap else NEVER, change_at))
+            now = now if last is None else last
         if now > t_end:  # what ends after the run is not measured
             break
         while heap and heap[0][0] <= now:
@@ -343,7 +375,8 @@ def devices_report(
     items, batches = measured_records(played.measured, played.delivered, on_devices=True)
     overwrites = played.clock.overwrites()
     over = overwrites[overwrites["t"] >= played.t0]
-    counted = Counter(int(s) for s in over["session"])
+    counts = np.bincount(over["session"], minlength=config.sessions)
+    counted = {sid: int(counts[sid]) for sid in range(config.sessions)}
     duration = played.t_end - played.t0
     ran = {(m[3], m[1] + m[6]) for m in played.measured}  # (device, rows it ran)
     peaks = [
@@ -365,7 +398,7 @@ def devices_report(
         [SessionInfo(sid, "simulated") for sid in range(config.sessions)],
         items,
         batches,
-        dict(counted),
+        counted,
         duration,
         memory,
         extra={
