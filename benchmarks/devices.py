@@ -1,6 +1,6 @@
 """Several devices: the simulator's speed, the planner's fewest-devices answer, routers, live.
 
-Six tables, each measured in this one run:
+Seven tables, each measured in this one run:
 
 1. **Speed**: 30 s of ``--devices`` devices × ``--per-device`` sessions (server-24gb,
    512x288 fp16, 30 fps) for each policy, best of 3: wall seconds, simulated seconds
@@ -13,11 +13,14 @@ Six tables, each measured in this one run:
 4. **Routers** on uneven sessions: one camera bursting at 3x fps, or one stalled, for 10 s
    of 30, on 2 and 4 server-24gb devices each carrying what one carries (5 sessions):
    the slowest *other* session's fps (worst of 8 seeds) and the worst p99.
-5. **Live vs simulated**: BatchScope's own worker on 2 and 3 emulated devices (laptop-8gb,
+5. **Routers** on mixed model resolutions: half the sessions at 512x288, half at 256x144
+   on 2 and 4 laptop-8gb devices (a batch holds one resolution: sim/devices.py ``Shapes``),
+   joining alternately or the far half first: slowest fps (worst of 8 seeds), worst p99.
+6. **Live vs simulated**: BatchScope's own worker on 2 and 3 emulated devices (laptop-8gb,
    256x144 fp16, 20 s after 2 s), pinned and least-loaded, beside the simulator on the
    same config and seed: served / simulated for throughput, slowest fps, p50 and p99, and
    each device's busy share live and simulated.
-6. **MIG slices vs the whole GPU** (emulated slices, ``NAME@Kg``: scaled by an assumption,
+7. **MIG slices vs the whole GPU** (emulated slices, ``NAME@Kg``: scaled by an assumption,
    ``profiles/profile.py``'s ``mig_slice``): the whole device, 2 x 3g, 3 x 2g and 7 x 1g
    of laptop-8gb at 256x144 (p99 <= 50 ms) and server-24gb at 512x288 (p99 <= 100 ms):
    each layout's most sessions with its own plan's setting, and the whole device's most
@@ -39,6 +42,7 @@ from batchscope.sim.devices import (
     Pace,
     devices_report,
     load_devices,
+    mixed_shapes,
     play_devices,
     simulate_devices,
 )
@@ -173,6 +177,47 @@ def uneven_sessions() -> None:
                 print(f"| {n} | {5 * n} | {what} | {policy} {knobs} | {cells[0]} | {cells[1]} |")
 
 
+def mixed_resolutions(counts: dict[int, list[int]] | None = None) -> None:
+    """Sessions at two model resolutions (far cameras at 512x288, near ones at 256x144),
+    half each, on laptop-8gb devices; a batch holds one resolution (sim/devices.py Shapes).
+    Two orders of joining: alternating (pinned, dealing by id, puts every far camera on
+    the even devices) and the far half first (pinned deals both halves evenly)."""
+    counts = counts or {2: [8, 10], 4: [16, 20]}
+    print("\n## routers, mixed resolutions: half the sessions 512x288, half 256x144, "
+          "laptop-8gb fp16; slowest fps (worst of 8 seeds) / worst p99 ms, 30 s")  # fmt: skip
+    print("| devices | sessions | order | policy | pinned | least-loaded |")
+    print("|---|---|---|---|---|---|")
+    for n, sessions_list in counts.items():
+        on = load_devices(["laptop-8gb"] * n)
+        for sessions in sessions_list:
+            orders = {
+                "alternating": [(512, 288) if s % 2 == 0 else (256, 144) for s in range(sessions)],
+                "far half first": [
+                    (512, 288) if s < sessions // 2 else (256, 144) for s in range(sessions)
+                ],
+            }
+            for order, resolutions in orders.items():
+                for policy, knobs in POLICIES[1:3]:
+                    cells = []
+                    for router in ("pinned", "least-loaded"):
+                        worst_fps, worst_p99 = 1e9, 0.0
+                        for seed in range(8):
+                            config = RunConfig(
+                                sessions=sessions, policy=policy, duration_s=30.0, seed=seed,
+                                backend="emulated", profile="laptop-8gb", precision="fp16",
+                                resolution=(512, 288), **knobs,
+                            )  # fmt: skip
+                            shapes = mixed_shapes(config, on, resolutions)
+                            curves = [d.curve(config) for d in on]
+                            played = play_devices(config, curves, router, 1.0, shapes=shapes)
+                            o = devices_report(played, config, on, router, 1.0, shapes)["overall"]
+                            worst_fps = min(worst_fps, o["min_fps"])
+                            worst_p99 = max(worst_p99, o["latency_ms"]["p99"])
+                        cells.append(f"{worst_fps:.1f} / {worst_p99:.1f}")
+                    print(f"| {n} | {sessions} | {order} | {policy} {knobs} "
+                          f"| {cells[0]} | {cells[1]} |")  # fmt: skip
+
+
 def live_vs_simulated() -> None:
     from batchscope.engine.engine import Engine
 
@@ -264,7 +309,7 @@ def main() -> None:
     parser.add_argument("--per-device", type=int, default=64)
     parser.add_argument(
         "--only",
-        choices=("speed", "fewest", "routers", "uneven", "live", "mig"),
+        choices=("speed", "fewest", "routers", "uneven", "mixed", "live", "mig"),
         help="one table only",
     )
     args = parser.parse_args()
@@ -273,6 +318,7 @@ def main() -> None:
         "fewest": fewest,
         "routers": routers,
         "uneven": uneven_sessions,
+        "mixed": mixed_resolutions,
         "live": live_vs_simulated,
         "mig": mig,
     }

@@ -11,9 +11,11 @@ import pytest
 
 from batchscope.cli import main
 from batchscope.config import ConfigError, RunConfig, parse_devices
-from batchscope.profiles.profile import load_profile
+from batchscope.profiles.profile import ProfileError, load_profile
 from batchscope.sim.devices import (
+    devices_report,
     load_devices,
+    mixed_shapes,
     play_devices,
     simulate_devices,
 )
@@ -336,3 +338,50 @@ def test_the_devices_planner_replays_the_host_the_plan_replayed(server_plan):
     expected = seed_figures(config, on, "least-loaded", late.warmup_s, STEADY_LATE)
     assert late.figures[(2, "least-loaded", 8)][1] >= expected[1]  # the worst seed's p99
     assert late.figures[(2, "least-loaded", 8)][1] > quiet.figures[(2, "least-loaded", 8)][1]
+
+
+def test_one_shape_for_every_session_plays_as_no_shapes():
+    config = RunConfig(sessions=9, policy="dynamic", max_batch=4, duration_s=5.0, **LAPTOP)
+    on = load_devices(["laptop-8gb", "laptop-8gb"])
+    curves = [d.curve(config) for d in on]
+    one = mixed_shapes(config, on, [config.resolution] * 9)
+    assert one.of_session == (0,) * 9
+    for router in ("pinned", "least-loaded"):
+        plain = devices_report(play_devices(config, curves, router), config, on, router, 1.0)
+        shaped = devices_report(
+            play_devices(config, curves, router, shapes=one), config, on, router, 1.0, one
+        )
+        for key in (*FIGURES, "busy"):
+            assert shaped["overall"][key] == plain["overall"][key], (router, key)
+        assert shaped["memory"] == plain["memory"]
+
+
+@pytest.mark.parametrize("router", ["pinned", "least-loaded"])
+def test_a_batch_holds_one_shape_and_takes_that_shapes_time(router):
+    """Sessions at 512x288 and 256x144 on two laptops: each batch's windows are all of one
+    shape, and the batch lasts what that shape's curve says for its rows."""
+    config = RunConfig(sessions=8, policy="all", max_batch=8, duration_s=5.0, **LAPTOP)
+    on = load_devices(["laptop-8gb", "laptop-8gb"])
+    resolutions = [(512, 288) if s % 3 == 0 else (256, 144) for s in range(8)]
+    shapes = mixed_shapes(config, on, resolutions)
+    played = play_devices(config, [d.curve(config) for d in on], router, shapes=shapes)
+    sessions = iter(played.delivered[1])
+    kinds_seen = set()
+    for start, n, end, d, _reason, _cap, pad in played.measured:
+        kinds = {shapes.of_session[next(sessions)] for _ in range(n)}
+        assert len(kinds) == 1, "a batch mixed two shapes"
+        (k,) = kinds
+        kinds_seen.add(k)
+        assert end - start == pytest.approx(shapes.curves[d][k].ms(n + pad) / 1000.0)
+    assert kinds_seen == {0, 1}
+    report = devices_report(played, config, on, router, 1.0, shapes)
+    assert report["overall"]["throughput_wps"] > 0
+
+
+def test_mixed_shapes_name_what_is_wrong():
+    config = RunConfig(sessions=2, duration_s=5.0, **LAPTOP)
+    on = load_devices(["laptop-8gb"])
+    with pytest.raises(ConfigError, match="one per session"):
+        mixed_shapes(config, on, [(512, 288)])
+    with pytest.raises(ProfileError, match="no curve for fp16 at 128x72"):
+        mixed_shapes(config, on, [(512, 288), (128, 72)])

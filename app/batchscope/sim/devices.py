@@ -39,7 +39,9 @@ the mailboxes' rule (checked when the device could take a batch, as the one-devi
 does). A measured host's lateness (``jitter``, :mod:`batchscope.sim.host_jitter`) is
 replayed by the one-device loop's rules on each device: every frame published late by a
 draw, a device's worker that was idle deciding late by a draw of its own (each device's
-thread wakes by itself), and every batch ending late by a draw. What it does not play
+thread wakes by itself), and every batch ending late by a draw. Sessions may run the
+model at several resolutions (:class:`Shapes`, a batch of one: simulated only, for the
+findings on mixed cameras). What it does not play
 yet: experiment steps, the other faults and neighbours (neighbours refused with one
 clear error; the CLI refuses ``--experiment``): a run of one config.
 """
@@ -75,7 +77,7 @@ from batchscope.sim.host_jitter import HostJitter
 from batchscope.sim.plain import Delivered, Measured
 from batchscope.sim.simulator import DEFAULT_WARMUP_S, measured_records
 
-_arrival_of, _session_of = itemgetter(0), itemgetter(1)
+_arrival_of, _session_of, _since_of = itemgetter(0), itemgetter(1), itemgetter(2)
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,33 @@ class Pace:
     at: float
     session: int
     factor: float
+
+
+@dataclass(frozen=True)
+class Shapes:
+    """Sessions at several model resolutions (a far camera at 512x288 beside near ones at
+    256x144): ``of_session[s]`` is session ``s``'s shape, ``curves[d][k]`` device ``d``'s
+    batch curve at shape ``k``. A batch holds one shape, as Triton's dynamic batcher batches
+    only requests of one shape: a device takes the shape of its oldest waiting window (by
+    ``since``) and its policy chooses among that shape's windows. Simulated only:
+    BatchScope's worker runs one resolution (sources are fitted to it)."""
+
+    of_session: tuple[int, ...]
+    curves: tuple[tuple[BatchCurve, ...], ...]
+
+
+def mixed_shapes(
+    config: RunConfig, devices: Sequence[Device], resolutions: Sequence[tuple[int, int]]
+) -> Shapes:
+    """:class:`Shapes` of ``resolutions`` (one per session) on ``devices`` (ProfileError
+    names what a profile lacks)."""
+    if len(resolutions) != config.sessions:
+        raise ConfigError(
+            "resolutions", len(resolutions), f"give one per session ({config.sessions})"
+        )
+    kinds = list(dict.fromkeys(resolutions))
+    curves = tuple(tuple(d.profile.curve(config.precision, r) for r in kinds) for d in devices)
+    return Shapes(tuple(kinds.index(r) for r in resolutions), curves)
 
 
 @dataclass(frozen=True)
@@ -130,6 +159,7 @@ class DevicesPlayed:
     t_end: float
     pinned: list[int] | None  # sessions per device (pinned), None (least-loaded)
     expired: list[tuple[int, float]] = field(default_factory=list)  # (session, t) dropped
+    shape_rows: set[tuple[int, int, int]] = field(default_factory=set)  # (device, shape, rows)
 
 
 def play_devices(
@@ -139,12 +169,15 @@ def play_devices(
     warmup_s: float = DEFAULT_WARMUP_S,
     paces: Sequence[Pace] = (),
     jitter: HostJitter | None = None,
+    shapes: Shapes | None = None,
 ) -> DevicesPlayed:
     """Play ``config`` on one device per curve, windows placed by ``router`` (module doc).
 
     ``paces``: sessions that change pace during the run (a burst, a stall), each from its
     ``at`` (s after the warm-up) on, by the live feeder's rules (``Clock.set_scale``).
-    ``jitter``: a measured host's lateness, replayed (module doc; None: never late)."""
+    ``jitter``: a measured host's lateness, replayed (module doc; None: never late).
+    ``shapes``: sessions at several model resolutions, a batch of one (:class:`Shapes`;
+    None: every session at the config's)."""
     check_router(router)
     need_fps(config)
     if not warmup_s >= 0:
@@ -181,7 +214,12 @@ def play_devices(
         draws = random.Random(config.seed + 7_919)
         wake = lambda: jitter.wake_delay(draws.random())  # noqa: E731
         device_late = lambda: jitter.device_delay(draws.random())  # noqa: E731
-    batch_s: list[dict[int, float]] = [{} for _ in curves]
+    batch_s: list[dict[Any, float]] = [{} for _ in curves]  # rows (or shape, rows) -> s
+    shape_rows: set[tuple[int, int, int]] = set()  # (device, shape, rows) of the batches
+    if shapes is not None and (
+        len(shapes.of_session) != config.sessions or len(shapes.curves) != n_dev
+    ):
+        raise ConfigError("shapes", len(shapes.of_session), "one per session, curves per device")
     dealt = pin(range(config.sessions), n_dev) if router == "pinned" else None
     pins = [dealt[s] for s in range(config.sessions)] if dealt is not None else None
     draws = router_draws(config.seed)  # least-loaded's two choices
@@ -309,7 +347,13 @@ def play_devices(
             if busy[d] or not pending[d]:
                 continue
             policy = policies[d]
-            decision = policy.select(pending[d].values(), now)
+            if shapes is None:
+                k = 0
+                decision = policy.select(pending[d].values(), now)
+            else:  # the shape of the oldest waiting window, its windows only
+                of = shapes.of_session
+                k = of[min(pending[d].values(), key=_since_of)[1]]
+                decision = policy.select([r for r in pending[d].values() if of[r[1]] == k], now)
             chosen = [pending[d].pop(s) for s in decision[0]]
             if chosen:
                 for r in chosen:
@@ -317,9 +361,13 @@ def play_devices(
                 n = len(chosen)
                 shape = policy.shape
                 rows = n if shape is None or shape <= n else shape
-                duration = batch_s[d].get(rows)
+                key = rows if shapes is None else (k, rows)
+                duration = batch_s[d].get(key)
                 if duration is None:
-                    duration = batch_s[d][rows] = curves[d].ms(rows) / 1000.0
+                    curve = curves[d] if shapes is None else shapes.curves[d][k]
+                    duration = batch_s[d][key] = curve.ms(rows) / 1000.0
+                if shapes is not None:
+                    shape_rows.add((d, k, rows))
                 busy[d], start[d], taken[d] = True, now, chosen
                 why[d] = (decision[2], policy.cap or 0, rows - n)
                 free_at[d] = now + duration
@@ -336,7 +384,8 @@ def play_devices(
                 heapq.heappush(heap, (wait_until, d))
         touched.clear()
     frames.published = i
-    return DevicesPlayed(measured, delivered, clock, t0, t_end, pinned_counts(pins, n_dev), expired)
+    pinned = pinned_counts(pins, n_dev)
+    return DevicesPlayed(measured, delivered, clock, t0, t_end, pinned, expired, shape_rows)
 
 
 def _refuse_unplayed(config: RunConfig) -> None:
@@ -370,8 +419,10 @@ def devices_report(
     devices: Sequence[Device],
     router: str,
     warmup_s: float,
+    shapes: Shapes | None = None,
 ) -> dict[str, Any]:
-    """The report over all devices, with ``router`` and the ``devices`` list (module doc)."""
+    """The report over all devices, with ``router`` and the ``devices`` list (module doc);
+    ``shapes``: what :func:`play_devices` played with."""
     items, batches = measured_records(played.measured, played.delivered, on_devices=True)
     overwrites = played.clock.overwrites()
     over = overwrites[overwrites["t"] >= played.t0]
@@ -385,6 +436,13 @@ def devices_report(
         for p in device.curve(config).points
         if p.peak_mb is not None and (d, p.batch) in ran
     ]
+    if shapes is not None:  # each batch's own shape's peak
+        peaks = [
+            p.peak_mb
+            for d, k, rows in played.shape_rows
+            for p in shapes.curves[d][k].points
+            if p.peak_mb is not None and p.batch == rows
+        ]
     memory: dict[str, float] = {}
     if peaks:
         memory["profile_peak_mb"] = float(max(peaks))
