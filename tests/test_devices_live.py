@@ -16,6 +16,7 @@ from batchscope.engine.backends import BackendError
 from batchscope.engine.engine import Engine
 from batchscope.engine.routing import IDLE, Router, least_loaded, pin
 from batchscope.engine.session import Mailboxes, Window
+from batchscope.profiles.profile import load_profile
 from contract import SMALL_EMULATED, recorded, wait_for
 
 START_S = 60.0
@@ -242,6 +243,10 @@ def test_a_list_of_profiles_runs_each_device_on_its_own(tmp_path, capsys):
     assert names == ["emulated:laptop-8gb", "emulated:server-24gb"]
     assert report["config"]["profiles"] == ["laptop-8gb", "server-24gb"]
     assert report["device_label"].startswith("2 devices (emulated:laptop-8gb, emulated:server")
+    for entry, name in zip(report["devices"], ("laptop-8gb", "server-24gb"), strict=True):
+        profile = load_profile(name)  # each device's own memory, not device 0's
+        assert entry["memory"]["device_total_mb"] == profile.memory_total_mb  # 8192, 24576
+        assert "rss_mb" not in entry["memory"]  # the process's: once, in report["memory"]
     capsys.readouterr()
     for bad, says in (
         (["--devices", "emulated:laptop-8gb,MIG-4f2c"], "does not open a MIG slice by its UUID"),
@@ -363,3 +368,23 @@ def test_a_recording_says_which_device_ran_each_batch(tmp_path):
     with open(folder / "batches.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert rows and {r["device"] for r in rows} == {"0", "1"}
+
+
+def test_each_devices_line_says_its_own_peak_memory_when_it_has_one():
+    from batchscope.engine.report.text import format_devices
+
+    device = {"sessions": 2, "busy": 0.5, "batch_sizes": {"2": 10}}
+    report = {
+        "config": {"sessions": 4},
+        "policy_label": "all",
+        "router": "pinned",
+        "devices": [
+            {**device, "device": "cuda:0", "memory": {"peak_allocated_mb": 1234.4}},
+            {**device, "device": "emulated:laptop-8gb", "memory": {"profile_peak_mb": 812.0}},
+            {**device, "device": "cpu", "memory": {}},  # a CPU has no counters of its own
+        ],
+    }
+    lines = format_devices([report]).splitlines()
+    assert lines[1].endswith("mean batch  2.00  peak 1,234 MB")
+    assert lines[2].endswith("peak 812 MB")
+    assert lines[3].endswith("mean batch  2.00")

@@ -650,6 +650,10 @@ class Engine:
         report["host_load"] = host_load_since(self._load_mark)
         if self._worker is not None and engine_of(self._worker.backend):
             report["serving"] = self._worker.report()
+        elif "devices" in report:  # BatchScope's workers: each device's own memory
+            for entry, worker in zip(report["devices"], self.workers(), strict=False):
+                if worker.backend is not None:
+                    entry["memory"] = device_memory(worker.backend)
         return report
 
     def _devices_named(self) -> tuple[list[str], list[int] | None]:
@@ -665,6 +669,13 @@ class Engine:
         if router is None or router.kind != "pinned":
             return names, None
         return names, pinned_counts(router.pins().values(), router.devices)
+
+
+def device_memory(backend: Backend) -> dict[str, float]:
+    """A device's own memory figures (MB): its backend's, less the process's RSS (the
+    report's ``memory`` has it once); a CUDA device's counters, an emulated one's profile
+    peak."""
+    return {k: round(v, 1) for k, v in backend.memory().items() if k != "rss_mb"}
 
 
 def _info(session: Session, state: str) -> SessionInfo:

@@ -236,8 +236,11 @@ def format_devices(reports: Sequence[dict[str, Any]]) -> str:
             sizes = {int(k): n for k, n in device["batch_sizes"].items()}
             batches = sum(sizes.values())
             mean = sum(k * n for k, n in sizes.items()) / batches if batches else 0.0
+            memory = device.get("memory", {})  # a live run's: its own counters
+            peak = memory.get("peak_allocated_mb", memory.get("profile_peak_mb"))
             lines.append(
                 f"  device {d}  {device['device']:<24} {device['sessions']:>4} sessions  "
                 f"busy {100 * device['busy']:5.1f}%  mean batch {mean:5.2f}"
+                + (f"  peak {peak:,.0f} MB" if peak is not None else "")
             )
     return "\n".join(lines)
