@@ -288,12 +288,11 @@ def play_devices(
         return i, last
 
     while True:
-        while heap and heap[0][0] not in (
-            free_at[heap[0][1]],
-            timers[heap[0][1]],
-            woken[heap[0][1]],
-        ):
-            heapq.heappop(heap)  # superseded
+        while heap:  # drop what was superseded (a batch end, timer or wake moved)
+            at, d = heap[0]
+            if at == free_at[d] or at == timers[d] or at == woken[d]:
+                break
+            heapq.heappop(heap)
         now = min(ft[i], heap[0][0] if heap else NEVER)
         if now == NEVER and change_at == NEVER:  # every window published, every batch ended
             break  # (before the run's end: its last batch ended early, or no frames at all)
