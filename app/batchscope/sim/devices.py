@@ -238,37 +238,17 @@ def play_devices(
     heap: list[tuple[float, int]] = []  # (batch end or timer, device); stale ones skipped
     touched: set[int] = set()  # devices to look at now: a window, a batch end, a timer
 
-    def publish(ft: list[float], fs: list[int], opened: list[int], i: int, now: float,
-                before: bool) -> int:  # fmt: skip
-        """The windows due by ``now`` (``before``: strictly): each overwrites its session's
-        window where it waits, or opens a mailbox on the device the router picks; returns
-        the index of the first window left."""
-        t = ft[i]
-        while t < now or (t == now and not before):
-            s = fs[i]
-            d = where.get(s)
-            if d is None:
-                d = route(s)
-                pending[d][s] = [t, s, t]
-                where[s] = d
-                opened.append(i)
-            else:
-                pending[d][s][0] = t
-            if not busy[d]:
-                touched.add(d)
-            i += 1
-            t = ft[i]
-        return i
-
-    def publish_on(ft: list[float], fs: list[int], opened: list[int], i: int,
-                   limit: float) -> tuple[int, float | None]:  # fmt: skip
-        """The windows before ``limit`` (the next batch end, timer or change), instant by
-        instant, until one reaches an idle device: what the loop would publish in that
-        many turns that ask no device anything (a window overwriting or waiting on a busy
-        device). Returns the first index left and the last instant published (None: none)."""
+    def publish(ft: list[float], fs: list[int], opened: list[int], i: int, limit: float,
+                upto: bool, on_idle: bool = False) -> tuple[int, float | None]:  # fmt: skip
+        """The windows before ``limit`` (``upto``: and at it): each overwrites its session's
+        window where it waits, or opens a mailbox on the device the router picks.
+        ``on_idle``: stop once an instant's windows reached an idle device (what the loop
+        would publish in as many turns that ask no device anything: a window overwriting,
+        or waiting on a busy device). Returns the first index left and the last instant
+        published (None: none)."""
         t = ft[i]
         last = None
-        while t < limit:
+        while t < limit or (upto and t == limit):
             s = fs[i]
             d = where.get(s)
             if d is None:
@@ -283,7 +263,7 @@ def play_devices(
             last = t
             i += 1
             t = ft[i]
-            if touched and t != last:  # that instant's windows all published
+            if on_idle and touched and t != last:  # that instant's windows all published
                 break
         return i, last
 
@@ -298,7 +278,7 @@ def play_devices(
             break  # (before the run's end: its last batch ended early, or no frames at all)
         if change_at <= now:  # a session's pace changes: its frames from then on
             now = change_at
-            i = publish(ft, fs, opened, i, now, before=True)  # under the old pace
+            i, _ = publish(ft, fs, opened, i, now, upto=False)  # under the old pace
             while agenda and agenda[0][0] == now:
                 _, sid, factor = agenda.pop(0)
                 clock.set_scale(sid, factor, now)
@@ -306,9 +286,10 @@ def play_devices(
             change_at = agenda[0][0] if agenda else NEVER
             frames = clock.schedule(now, change_at)
             ft, fs, opened, i = frames.times, frames.sessions, frames.opened, 0
-        i = publish(ft, fs, opened, i, now, before=False)
+        i, _ = publish(ft, fs, opened, i, now, upto=True)
         if not touched and not (heap and heap[0][0] <= now):  # nothing asks a device now
-            i, last = publish_on(ft, fs, opened, i, min(heap[0][0] if heap else NEVER, change_at))
+            limit = min(heap[0][0] if heap else NEVER, change_at)
+            i, last = publish(ft, fs, opened, i, limit, upto=False, on_idle=True)
             now = now if last is None else last
         if now > t_end:  # what ends after the run is not measured
             break
