@@ -122,9 +122,15 @@ def test_pinned_sessions_stay_on_their_device_and_the_report_has_each():
         assert wait_for(lambda: len(_batches(engine)) > 100, START_S)
         report = engine.report()
         items = _items(engine)
+        shown = engine.snapshot().device
+        started = [e.message for e in engine.store.events if e.message.startswith("start:")]
     finally:
         assert engine.stop(5.0) == []
     assert report["router"] == "pinned" and report["config"]["devices"] == 2
+    # the plots' titles and the run's events name both devices, not the first one's backend
+    where = "2 devices (emulated:laptop-8gb), router pinned"
+    assert shown == report["device_label"] == where
+    assert started == [f"start: batch all waiting, 8 sessions on {where}"]
     devices = report["devices"]
     assert [d["sessions"] for d in devices] == [4, 4]
     assert [d["device"] for d in devices] == ["emulated:laptop-8gb"] * 2

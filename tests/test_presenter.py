@@ -27,6 +27,7 @@ class FakeEngine:
         self.recorder: object | None = None
         self.sources = [SimpleNamespace(spec=s, error=None) for s in config.sources]
         self.backend = SimpleNamespace(label="fake device")
+        self.where = "fake device"
         self.open_error: Exception | None = None
         self.apply_error: str | None = None
         self.applied: list[RunConfig] = []

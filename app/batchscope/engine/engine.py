@@ -51,7 +51,7 @@ from batchscope.engine.roster import (
     default_sources,
     open_slots,
 )
-from batchscope.engine.routing import Router, pinned_counts
+from batchscope.engine.routing import Router, devices_label, pinned_counts
 from batchscope.engine.segments import SegmentLog
 from batchscope.engine.serving.base import SERVING_STOP_S
 from batchscope.engine.serving.dispatch import ServingWorker, engine_of
@@ -198,7 +198,7 @@ class Engine:
         self.event(
             "config",
             f"start: {self.config.policy_phrase()}, {self.config.sessions} "
-            f"sessions on {self.backend.label}",
+            f"sessions on {self.where}",
         )
 
     def stop(self, timeout: float = 2.0) -> list[str]:
@@ -558,6 +558,16 @@ class Engine:
         assert backend is not None, "open() swaps the first backend in"
         return backend
 
+    @property
+    def where(self) -> str:
+        """Where the run runs, as the status line, the events and the plots' titles say it:
+        the backend's label, or every device's with the router when BatchScope's worker runs
+        on several (the first device's backend alone would name one of them)."""
+        config = self.config
+        if config.devices > 1 and not config.serving:
+            return devices_label(config.device_names(), config.router)
+        return self.backend.label
+
     # -- reading -----------------------------------------------------------------------
 
     def _sample(self) -> TimelineSample:
@@ -598,7 +608,7 @@ class Engine:
             overwritten=self.mailboxes.overwritten(),
             config=self.config,
             device=DeviceView(
-                backend.label,
+                self.where,
                 backend.weights,
                 backend.draws_detections,
                 worker.policy.describe(),

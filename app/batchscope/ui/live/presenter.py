@@ -25,7 +25,6 @@ from batchscope.config import BACKEND_FIELDS, ConfigError
 from batchscope.engine.metrics import Event
 from batchscope.engine.player import ExperimentPlayer, first_config
 from batchscope.engine.recorder import RecordingError
-from batchscope.engine.routing import devices_label
 from batchscope.engine.snapshot import SCOPES
 from batchscope.experiment import Experiment, ExperimentError, load_experiment
 from batchscope.ui.experiments_menu import on_sources
@@ -356,11 +355,7 @@ class Presenter(QObject):
                 self.started.emit(error)
                 return
             self.config_shown.emit(self.engine.config)
-            config = self.engine.config
-            on = self.engine.backend.label
-            if config.devices > 1 and not config.serving:  # BatchScope's worker on several
-                on = devices_label(config.device_names(), config.router)
-            self.status.emit(f"Running on {on}", "ok")
+            self.status.emit(f"Running on {self.engine.where}", "ok")
             self.started.emit(None)
             experiment, self._pending_experiment = self._pending_experiment, None
             if experiment is not None:
@@ -386,7 +381,7 @@ class Presenter(QObject):
             # elsewhere (the Capacity tab's Apply recommended, Open settings)
             self.config_shown.emit(self.engine.config)
             self.status.emit(
-                f"Applied: {self.engine.config.policy_phrase()} on {self.engine.backend.label}",
+                f"Applied: {self.engine.config.policy_phrase()} on {self.engine.where}",
                 "ok",
             )
         elif label.startswith(("add ", "remove ")) and not self.commands.busy:
