@@ -333,8 +333,8 @@ def test_an_experiment_changes_devices_live_and_each_segment_is_predicted_on_its
     tmp_path, capsys
 ):
     """Live, a step to 2 devices is predicted by the devices' simulator (the one-device
-    prediction said p50 12 ms where 2 devices serve in 7); the one-device simulator
-    refuses the experiment rather than play it on one device."""
+    prediction said p50 12 ms where 2 devices serve in 7); the simulator refuses a step
+    that changes the devices (one line naming the step) rather than play it wrong."""
     from batchscope.sim.devices import load_devices, simulate_devices
     from batchscope.sim.prediction import predict_segment
 
@@ -358,7 +358,7 @@ def test_an_experiment_changes_devices_live_and_each_segment_is_predicted_on_its
     capsys.readouterr()
     assert main(["simulate", "--experiment", str(path)]) != 0
     err = capsys.readouterr().err
-    assert "this simulator plays one device" in err and "Traceback" not in err
+    assert "step at 3 s changes the devices or the router" in err and "Traceback" not in err
 
 
 def test_a_recording_says_which_device_ran_each_batch(tmp_path):

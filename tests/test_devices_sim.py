@@ -385,3 +385,140 @@ def test_mixed_shapes_name_what_is_wrong():
         mixed_shapes(config, on, [(512, 288)])
     with pytest.raises(ProfileError, match="no curve for fp16 at 128x72"):
         mixed_shapes(config, on, [(512, 288), (128, 72)])
+
+
+# -- experiments on several devices --------------------------------------------------------
+
+EVERY_CHANGE = """
+[[step]]
+at = 0
+sessions = 4
+policy = "oldest"
+[[step]]
+at = 4
+sessions = 6
+stall = {session = 1, for_s = 2}
+[[step]]
+at = 8
+policy = "dynamic"
+max_batch = 4
+max_delay_ms = 5
+drop_after_ms = 20
+slow_device = {factor = 2, for_s = 2}
+[[step]]
+at = 12
+resolution = "256x144"
+[[step]]
+at = 16
+sessions = 3
+burst = {session = 0, factor = 3, for_s = 2}
+[[step]]
+at = 20
+policy = "adaptive"
+slo_ms = 40
+fps = 60
+source_error = {session = 2, for_s = 2}
+"""
+
+TWO_DEVICES = """
+[[step]]
+at = 0
+sessions = 8
+policy = "oldest"
+[[step]]
+at = 4
+policy = "all"
+max_batch = 4
+[[step]]
+at = 7
+max_batch = 2
+[[step]]
+at = 10
+stall = {session = 1, for_s = 2}
+"""
+
+
+def _experiment_text(steps: str, duration: float = 9, **base: str) -> str:
+    fields = {"backend": '"emulated"', "profile": '"laptop-8gb"', **base}
+    lines = "\n".join(f"{k} = {v}" for k, v in fields.items())
+    return f"""
+name = "test"
+duration = {duration}
+[base]
+{lines}
+precision = "fp16"
+resolution = "512x288"
+fps = 30
+max_batch = "none"
+{steps}
+"""
+
+
+def _experiment(steps: str, duration: float = 9, **base: str):
+    from batchscope.experiment import parse_experiment
+
+    return parse_experiment(_experiment_text(steps, duration, **base))
+
+
+@pytest.mark.parametrize("router", ["pinned", "least-loaded"])
+def test_an_experiment_on_one_device_plays_as_the_one_device_simulator(router):
+    """Every kind of step (policy, knobs, sessions joining and leaving, resolution, frame
+    rate, deadline drop) and every fault: the devices' loop on one device gives the
+    one-device simulator's report, whole run and each segment, to the bit."""
+    from batchscope.sim.simulated_experiment import simulate_experiment, simulate_on_devices
+
+    experiment = _experiment(EVERY_CHANGE, duration=24)
+    alone = simulate_experiment(experiment)
+    report = simulate_on_devices(experiment, load_devices(["laptop-8gb"]), router)
+    for key in (*FIGURES, "busy", "expired"):
+        assert report["overall"][key] == alone["overall"][key], key
+    assert len(report["segments"]) == len(alone["segments"]) == 10  # 6 steps, 4 fault ends
+    for ours, theirs in zip(report["segments"], alone["segments"], strict=True):
+        assert ours == theirs
+    figures = [s["overall"] for s in report["segments"]]
+    assert figures[1]["min_fps"] == 0.0 and figures[8]["min_fps"] == 0.0  # stall, source error
+    assert figures[3]["expired"] > 0  # the deadline drop while the device is slow
+    assert max(map(int, figures[3]["batch_sizes"])) == 4  # the new policy's batches
+    assert set(figures[0]["batch_sizes"]) == {"1"}  # oldest first, one at a time
+
+
+def test_simulate_experiment_plays_each_step_on_every_device(tmp_path, capsys):
+    """The base sets 2 devices, pinned: a new policy and a retuned knob reach both devices'
+    policies (each segment's batches are the new policy's), a stall stops its session,
+    and the report and the text say each device."""
+    path = tmp_path / "two.toml"
+    path.write_text(_experiment_text(TWO_DEVICES, 14, devices="2", router='"pinned"'))
+    out = tmp_path / "r.json"
+    assert main(["simulate", "--experiment", str(path), "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "simulated: 2 devices (emulated:laptop-8gb), router pinned" in text
+    assert "device 1  emulated:laptop-8gb" in text
+    report = json.loads(out.read_text())
+    assert [d["sessions"] for d in report["devices"]] == [4, 4]
+    segments = report["segments"]
+    assert [s["changes"] for s in segments[:3]] == [
+        {"sessions": 8, "policy": "oldest"},
+        {"policy": "all", "max_batch": 4},
+        {"max_batch": 2},
+    ]
+    sizes = [{int(k) for k in s["overall"]["batch_sizes"]} for s in segments]
+    assert sizes[0] == {1} and sizes[1] == {4} and sizes[2] == {2}  # both devices each time
+    assert segments[3]["overall"]["min_fps"] == 0.0 and segments[4]["overall"]["min_fps"] > 0
+    each = sum(sum(d["batch_sizes"].values()) for d in report["devices"])
+    assert each == sum(report["overall"]["batch_sizes"].values())
+    assert all(sum(d["batch_sizes"].values()) > 100 for d in report["devices"])
+
+
+def test_what_the_simulator_cannot_play_on_several_devices_is_one_clear_error(tmp_path, capsys):
+    from batchscope.sim.simulated_experiment import simulate_experiment
+
+    steps = '[[step]]\nat = 0\nsessions = 4\n[[step]]\nat = 2\nrouter = "pinned"\n'
+    with pytest.raises(ConfigError, match="step at 2 s changes the devices or the router"):
+        simulate_experiment(_experiment(steps, devices="2"))
+    real = _experiment_text("[[step]]\nat = 0\nsessions = 4\n", devices="2",
+                            backend='"torch"', device='"cpu"', profile='"laptop-8gb"')  # fmt: skip
+    path = tmp_path / "real.toml"
+    path.write_text(real)
+    assert main(["simulate", "--experiment", str(path)]) != 0
+    err = capsys.readouterr().err
+    assert "devices = 'cpu': a real device" in err and "Traceback" not in err

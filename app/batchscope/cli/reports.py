@@ -9,7 +9,7 @@ from batchscope.cli.args import CliError
 from batchscope.engine.host_check import load_phrase, probe_phrase
 from batchscope.engine.report.host import host_verdict, host_word
 from batchscope.engine.report.rows import segments_csv
-from batchscope.engine.report.text import format_segments, format_table
+from batchscope.engine.report.text import format_devices, format_segments, format_table
 
 
 def print_experiment_report(report: dict[str, Any], out: Any) -> None:
@@ -19,6 +19,8 @@ def print_experiment_report(report: dict[str, Any], out: Any) -> None:
     print(f"{report['device_label']} · {report['weights'] or report['kind']}", file=out)
     print("\nwhole run (config as it ended):", file=out)
     print(format_table([report]), file=out)
+    if report.get("devices"):  # several devices: each one's line
+        print(format_devices([report]), file=out)
     print("\nsegments (each leaves out its first second, which settles):", file=out)
     print(format_segments(report), file=out)
     print_host(report, out)

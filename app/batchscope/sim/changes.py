@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from batchscope.config import POLICY_PARAMS, ConfigError, RunConfig
 from batchscope.engine.faults import ActiveFaults, fault_changes
@@ -26,6 +26,13 @@ from batchscope.sim.clock import NEVER, Clock
 #: The batch curve a config runs on; raises ProfileError when there is none.
 CurveFor = Callable[[RunConfig], BatchCurve]
 ENDS, STEP = 0, 1  # kinds of the changes at one instant, in the order they apply
+
+
+class Pending(Protocol):
+    """The waiting windows by session, as a step that retires sessions drops theirs (a
+    dict; sim/devices.py's windows wait on their devices)."""
+
+    def pop(self, session: int, default: None, /) -> list[Any] | None: ...
 
 
 def need_fps(config: RunConfig) -> None:
@@ -147,7 +154,7 @@ class Changes:
         """When the next change is due (s), or never."""
         return self._agenda[0][0] if self._agenda else NEVER
 
-    def apply(self, at: float, pending: dict[int, list[Any]]) -> None:
+    def apply(self, at: float, pending: Pending) -> None:
         """Everything due at ``at``, in the agenda's order."""
         agenda, faults = self._agenda, self.faults
         while agenda and agenda[0][0] == at:
@@ -165,7 +172,7 @@ class Changes:
         if faults.slowdown != self.slowdown:
             self.slowdown, self.batch_s = faults.slowdown, {}
 
-    def _step(self, step: Step, at: float, pending: dict[int, list[Any]]) -> None:
+    def _step(self, step: Step, at: float, pending: Pending) -> None:
         """One step: its change, then its faults; one segment listing both."""
         faults, opens = self.faults, None
         if step is not self._opening:
@@ -220,7 +227,7 @@ def _step(
     curve: BatchCurve,
     curve_for: CurveFor,
     clock: Clock,
-    pending: dict[int, list[Any]],
+    pending: Pending,
 ) -> tuple[RunConfig, BatchPolicy, BatchCurve, tuple[RunConfig, dict[str, Any], str | None] | None]:
     """Apply ``step`` at ``now`` as ``Engine.apply(step=True)`` would: the config, policy
     and curve after it (unchanged if it cannot be made), and the segment it opens as

@@ -41,9 +41,11 @@ replayed by the one-device loop's rules on each device: every frame published la
 draw, a device's worker that was idle deciding late by a draw of its own (each device's
 thread wakes by itself), and every batch ending late by a draw. Sessions may run the
 model at several resolutions (:class:`Shapes`, a batch of one: simulated only, for the
-findings on mixed cameras). What it does not play
-yet: experiment steps, the other faults and neighbours (neighbours refused with one
-clear error; the CLI refuses ``--experiment``): a run of one config.
+findings on mixed cameras). An experiment's steps and faults play by the one-device
+simulator's agenda (:func:`play_devices_experiment`, :class:`~batchscope.sim.changes.Changes`:
+the same config changes, segments and faults; one policy per device, retuned or remade
+together), except a step that changes the devices or the router (refused with one clear
+error). Neighbours are refused too.
 """
 
 from __future__ import annotations
@@ -58,8 +60,8 @@ from typing import Any
 
 import numpy as np
 
-from batchscope.config import EMULATED, ROUTERS, ConfigError, RunConfig
-from batchscope.engine.policies import make_policy
+from batchscope.config import EMULATED, POLICY_PARAMS, ROUTERS, ConfigError, RunConfig
+from batchscope.engine.policies import BatchPolicy, make_policy
 from batchscope.engine.report.body import SessionInfo, build_report
 from batchscope.engine.routing import (
     IDLE,
@@ -70,8 +72,9 @@ from batchscope.engine.routing import (
     router_draws,
 )
 from batchscope.engine.stats import device_entries
+from batchscope.experiment import Experiment, Step
 from batchscope.profiles.profile import BatchCurve, DeviceProfile, load_profile
-from batchscope.sim.changes import need_fps
+from batchscope.sim.changes import Changes, need_fps
 from batchscope.sim.clock import NEVER, Clock
 from batchscope.sim.host_jitter import HostJitter
 from batchscope.sim.plain import Delivered, Measured
@@ -160,6 +163,91 @@ class DevicesPlayed:
     pinned: list[int] | None  # sessions per device (pinned), None (least-loaded)
     expired: list[tuple[int, float]] = field(default_factory=list)  # (session, t) dropped
     shape_rows: set[tuple[int, int, int]] = field(default_factory=set)  # (device, shape, rows)
+    changes: Changes | None = None  # an experiment's: its config at the end, its segments
+
+
+class _Retiring:
+    """What a step that retires sessions pops their waiting windows from (``Changes``
+    pops from the one-device mailboxes; here each waits on its own device)."""
+
+    def __init__(self, pending: list[dict[int, list[Any]]], where: dict[int, int]) -> None:
+        self._pending, self._where = pending, where
+
+    def pop(self, session: int, default: None, /) -> list[Any] | None:
+        d = self._where.pop(session, None)
+        return default if d is None else self._pending[d].pop(session)
+
+
+#: What a step may not change on several devices in the simulator (live it may).
+FIXED_BY_STEPS = ("devices", "router", "profile", "profiles", "device_list")
+
+
+@dataclass(frozen=True)
+class Steps:
+    """An experiment's steps and faults for :func:`play_devices`, on ``devices``."""
+
+    experiment: Experiment
+    opening: Step | None
+    devices: tuple[Device, ...]
+    n_ids: int  # session ids any step uses: 0 .. n_ids - 1
+
+    def curves(self, config: RunConfig) -> list[BatchCurve]:
+        """Each device's curve for ``config`` (ProfileError: a device that has none)."""
+        return [d.curve(config) for d in self.devices]
+
+    def changes(
+        self, config: RunConfig, policy: BatchPolicy, clock: Clock, t0: float, t_end: float
+    ) -> Changes:
+        """The one-device agenda (:class:`~batchscope.sim.changes.Changes`) of the steps:
+        the config, segments and faults as there, device 0's policy; a step whose config
+        some device has no curve for is a segment with the error, as there."""
+        curves = self.curves(config)
+        return Changes(
+            self.experiment,
+            self.opening,
+            config,
+            policy,
+            curves[0],
+            lambda c: self.curves(c)[0],
+            clock,
+            t0,
+            t_end,
+        )
+
+
+def play_devices_experiment(
+    experiment: Experiment,
+    devices: Sequence[Device],
+    router: str,
+    warmup_s: float = 0.0,
+    jitter: HostJitter | None = None,
+) -> DevicesPlayed:
+    """Play ``experiment`` on ``devices``, windows placed by ``router``: its steps and
+    faults at their times as the one-device simulator plays them (each step a segment;
+    a step may change the policy, its knobs, the sessions, their frame rate, the
+    precision, the resolution and the deadline drop; a slow device slows device 0, the
+    engine's own worker live). Raises ConfigError for a step that changes the devices or
+    the router (:data:`FIXED_BY_STEPS`): not simulated yet."""
+    for step in experiment.steps:
+        fixed = sorted(set(step.changes) & set(FIXED_BY_STEPS))
+        if fixed:
+            raise ConfigError(
+                fixed[0],
+                step.changes[fixed[0]],
+                f"step at {step.at:g} s changes the devices or the router: simulated on "
+                "several devices only when every step keeps them (live, run --experiment "
+                "plays it)",
+            )
+    steps = experiment.steps
+    opening = steps[0] if steps and steps[0].at == 0 else None
+    config = experiment.base.with_changes(**opening.changes) if opening else experiment.base
+    for other in experiment.configs:
+        _refuse_unplayed(other)
+    n_ids = max(c.sessions for c in (experiment.base, *experiment.configs))
+    played = Steps(experiment, opening, tuple(devices), n_ids)
+    need_fps(config)
+    curves = played.curves(config)
+    return play_devices(config, curves, router, warmup_s, jitter=jitter, steps=played)
 
 
 def play_devices(
@@ -170,6 +258,7 @@ def play_devices(
     paces: Sequence[Pace] = (),
     jitter: HostJitter | None = None,
     shapes: Shapes | None = None,
+    steps: Steps | None = None,
 ) -> DevicesPlayed:
     """Play ``config`` on one device per curve, windows placed by ``router`` (module doc).
 
@@ -177,26 +266,36 @@ def play_devices(
     ``at`` (s after the warm-up) on, by the live feeder's rules (``Clock.set_scale``).
     ``jitter``: a measured host's lateness, replayed (module doc; None: never late).
     ``shapes``: sessions at several model resolutions, a batch of one (:class:`Shapes`;
-    None: every session at the config's)."""
+    None: every session at the config's). ``steps``: an experiment's steps and faults
+    (:func:`play_devices_experiment`; ``config`` is then its opening config)."""
     check_router(router)
     need_fps(config)
     if not warmup_s >= 0:
         raise ConfigError("warmup", warmup_s, "must be 0 or more seconds")
     _refuse_unplayed(config)
+    if steps is not None and shapes is not None:
+        raise ConfigError("shapes", len(shapes.of_session), "not with an experiment's steps")
     n_dev = len(curves)
     if n_dev < 1:
         raise ConfigError("devices", n_dev, "give at least one device")
     t0 = warmup_s
-    t_end = warmup_s + config.duration_s
-    clock = Clock(config, config.sessions, t_end, jitter)
+    t_end = warmup_s + (config.duration_s if steps is None else steps.experiment.duration)
+    n_ids = config.sessions if steps is None else steps.n_ids
+    clock = Clock(config, n_ids, t_end, jitter)
     agenda = sorted((t0 + p.at, p.session, p.factor) for p in paces)
     for _, sid, _ in agenda:
         if not 0 <= sid < config.sessions:
             raise ConfigError("session", sid, f"no such session (0 to {config.sessions - 1})")
     change_at = agenda[0][0] if agenda else NEVER
-    frames = clock.schedule(0.0, change_at)
-    ft, fs, opened = frames.times, frames.sessions, frames.opened
     policies = [make_policy(config) for _ in curves]
+    changes = None
+    if steps is not None:  # the one-device agenda (config, segments, faults); device 0's policy
+        changes = steps.changes(config, policies[0], clock, t0, t_end)
+    step_at = NEVER if changes is None else changes.next_at()
+    frames = clock.schedule(0.0, min(change_at, step_at))
+    ft, fs, opened = frames.times, frames.sessions, frames.opened
+    choosers = list(policies)  # the policy that made each device's running batch
+    slowdown = 1.0  # device 0's batches (a slow_device fault: the engine's own worker)
     ms = config.drop_after_ms
     drop_s = None if ms is None else ms / 1000.0  # the worker's deadline drop, per device
     expired: list[tuple[int, float]] = []
@@ -220,8 +319,8 @@ def play_devices(
         len(shapes.of_session) != config.sessions or len(shapes.curves) != n_dev
     ):
         raise ConfigError("shapes", len(shapes.of_session), "one per session, curves per device")
-    dealt = pin(range(config.sessions), n_dev) if router == "pinned" else None
-    pins = [dealt[s] for s in range(config.sessions)] if dealt is not None else None
+    dealt = pin(range(n_ids), n_dev) if router == "pinned" else None
+    pins = [dealt[s] for s in range(n_ids)] if dealt is not None else None
     draws = router_draws(config.seed)  # least-loaded's two choices
 
     def load(d: int) -> tuple[int, float]:
@@ -274,21 +373,39 @@ def play_devices(
                 break
             heapq.heappop(heap)
         now = min(ft[i], heap[0][0] if heap else NEVER)
-        if now == NEVER and change_at == NEVER:  # every window published, every batch ended
+        changing = min(change_at, step_at)
+        if now == NEVER and changing == NEVER:  # every window published, every batch ended
             break  # (before the run's end: its last batch ended early, or no frames at all)
-        if change_at <= now:  # a session's pace changes: its frames from then on
-            now = change_at
+        if changing <= now:  # a pace, a step or a fault changes: the frames from then on
+            now = changing
             i, _ = publish(ft, fs, opened, i, now, upto=False)  # under the old pace
             while agenda and agenda[0][0] == now:
                 _, sid, factor = agenda.pop(0)
                 clock.set_scale(sid, factor, now)
-            frames.published = i
             change_at = agenda[0][0] if agenda else NEVER
-            frames = clock.schedule(now, change_at)
+            if changes is not None and step_at == now:
+                was = changes.config
+                changes.apply(now, _Retiring(pending, where))
+                config = changes.config
+                if changes.policy is not policies[0]:  # a new policy, one on each device
+                    policies = [changes.policy, *(make_policy(config) for _ in curves[1:])]
+                elif set(POLICY_PARAMS[config.policy]) & was.diff(config).keys():
+                    for policy in policies[1:]:  # device 0's was retuned: the others too
+                        policy.retune(config)
+                if (was.precision, was.resolution) != (config.precision, config.resolution):
+                    curves = steps.curves(config)  # type: ignore[union-attr]
+                    batch_s = [{} for _ in curves]
+                if changes.slowdown != slowdown:
+                    slowdown, batch_s[0] = changes.slowdown, {}
+                drop_s = changes.drop_s
+                touched.update(range(n_dev))  # each device is asked under the new config
+                step_at = changes.next_at()
+            frames.published = i
+            frames = clock.schedule(now, min(change_at, step_at))
             ft, fs, opened, i = frames.times, frames.sessions, frames.opened, 0
         i, _ = publish(ft, fs, opened, i, now, upto=True)
         if not touched and not (heap and heap[0][0] <= now):  # nothing asks a device now
-            limit = min(heap[0][0] if heap else NEVER, change_at)
+            limit = min(heap[0][0] if heap else NEVER, change_at, step_at)
             i, last = publish(ft, fs, opened, i, limit, upto=False, on_idle=True)
             now = now if last is None else last
         if now > t_end:  # what ends after the run is not measured
@@ -306,9 +423,9 @@ def play_devices(
                     measured.append((start[d], n, now, d, reason, cap, pad))
                     add_arrivals(map(_arrival_of, batch))
                     add_sessions(map(_session_of, batch))
-                policy = policies[d]
-                if policy.learns:
-                    policy.observe(n, (now - min(map(_arrival_of, batch))) * 1000.0)
+                chooser = choosers[d]
+                if chooser.learns:
+                    chooser.observe(n, (now - min(map(_arrival_of, batch))) * 1000.0)
             if timers[d] <= now:
                 timers[d] = NEVER
             if wake is not None and not busy[d] and not ended:  # an idle worker wakes late
@@ -345,10 +462,11 @@ def play_devices(
                 duration = batch_s[d].get(key)
                 if duration is None:
                     curve = curves[d] if shapes is None else shapes.curves[d][k]
-                    duration = batch_s[d][key] = curve.ms(rows) / 1000.0
+                    duration = curve.ms(rows) * (slowdown if d == 0 else 1.0) / 1000.0
+                    batch_s[d][key] = duration
                 if shapes is not None:
                     shape_rows.add((d, k, rows))
-                busy[d], start[d], taken[d] = True, now, chosen
+                busy[d], start[d], taken[d], choosers[d] = True, now, chosen, policy
                 why[d] = (decision[2], policy.cap or 0, rows - n)
                 free_at[d] = now + duration
                 if device_late is not None:  # a busy host's timer ends the batch late
@@ -364,8 +482,13 @@ def play_devices(
                 heapq.heappush(heap, (wait_until, d))
         touched.clear()
     frames.published = i
+    if changes is not None:
+        changes.segments.close(t_end)
+        pins = None if pins is None else pins[: changes.config.sessions]
     pinned = pinned_counts(pins, n_dev)
-    return DevicesPlayed(measured, delivered, clock, t0, t_end, pinned, expired, shape_rows)
+    return DevicesPlayed(
+        measured, delivered, clock, t0, t_end, pinned, expired, shape_rows, changes
+    )
 
 
 def _refuse_unplayed(config: RunConfig) -> None:
@@ -427,7 +550,6 @@ def devices_report(
     if peaks:
         memory["profile_peak_mb"] = float(max(peaks))
     labels = [d.label for d in devices]
-    names = sorted(set(labels))
     report = build_report(
         "simulate",
         config.with_changes(
@@ -440,7 +562,7 @@ def devices_report(
         duration,
         memory,
         extra={
-            "device_label": f"simulated: {devices_label(names, router)}",
+            "device_label": f"simulated: {devices_label(labels, router)}",
             "weights": "simulated device: no model runs",
         },
         expired=dict(Counter(s for s, _ in played.expired)),

@@ -11,14 +11,25 @@ same code as live.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
+from batchscope.config import EMULATED, ConfigError
+from batchscope.engine.metrics import OVERWRITE_DTYPE
 from batchscope.engine.report.body import SessionInfo
 from batchscope.engine.report.segment import segment_report
 from batchscope.experiment import Experiment
 from batchscope.profiles.profile import DeviceProfile
+from batchscope.sim.devices import (
+    Device,
+    devices_report,
+    load_devices,
+    play_devices_experiment,
+)
 from batchscope.sim.host_jitter import HostJitter
-from batchscope.sim.simulator import ProfileCurves, play, simulated_report
+from batchscope.sim.simulator import ProfileCurves, measured_records, play, simulated_report
 
 
 def simulate_experiment(
@@ -35,12 +46,35 @@ def simulate_experiment(
     first config before the experiment's clock starts. Raises ConfigError or
     ProfileError if the first config cannot run; a later step that cannot is
     a segment with ``"error"``. ``jitter``: a measured host's lateness, replayed.
+
+    An experiment on several devices (``devices`` > 1 in any of its configs) plays
+    in the devices' loop (:func:`~batchscope.sim.devices.play_devices_experiment`), each
+    device on its own profile, and its report has the ``devices`` list too.
     """
+    if max(c.devices for c in (experiment.base, *experiment.configs)) > 1:
+        report = _on_devices(experiment, profile, warmup_s, jitter)
+    else:
+        report = _on_one_device(experiment, profile, warmup_s, jitter)
+    if jitter is not None:
+        report["host_jitter_model"] = jitter.to_json()
+    report["experiment"] = {
+        "name": experiment.name,
+        "caption": experiment.caption,
+        "duration": experiment.duration,
+        "source": experiment.source,
+    }
+    return report
+
+
+def _on_one_device(
+    experiment: Experiment,
+    profile: DeviceProfile | None,
+    warmup_s: float,
+    jitter: HostJitter | None,
+) -> dict[str, Any]:
     curves = ProfileCurves(profile, experiment.base)
     trace = play(experiment, curves, warmup_s, jitter)
     report = simulated_report(trace, curves, warmup_s)
-    if jitter is not None:
-        report["host_jitter_model"] = jitter.to_json()
     infos = [SessionInfo(sid, "simulated") for sid in range(trace.sessions)]
     report["segments"] = [
         segment_report(
@@ -56,10 +90,54 @@ def simulate_experiment(
         )
         for seg in trace.segments
     ]
-    report["experiment"] = {
-        "name": experiment.name,
-        "caption": experiment.caption,
-        "duration": experiment.duration,
-        "source": experiment.source,
-    }
+    return report
+
+
+def _on_devices(
+    experiment: Experiment,
+    profile: DeviceProfile | None,
+    warmup_s: float,
+    jitter: HostJitter | None,
+) -> dict[str, Any]:
+    """The devices the experiment's first config lists, each its profile."""
+    first = experiment.configs[0] if experiment.configs else experiment.base
+    names = []
+    for name in first.device_names():
+        if not name.startswith(EMULATED):
+            raise ConfigError(
+                "devices",
+                name,
+                "a real device: the simulator replays a profile's batch curve; list "
+                f"emulated devices ({EMULATED}NAME)",
+            )
+        names.append(name[len(EMULATED) :])
+    devices = load_devices(names, profile)
+    return simulate_on_devices(experiment, devices, first.router, warmup_s, jitter)
+
+
+def simulate_on_devices(
+    experiment: Experiment,
+    devices: Sequence[Device],
+    router: str,
+    warmup_s: float = 0.0,
+    jitter: HostJitter | None = None,
+) -> dict[str, Any]:
+    """The report of ``experiment`` played on ``devices`` by ``router``, with its
+    ``segments`` (each from the live engine's code) and the ``devices`` list."""
+    played = play_devices_experiment(experiment, devices, router, warmup_s, jitter)
+    assert played.changes is not None, "an experiment's run has its changes"
+    config = played.changes.config
+    report = devices_report(played, config, devices, router, warmup_s)
+    items, batches = measured_records(played.measured, played.delivered, on_devices=True)
+    overwrites = played.clock.overwrites()
+    overwrites = overwrites[overwrites["t"] >= played.t0]
+    expiries = np.array(played.expired, OVERWRITE_DTYPE)
+    n_ids = max(c.sessions for c in (experiment.base, *experiment.configs))
+    infos = [SessionInfo(sid, "simulated") for sid in range(n_ids)]
+    report["segments"] = [
+        segment_report(
+            seg, infos, items, batches, overwrites, played.t_end, played.t0, "simulate", expiries
+        )
+        for seg in played.changes.segments.all()
+    ]
     return report

@@ -226,8 +226,8 @@ def play_records(
         raise ConfigError(
             "devices",
             several,
-            "this simulator plays one device: several play in simulate --devices (one "
-            "config, no experiment yet) and live (run --experiment)",
+            "this loop plays one device: several play in the devices' loop "
+            "(simulate --devices, simulate --experiment) and live (run --experiment)",
         )
     steps = experiment.steps
     opening = steps[0] if steps and steps[0].at == 0 else None
