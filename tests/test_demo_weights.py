@@ -103,3 +103,31 @@ def test_the_training_script_runs_and_writes_a_checkpoint_that_loads(tmp_path) -
     log = out.with_suffix(".log").read_text()
     assert "step 2 loss" in log and "validation" in log
     load_checkpoint(BlurBall(), out)
+
+
+def test_the_second_stage_starts_from_the_first_stages_weights(tmp_path) -> None:
+    """--init: at learning rate 0 the second stage's parameters are the first's (the batch
+    norm's running statistics move: they are not the optimiser's); a bad --init or
+    --no-ball-share is one line."""
+    script = str(ROOT / "training" / "train_demo_weights.py")
+    tiny = ["--steps", "1", "--batch", "2", "--scenes", "1", "--check-frames", "1"]
+    first, second = tmp_path / "first.pt", tmp_path / "second.pt"
+    run = lambda *args: subprocess.run(  # noqa: E731
+        [sys.executable, script, *tiny, *args], capture_output=True, text=True, timeout=300
+    )
+    assert run("--out", str(first)).returncode == 0
+    done = run("--init", str(first), "--no-ball-share", "1", "--lr", "0", "--out", str(second))
+    assert done.returncode == 0, done.stderr
+    meta = json.loads(done.stdout[: done.stdout.rindex("}") + 1])
+    assert (meta["init"], meta["no_ball_share"]) == ("first.pt", 1.0)
+    a, b = BlurBall(), BlurBall()
+    load_checkpoint(a, first)
+    load_checkpoint(b, second)
+    for (name, p), q in zip(a.named_parameters(), b.parameters(), strict=True):
+        assert torch.equal(p, q), name
+    for args, said in (
+        (["--init", str(tmp_path / "none.pt")], "none.pt: file not found"),
+        (["--no-ball-share", "1.5"], "give a share from 0 to 1"),
+    ):
+        bad = run(*args, "--out", str(tmp_path / "x.pt"))
+        assert bad.returncode != 0 and said in bad.stderr and "Traceback" not in bad.stderr

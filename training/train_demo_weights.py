@@ -49,6 +49,7 @@ from batchscope.engine.stats import accuracy_summary, item_records
 from batchscope.models.blurball import BlurBall
 from batchscope.models.normalise import normalisation
 from batchscope.models.postprocess import best_detections
+from batchscope.models.weights import CheckpointError, load_checkpoint
 from batchscope.scene.synthetic import DEFAULT_STYLE, BallTruth, SceneStyle, SyntheticScene
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,6 +68,10 @@ OFFSET = (-25.0, 25.0)  # grey levels
 JPEG_SHARE = 0.3  # windows whose frames go through JPEG
 JPEG_QUALITY = (12, 90)
 VALIDATION_SEEDS = (0, 1, 2, 3)
+# --no-ball-share: windows drawn with the ball out of view on purpose (besides the pauses
+# uniform draws give, about a tenth), this share of them through JPEG: the weights shown a
+# tenth fired on JPEG blocks and sensor grain with no ball in view (issue 29)
+NO_BALL_JPEG_SHARE = 0.6
 
 
 @dataclass(frozen=True)
@@ -207,7 +212,16 @@ def render_window(
     return np.stack(frames), truths
 
 
-def sample(scenes: Scenes, rng: np.random.Generator) -> Window:
+def no_ball_frame(scene: SyntheticScene, start: int) -> int:
+    """The first frame from ``start`` on (looping) with no ball in view, or ``start``."""
+    for offset in range(scene.period_frames):
+        index = 2 + (start - 2 + offset) % (scene.period_frames - 2)
+        if not scene.render(index)[1].visible:
+            return index
+    return start
+
+
+def sample(scenes: Scenes, rng: np.random.Generator, no_ball_share: float = 0.0) -> Window:
     scene = scenes.get(int(rng.integers(len(scenes))))
     size = RESOLUTIONS[int(rng.integers(len(RESOLUTIONS)))]
     look = random_look(rng)
@@ -215,6 +229,11 @@ def sample(scenes: Scenes, rng: np.random.Generator) -> Window:
     # as in the held-out check) teach what is not a ball: the first demo weights, shown a
     # sixth of that, fired on static scene features of an unseen look (issue 29)
     newest = int(rng.integers(2, scene.period_frames))
+    if no_ball_share and rng.random() < no_ball_share:  # no draw at 0: the first stage's
+        newest = no_ball_frame(scene, newest)
+        if rng.random() < NO_BALL_JPEG_SHARE and look.jpeg_quality is None:
+            quality = int(rng.integers(JPEG_QUALITY[0], JPEG_QUALITY[1] + 1))
+            look = Look(look.mirror, look.gain, look.offset, quality)
     frames, truths = render_window(scene, newest, size, look)
     targets = np.stack([draw_target(size, t) for t in truths])
     if look.mirror:  # pixel centres at integers: x -> width - 1 - x, the target's too
@@ -296,6 +315,19 @@ def main(argv: list[str] | None = None) -> int:
         "weights were trained; bf16: torch's CPU autocast, measured 2.3x faster a step on "
         "a CPU with AVX-512 BF16, slower without one; the weights and optimiser stay fp32)",
     )
+    p.add_argument(
+        "--no-ball-share",
+        type=float,
+        default=0.0,
+        help="share of windows drawn with no ball in view on purpose, "
+        f"{NO_BALL_JPEG_SHARE:.0%} of them through JPEG (default 0; the second stage: 0.3)",
+    )
+    p.add_argument(
+        "--init",
+        type=Path,
+        help="start from these weights (a checkpoint this script wrote) instead of the "
+        "initial ones: the second stage fine-tunes the first's",
+    )
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
     p.add_argument(
         "--check-frames",
@@ -315,7 +347,14 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     rng = np.random.default_rng([args.seed, 1])
     scenes = Scenes(args.scenes, args.seed)
+    if not 0.0 <= args.no_ball_share <= 1.0:
+        p.error(f"--no-ball-share {args.no_ball_share}: give a share from 0 to 1")
     model = BlurBall()
+    if args.init is not None:
+        try:  # the app's loader: fp16 tensors copy into the fp32 model
+            load_checkpoint(model, args.init)
+        except CheckpointError as exc:
+            p.error(f"--init: {exc}")
     model.train()
     scale, shift = normalisation(torch.float32)
     optimiser = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=1e-4)
@@ -338,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     cpu_started = time.process_time()  # the script's own cost, whatever else runs
     recent: list[float] = []
     for step in range(args.steps):
-        windows = [sample(scenes, rng) for _ in range(args.batch)]
+        windows = [sample(scenes, rng, args.no_ball_share) for _ in range(args.batch)]
         frames = np.stack([w.frames for w in windows])
         targets = torch.from_numpy(np.stack([w.targets for w in windows]))
         for group in optimiser.param_groups:
@@ -371,6 +410,8 @@ def main(argv: list[str] | None = None) -> int:
         "batch": args.batch,
         "samples": args.steps * args.batch,
         "seed": args.seed,
+        "init": None if args.init is None else args.init.name,
+        "no_ball_share": args.no_ball_share,
         "train_minutes": round(train_s / 60, 1),
         "train_cpu_minutes": round(train_cpu_s / 60, 1),  # over all threads
         "final_loss": round(final_loss, 5),
