@@ -125,6 +125,8 @@ def test_the_second_stage_starts_from_the_first_stages_weights(tmp_path) -> None
     load_checkpoint(b, second)
     for (name, p), q in zip(a.named_parameters(), b.parameters(), strict=True):
         assert torch.equal(p, q), name
+    helped = run("--help")  # a help text with a bare % once broke argparse's
+    assert helped.returncode == 0 and "--no-ball-share" in helped.stdout
     for args, said in (
         (["--init", str(tmp_path / "none.pt")], "none.pt: file not found"),
         (["--no-ball-share", "1.5"], "give a share from 0 to 1"),

@@ -1,7 +1,12 @@
 """Train BlurBall's demo weights on the synthetic table-tennis scene, on a CPU.
 
-    python training/train_demo_weights.py                 # the shipped weights (158 CPU-min)
-    python training/train_demo_weights.py --steps 20      # a quick check that it runs
+    python training/train_demo_weights.py --out stage1.pt     # stage 1 (158 CPU-min)
+    python training/train_demo_weights.py --init stage1.pt --no-ball-share 0.4
+        --steps 800 --lr 2e-4 --seed 2 --precision bf16        # stage 2 (21 CPU-min)
+    python training/train_demo_weights.py --steps 20          # a quick check that it runs
+
+The shipped weights are stage 2's (docs/DEMO_WEIGHTS.md): stage 2 fine-tunes stage 1's with
+windows drawn with no ball in view on purpose, most through JPEG.
 
 What it trains on: windows of three consecutive frames (oldest -> newest) of the procedural
 scene (``batchscope.scene.synthetic``) with random rallies (seeds), frame rates from 10 to
@@ -320,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=0.0,
         help="share of windows drawn with no ball in view on purpose, "
-        f"{NO_BALL_JPEG_SHARE:.0%} of them through JPEG (default 0; the second stage: 0.3)",
+        f"{round(100 * NO_BALL_JPEG_SHARE)}%% of them through JPEG (default 0; stage 2: 0.4)",
     )
     p.add_argument(
         "--init",
