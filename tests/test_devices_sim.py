@@ -148,6 +148,9 @@ def test_simulate_devices_cli_reports_the_devices(tmp_path, capsys):
     assert "device 1  emulated:laptop-8gb" in text
     (report,) = json.loads(out.read_text())
     assert report["router"] == "least-loaded"
+    assert (
+        report["device_label"] == "simulated: 2 devices (emulated:laptop-8gb), router least-loaded"
+    )
     keys = {"device", "sessions", "busy", "batch_sizes"}
     assert [set(d) for d in report["devices"]] == [keys, keys]
     windows = sum(int(k) * n for d in report["devices"] for k, n in d["batch_sizes"].items())
