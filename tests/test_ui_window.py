@@ -334,6 +334,9 @@ def test_the_engine_list_switches_the_engine_live_and_back(dashboard, qtbot, fak
     is a live change, said in the status line; the Device list stays what runs a batch."""
     engine, controls = dashboard.engine, dashboard.controls
     device = controls.device.currentData()
+    # the first tick says the looping clip's note: switch after it, or it may follow (and
+    # replace) the "Applied" line when the faked build is quicker than one tick
+    qtbot.waitUntil(lambda: "it loops" in dashboard.status_line.message.text(), timeout=CHANGE_MS)
     controls.engine.setCurrentIndex(controls.engine.findData("triton"))
     qtbot.waitUntil(lambda: engine.config.serving == "triton", timeout=CHANGE_MS)
     qtbot.waitUntil(
