@@ -134,6 +134,11 @@ class Experiment:
         """The config once step ``index`` has been applied."""
         return self.configs[index]
 
+    def most(self, field_name: str) -> int:
+        """The largest ``sessions`` or ``devices`` any of its configs has (the session ids
+        a run of it uses: 0 .. most("sessions") - 1)."""
+        return max(getattr(c, field_name) for c in (self.base, *self.configs))
+
 
 def experiments_dirs() -> list[tuple[str, Path]]:
     """(kind, folder) where experiments are found: built-in, then the user's."""

@@ -243,8 +243,7 @@ def play_devices_experiment(
     config = experiment.base.with_changes(**opening.changes) if opening else experiment.base
     for other in experiment.configs:
         _refuse_unplayed(other)
-    n_ids = max(c.sessions for c in (experiment.base, *experiment.configs))
-    played = Steps(experiment, opening, tuple(devices), n_ids)
+    played = Steps(experiment, opening, tuple(devices), experiment.most("sessions"))
     need_fps(config)
     curves = played.curves(config)
     return play_devices(config, curves, router, warmup_s, jitter=jitter, steps=played)
@@ -289,8 +288,10 @@ def play_devices(
     change_at = agenda[0][0] if agenda else NEVER
     policies = [make_policy(config) for _ in curves]
     changes = None
+    step_devices: tuple[Device, ...] = ()
     if steps is not None:  # the one-device agenda (config, segments, faults); device 0's policy
         changes = steps.changes(config, policies[0], clock, t0, t_end)
+        step_devices = steps.devices  # their curves when a step changes precision or size
     step_at = NEVER if changes is None else changes.next_at()
     frames = clock.schedule(0.0, min(change_at, step_at))
     ft, fs, opened = frames.times, frames.sessions, frames.opened
@@ -393,7 +394,7 @@ def play_devices(
                     for policy in policies[1:]:  # device 0's was retuned: the others too
                         policy.retune(config)
                 if (was.precision, was.resolution) != (config.precision, config.resolution):
-                    curves = steps.curves(config)  # type: ignore[union-attr]
+                    curves = [d.curve(config) for d in step_devices]
                     batch_s = [{} for _ in curves]
                 if changes.slowdown != slowdown:
                     slowdown, batch_s[0] = changes.slowdown, {}

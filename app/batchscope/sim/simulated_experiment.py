@@ -29,7 +29,13 @@ from batchscope.sim.devices import (
     play_devices_experiment,
 )
 from batchscope.sim.host_jitter import HostJitter
-from batchscope.sim.simulator import ProfileCurves, measured_records, play, simulated_report
+from batchscope.sim.simulator import (
+    ProfileCurves,
+    Trace,
+    measured_records,
+    play,
+    simulated_report,
+)
 
 
 def simulate_experiment(
@@ -51,7 +57,7 @@ def simulate_experiment(
     in the devices' loop (:func:`~batchscope.sim.devices.play_devices_experiment`), each
     device on its own profile, and its report has the ``devices`` list too.
     """
-    if max(c.devices for c in (experiment.base, *experiment.configs)) > 1:
+    if experiment.most("devices") > 1:
         report = _on_devices(experiment, profile, warmup_s, jitter)
     else:
         report = _on_one_device(experiment, profile, warmup_s, jitter)
@@ -75,8 +81,14 @@ def _on_one_device(
     curves = ProfileCurves(profile, experiment.base)
     trace = play(experiment, curves, warmup_s, jitter)
     report = simulated_report(trace, curves, warmup_s)
+    report["segments"] = segment_reports(trace)
+    return report
+
+
+def segment_reports(trace: Trace) -> list[dict[str, Any]]:
+    """Each segment's entry of the report (the live engine's ``segment_report``)."""
     infos = [SessionInfo(sid, "simulated") for sid in range(trace.sessions)]
-    report["segments"] = [
+    return [
         segment_report(
             seg,
             infos,
@@ -90,7 +102,6 @@ def _on_one_device(
         )
         for seg in trace.segments
     ]
-    return report
 
 
 def _on_devices(
@@ -130,14 +141,17 @@ def simulate_on_devices(
     report = devices_report(played, config, devices, router, warmup_s)
     items, batches = measured_records(played.measured, played.delivered, on_devices=True)
     overwrites = played.clock.overwrites()
-    overwrites = overwrites[overwrites["t"] >= played.t0]
-    expiries = np.array(played.expired, OVERWRITE_DTYPE)
-    n_ids = max(c.sessions for c in (experiment.base, *experiment.configs))
-    infos = [SessionInfo(sid, "simulated") for sid in range(n_ids)]
-    report["segments"] = [
-        segment_report(
-            seg, infos, items, batches, overwrites, played.t_end, played.t0, "simulate", expiries
-        )
-        for seg in played.changes.segments.all()
-    ]
+    trace = Trace(
+        items=items,
+        batches=batches,
+        overwrites=overwrites[overwrites["t"] >= played.t0],
+        start=played.t0,
+        end=played.t_end,
+        sessions=experiment.most("sessions"),
+        config=config,
+        segments=tuple(played.changes.segments.all()),
+        peak_mb=None,  # the report's memory is devices_report's
+        expiries=np.array(played.expired, OVERWRITE_DTYPE),
+    )
+    report["segments"] = segment_reports(trace)
     return report

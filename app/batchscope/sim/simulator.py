@@ -221,7 +221,7 @@ def play_records(
     """
     if not warmup_s >= 0:
         raise ConfigError("warmup", warmup_s, "must be 0 or more seconds")
-    several = max(c.devices for c in (experiment.base, *experiment.configs))
+    several = experiment.most("devices")
     if several > 1:  # never played on one device in silence
         raise ConfigError(
             "devices",
@@ -237,7 +237,7 @@ def play_records(
     policy = make_policy(config)
     t0 = warmup_s
     t_end = warmup_s + experiment.duration
-    n_ids = max(c.sessions for c in (experiment.base, *experiment.configs))
+    n_ids = experiment.most("sessions")
     clock = Clock(config, n_ids, t_end, jitter)
     changes = Changes(experiment, opening, config, policy, curve, curve_for, clock, t0, t_end)
     segments = changes.segments
