@@ -44,8 +44,12 @@ model at several resolutions (:class:`Shapes`, a batch of one: simulated only, f
 findings on mixed cameras). An experiment's steps and faults play by the one-device
 simulator's agenda (:func:`play_devices_experiment`, :class:`~batchscope.sim.changes.Changes`:
 the same config changes, segments and faults; one policy per device, retuned or remade
-together), except a step that changes the devices or the router (refused with one clear
-error). Neighbours are refused too.
+together). A step may change the devices (their number or profiles) or the router, as a
+live change does (``Engine._route``): a device that joins gets a worker and a policy of
+its own, one that leaves finishes its batch and takes no more, and the windows waiting
+are placed again, in session order, by the router of the new config with fresh draws
+(live, every change of a backend field builds the devices' workers and router anew).
+Real devices and neighbours are refused with one clear error.
 """
 
 from __future__ import annotations
@@ -60,7 +64,14 @@ from typing import Any
 
 import numpy as np
 
-from batchscope.config import EMULATED, POLICY_PARAMS, ROUTERS, ConfigError, RunConfig
+from batchscope.config import (
+    BACKEND_FIELDS,
+    EMULATED,
+    POLICY_PARAMS,
+    ROUTERS,
+    ConfigError,
+    RunConfig,
+)
 from batchscope.engine.policies import BatchPolicy, make_policy
 from batchscope.engine.report.body import SessionInfo, build_report
 from batchscope.engine.routing import (
@@ -164,6 +175,8 @@ class DevicesPlayed:
     expired: list[tuple[int, float]] = field(default_factory=list)  # (session, t) dropped
     shape_rows: set[tuple[int, int, int]] = field(default_factory=set)  # (device, shape, rows)
     changes: Changes | None = None  # an experiment's: its config at the end, its segments
+    router: str = ""  # the router at the end (an experiment's step may change it)
+    devices: tuple[Device, ...] = ()  # an experiment's: each index's device (the latest)
 
 
 class _Retiring:
@@ -178,22 +191,50 @@ class _Retiring:
         return default if d is None else self._pending[d].pop(session)
 
 
-#: What a step may not change on several devices in the simulator (live it may).
-FIXED_BY_STEPS = ("devices", "router", "profile", "profiles", "device_list")
+def emulated_names(config: RunConfig) -> list[str]:
+    """The profile of each of ``config``'s devices; ConfigError for a real device (the
+    simulator replays a profile's batch curve)."""
+    names = []
+    for name in config.device_names():
+        if not name.startswith(EMULATED):
+            raise ConfigError(
+                "devices",
+                name,
+                "a real device: the simulator replays a profile's batch curve; list "
+                f"emulated devices ({EMULATED}NAME)",
+            )
+        names.append(name[len(EMULATED) :])
+    return names
 
 
 @dataclass(frozen=True)
 class Steps:
-    """An experiment's steps and faults for :func:`play_devices`, on ``devices``."""
+    """An experiment's steps and faults for :func:`play_devices`: ``devices`` run the
+    opening config; a step that names other devices runs on those (:meth:`devices_for`)."""
 
     experiment: Experiment
     opening: Step | None
     devices: tuple[Device, ...]
+    names: tuple[str, ...]  # the opening config's profiles, one per device
     n_ids: int  # session ids any step uses: 0 .. n_ids - 1
+    loaded: dict[str, Device] = field(default_factory=dict)  # by profile name
+
+    def devices_for(self, config: RunConfig) -> tuple[Device, ...]:
+        """``config``'s devices: the opening ones while it names as many of the same
+        profiles, else each loaded by its profile's name (once; ProfileError if none)."""
+        names = emulated_names(config)
+        if tuple(names) == self.names:
+            return self.devices
+        for name, device in zip(self.names, self.devices, strict=False):
+            self.loaded.setdefault(name, device)
+        for name in names:
+            if name not in self.loaded:
+                self.loaded[name] = load_devices([name])[0]
+        return tuple(self.loaded[name] for name in names)
 
     def curves(self, config: RunConfig) -> list[BatchCurve]:
         """Each device's curve for ``config`` (ProfileError: a device that has none)."""
-        return [d.curve(config) for d in self.devices]
+        return [d.curve(config) for d in self.devices_for(config)]
 
     def changes(
         self, config: RunConfig, policy: BatchPolicy, clock: Clock, t0: float, t_end: float
@@ -226,24 +267,17 @@ def play_devices_experiment(
     faults at their times as the one-device simulator plays them (each step a segment;
     a step may change the policy, its knobs, the sessions, their frame rate, the
     precision, the resolution and the deadline drop; a slow device slows device 0, the
-    engine's own worker live). Raises ConfigError for a step that changes the devices or
-    the router (:data:`FIXED_BY_STEPS`): not simulated yet."""
-    for step in experiment.steps:
-        fixed = sorted(set(step.changes) & set(FIXED_BY_STEPS))
-        if fixed:
-            raise ConfigError(
-                fixed[0],
-                step.changes[fixed[0]],
-                f"step at {step.at:g} s changes the devices or the router: simulated on "
-                "several devices only when every step keeps them (live, run --experiment "
-                "plays it)",
-            )
+    engine's own worker live), and the devices and the router (module doc; ``devices``
+    and ``router`` are the opening config's). Raises ConfigError for a config that lists
+    a real device or has neighbours."""
     steps = experiment.steps
     opening = steps[0] if steps and steps[0].at == 0 else None
     config = experiment.base.with_changes(**opening.changes) if opening else experiment.base
     for other in experiment.configs:
         _refuse_unplayed(other)
-    played = Steps(experiment, opening, tuple(devices), experiment.most("sessions"))
+        emulated_names(other)
+    names = tuple(emulated_names(config))
+    played = Steps(experiment, opening, tuple(devices), names, experiment.most("sessions"))
     need_fps(config)
     curves = played.curves(config)
     return play_devices(config, curves, router, warmup_s, jitter=jitter, steps=played)
@@ -274,7 +308,8 @@ def play_devices(
     _refuse_unplayed(config)
     if steps is not None and shapes is not None:
         raise ConfigError("shapes", len(shapes.of_session), "not with an experiment's steps")
-    n_dev = len(curves)
+    curves = list(curves)
+    n_dev = len(curves)  # the run's devices now: the router places on these
     if n_dev < 1:
         raise ConfigError("devices", n_dev, "give at least one device")
     t0 = warmup_s
@@ -288,10 +323,10 @@ def play_devices(
     change_at = agenda[0][0] if agenda else NEVER
     policies = [make_policy(config) for _ in curves]
     changes = None
-    step_devices: tuple[Device, ...] = ()
+    on: tuple[Device, ...] = ()  # an experiment's devices, each index's latest
     if steps is not None:  # the one-device agenda (config, segments, faults); device 0's policy
         changes = steps.changes(config, policies[0], clock, t0, t_end)
-        step_devices = steps.devices  # their curves when a step changes precision or size
+        on = steps.devices
     step_at = NEVER if changes is None else changes.next_at()
     frames = clock.schedule(0.0, min(change_at, step_at))
     ft, fs, opened = frames.times, frames.sessions, frames.opened
@@ -309,19 +344,30 @@ def play_devices(
     why = [(0, 0, 0)] * n_dev  # (reason, cap, padding) of the batch on each device
     timers = [NEVER] * n_dev
     woken = [NEVER] * n_dev  # when an idle device's late worker decides (jitter)
+    columns: list[tuple[list[Any], Any]] = [  # what a device that joins starts with
+        (busy, False), (free_at, NEVER), (start, 0.0), (taken, []), (why, (0, 0, 0)),
+        (timers, NEVER), (woken, NEVER),
+    ]  # fmt: skip
     wake = device_late = None
     if jitter is not None:  # the one-device loop's draws, shared by the devices in turn
-        draws = random.Random(config.seed + 7_919)
-        wake = lambda: jitter.wake_delay(draws.random())  # noqa: E731
-        device_late = lambda: jitter.device_delay(draws.random())  # noqa: E731
+        late = random.Random(config.seed + 7_919)
+        wake = lambda: jitter.wake_delay(late.random())  # noqa: E731
+        device_late = lambda: jitter.device_delay(late.random())  # noqa: E731
     batch_s: list[dict[Any, float]] = [{} for _ in curves]  # rows (or shape, rows) -> s
     shape_rows: set[tuple[int, int, int]] = set()  # (device, shape, rows) of the batches
     if shapes is not None and (
         len(shapes.of_session) != config.sessions or len(shapes.curves) != n_dev
     ):
         raise ConfigError("shapes", len(shapes.of_session), "one per session, curves per device")
-    dealt = pin(range(n_ids), n_dev) if router == "pinned" else None
-    pins = [dealt[s] for s in range(n_ids)] if dealt is not None else None
+
+    def pinned(router: str) -> list[int] | None:
+        """Each session id's device (``pinned``), or None."""
+        if router != "pinned":
+            return None
+        dealt = pin(range(n_ids), n_dev)
+        return [dealt[s] for s in range(n_ids)]
+
+    pins = pinned(router)
     draws = router_draws(config.seed)  # least-loaded's two choices
 
     def load(d: int) -> tuple[int, float]:
@@ -393,13 +439,28 @@ def play_devices(
                 elif set(POLICY_PARAMS[config.policy]) & was.diff(config).keys():
                     for policy in policies[1:]:  # device 0's was retuned: the others too
                         policy.retune(config)
-                if (was.precision, was.resolution) != (config.precision, config.resolution):
-                    curves = [d.curve(config) for d in step_devices]
-                    batch_s = [{} for _ in curves]
+                changed = was.diff(config).keys()
+                if set(BACKEND_FIELDS) & changed:  # live: each device's worker built anew
+                    assert steps is not None
+                    now_on = steps.devices_for(config)
+                    n_dev = len(now_on)
+                    on = (*now_on, *on[n_dev:])  # one that left keeps its index, its label
+                    curves = [d.curve(config) for d in now_on] + curves[n_dev:]
+                    batch_s = [{} for _ in on]
+                    while len(pending) < len(on):  # a device joins: a worker, a policy
+                        pending.append({})
+                        policies.append(make_policy(config))
+                        choosers.append(policies[-1])
+                        for column, empty in columns:
+                            column.append(empty)
+                if set(BACKEND_FIELDS) & changed or "router" in changed:
+                    router = config.router if "router" in changed else router
+                    pins, draws = pinned(router), router_draws(config.seed)
+                    _place_again(pending, where, route)
                 if changes.slowdown != slowdown:
                     slowdown, batch_s[0] = changes.slowdown, {}
                 drop_s = changes.drop_s
-                touched.update(range(n_dev))  # each device is asked under the new config
+                touched.update(range(len(pending)))  # each asked under the new config
                 step_at = changes.next_at()
             frames.published = i
             frames = clock.schedule(now, min(change_at, step_at))
@@ -429,6 +490,8 @@ def play_devices(
                     chooser.observe(n, (now - min(map(_arrival_of, batch))) * 1000.0)
             if timers[d] <= now:
                 timers[d] = NEVER
+            if d >= n_dev:  # it left the run: its last batch ended, it takes no more
+                continue
             if wake is not None and not busy[d] and not ended:  # an idle worker wakes late
                 if woken[d] == NEVER:
                     woken[d] = now + wake()
@@ -486,10 +549,34 @@ def play_devices(
     if changes is not None:
         changes.segments.close(t_end)
         pins = None if pins is None else pins[: changes.config.sessions]
-    pinned = pinned_counts(pins, n_dev)
     return DevicesPlayed(
-        measured, delivered, clock, t0, t_end, pinned, expired, shape_rows, changes
+        measured,
+        delivered,
+        clock,
+        t0,
+        t_end,
+        pinned_counts(pins, len(pending)),
+        expired,
+        shape_rows,
+        changes,
+        router,
+        on,
     )
+
+
+def _place_again(pending: list[dict[int, list[Any]]], where: dict[int, int], route: Any) -> None:
+    """Live's ``Mailboxes.route`` after a change of devices or router: every waiting
+    window placed again by ``route``, in session order, each counted where it lands;
+    each device's windows then in the order their mailboxes opened (since, session)."""
+    windows = sorted((pending[d].pop(s) for s, d in where.items()), key=_session_of)
+    where.clear()
+    for r in windows:
+        d = where[r[1]] = route(r[1])
+        pending[d][r[1]] = r
+    for mine in pending:
+        ordered = sorted(mine.values(), key=itemgetter(2, 1))
+        mine.clear()
+        mine.update((r[1], r) for r in ordered)
 
 
 def _refuse_unplayed(config: RunConfig) -> None:

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from batchscope.config import EMULATED, ConfigError
 from batchscope.engine.metrics import OVERWRITE_DTYPE
+from batchscope.engine.player import first_config
 from batchscope.engine.report.body import SessionInfo
 from batchscope.engine.report.segment import segment_report
 from batchscope.experiment import Experiment
@@ -25,6 +25,7 @@ from batchscope.profiles.profile import DeviceProfile
 from batchscope.sim.devices import (
     Device,
     devices_report,
+    emulated_names,
     load_devices,
     play_devices_experiment,
 )
@@ -110,19 +111,9 @@ def _on_devices(
     warmup_s: float,
     jitter: HostJitter | None,
 ) -> dict[str, Any]:
-    """The devices the experiment's first config lists, each its profile."""
-    first = experiment.configs[0] if experiment.configs else experiment.base
-    names = []
-    for name in first.device_names():
-        if not name.startswith(EMULATED):
-            raise ConfigError(
-                "devices",
-                name,
-                "a real device: the simulator replays a profile's batch curve; list "
-                f"emulated devices ({EMULATED}NAME)",
-            )
-        names.append(name[len(EMULATED) :])
-    devices = load_devices(names, profile)
+    """The devices the experiment's opening config lists, each its profile."""
+    first = first_config(experiment)  # the base unless a step is at 0 s
+    devices = load_devices(emulated_names(first), profile)
     return simulate_on_devices(experiment, devices, first.router, warmup_s, jitter)
 
 
@@ -133,12 +124,13 @@ def simulate_on_devices(
     warmup_s: float = 0.0,
     jitter: HostJitter | None = None,
 ) -> dict[str, Any]:
-    """The report of ``experiment`` played on ``devices`` by ``router``, with its
-    ``segments`` (each from the live engine's code) and the ``devices`` list."""
+    """The report of ``experiment`` played on ``devices`` by ``router`` (the opening
+    config's: a step may change both), with its ``segments`` (each from the live engine's
+    code) and the ``devices`` list (every device that ran, by its index)."""
     played = play_devices_experiment(experiment, devices, router, warmup_s, jitter)
     assert played.changes is not None, "an experiment's run has its changes"
     config = played.changes.config
-    report = devices_report(played, config, devices, router, warmup_s)
+    report = devices_report(played, config, played.devices, played.router, warmup_s)
     items, batches = measured_records(played.measured, played.delivered, on_devices=True)
     overwrites = played.clock.overwrites()
     trace = Trace(
