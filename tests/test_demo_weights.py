@@ -130,6 +130,38 @@ def test_the_second_stage_starts_from_the_first_stages_weights(tmp_path) -> None
     for args, said in (
         (["--init", str(tmp_path / "none.pt")], "none.pt: file not found"),
         (["--no-ball-share", "1.5"], "give a share from 0 to 1"),
+        (["--no-ball-jpeg-max", "5"], "give a quality from 12 to 90"),
     ):
         bad = run(*args, "--out", str(tmp_path / "x.pt"))
         assert bad.returncode != 0 and said in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_the_no_ball_windows_jpeg_quality_tops_at_no_ball_jpeg_max(monkeypatch) -> None:
+    """--no-ball-jpeg-max caps the quality the no-ball windows' JPEG is drawn from (those
+    drawn through it for no-ball's sake: a window's own JPEG draw is left as it was)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "train_demo_weights", ROOT / "training" / "train_demo_weights.py"
+    )
+    assert spec is not None and spec.loader is not None
+    train = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, train)  # its dataclasses look it up
+    spec.loader.exec_module(train)
+    drawn: list[int | None] = []
+    monkeypatch.setattr(
+        train, "render_window", lambda scene, newest, size, look: drawn.append(look.jpeg_quality)
+    )  # what sample() asks to render, then stop there
+    monkeypatch.setattr(train, "JPEG_SHARE", 0.0)  # only the no-ball draw puts it through
+    scenes = train.Scenes(1, 0)
+    for top in (20, 90):
+        drawn.clear()
+        rng = train.np.random.default_rng(5)
+        for _ in range(60):
+            try:
+                train.sample(scenes, rng, 1.0, top)
+            except TypeError:  # render_window's stand-in returns nothing to unpack
+                pass
+        qualities = [q for q in drawn if q is not None]
+        assert len(qualities) > 20 and min(qualities) >= 12
+        assert max(qualities) <= top and (top == 20 or max(qualities) > 20)

@@ -226,7 +226,12 @@ def no_ball_frame(scene: SyntheticScene, start: int) -> int:
     return start
 
 
-def sample(scenes: Scenes, rng: np.random.Generator, no_ball_share: float = 0.0) -> Window:
+def sample(
+    scenes: Scenes,
+    rng: np.random.Generator,
+    no_ball_share: float = 0.0,
+    no_ball_jpeg_max: int = JPEG_QUALITY[1],
+) -> Window:
     scene = scenes.get(int(rng.integers(len(scenes))))
     size = RESOLUTIONS[int(rng.integers(len(RESOLUTIONS)))]
     look = random_look(rng)
@@ -237,7 +242,7 @@ def sample(scenes: Scenes, rng: np.random.Generator, no_ball_share: float = 0.0)
     if no_ball_share and rng.random() < no_ball_share:  # no draw at 0: the first stage's
         newest = no_ball_frame(scene, newest)
         if rng.random() < NO_BALL_JPEG_SHARE and look.jpeg_quality is None:
-            quality = int(rng.integers(JPEG_QUALITY[0], JPEG_QUALITY[1] + 1))
+            quality = int(rng.integers(JPEG_QUALITY[0], no_ball_jpeg_max + 1))
             look = Look(look.mirror, look.gain, look.offset, quality)
     frames, truths = render_window(scene, newest, size, look)
     targets = np.stack([draw_target(size, t) for t in truths])
@@ -328,6 +333,13 @@ def main(argv: list[str] | None = None) -> int:
         f"{round(100 * NO_BALL_JPEG_SHARE)}%% of them through JPEG (default 0; stage 2: 0.4)",
     )
     p.add_argument(
+        "--no-ball-jpeg-max",
+        type=int,
+        default=JPEG_QUALITY[1],
+        help=f"those windows' JPEG quality is drawn from {JPEG_QUALITY[0]} to this "
+        f"(default {JPEG_QUALITY[1]}, as for every window)",
+    )
+    p.add_argument(
         "--init",
         type=Path,
         help="start from these weights (a checkpoint this script wrote) instead of the "
@@ -354,6 +366,11 @@ def main(argv: list[str] | None = None) -> int:
     scenes = Scenes(args.scenes, args.seed)
     if not 0.0 <= args.no_ball_share <= 1.0:
         p.error(f"--no-ball-share {args.no_ball_share}: give a share from 0 to 1")
+    if not JPEG_QUALITY[0] <= args.no_ball_jpeg_max <= JPEG_QUALITY[1]:
+        p.error(
+            f"--no-ball-jpeg-max {args.no_ball_jpeg_max}: give a quality from "
+            f"{JPEG_QUALITY[0]} to {JPEG_QUALITY[1]}"
+        )
     model = BlurBall()
     if args.init is not None:
         try:  # the app's loader: fp16 tensors copy into the fp32 model
@@ -382,7 +399,10 @@ def main(argv: list[str] | None = None) -> int:
     cpu_started = time.process_time()  # the script's own cost, whatever else runs
     recent: list[float] = []
     for step in range(args.steps):
-        windows = [sample(scenes, rng, args.no_ball_share) for _ in range(args.batch)]
+        windows = [
+            sample(scenes, rng, args.no_ball_share, args.no_ball_jpeg_max)
+            for _ in range(args.batch)
+        ]
         frames = np.stack([w.frames for w in windows])
         targets = torch.from_numpy(np.stack([w.targets for w in windows]))
         for group in optimiser.param_groups:
@@ -417,6 +437,7 @@ def main(argv: list[str] | None = None) -> int:
         "seed": args.seed,
         "init": None if args.init is None else args.init.name,
         "no_ball_share": args.no_ball_share,
+        "no_ball_jpeg_max": args.no_ball_jpeg_max,
         "train_minutes": round(train_s / 60, 1),
         "train_cpu_minutes": round(train_cpu_s / 60, 1),  # over all threads
         "final_loss": round(final_loss, 5),
