@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from batchscope.config import UNTRAINED, RunConfig
@@ -149,19 +150,23 @@ def test_the_no_ball_windows_jpeg_quality_tops_at_no_ball_jpeg_max(monkeypatch) 
     monkeypatch.setitem(sys.modules, spec.name, train)  # its dataclasses look it up
     spec.loader.exec_module(train)
     drawn: list[int | None] = []
-    monkeypatch.setattr(
-        train, "render_window", lambda scene, newest, size, look: drawn.append(look.jpeg_quality)
-    )  # what sample() asks to render, then stop there
+
+    class Drawn(Exception):
+        pass
+
+    def render_window(scene, newest, size, look):  # what sample() asks for, then stop
+        drawn.append(look.jpeg_quality)
+        raise Drawn
+
+    monkeypatch.setattr(train, "render_window", render_window)
     monkeypatch.setattr(train, "JPEG_SHARE", 0.0)  # only the no-ball draw puts it through
     scenes = train.Scenes(1, 0)
     for top in (20, 90):
         drawn.clear()
         rng = train.np.random.default_rng(5)
         for _ in range(60):
-            try:
+            with pytest.raises(Drawn):
                 train.sample(scenes, rng, 1.0, top)
-            except TypeError:  # render_window's stand-in returns nothing to unpack
-                pass
         qualities = [q for q in drawn if q is not None]
         assert len(qualities) > 20 and min(qualities) >= 12
         assert max(qualities) <= top and (top == 20 or max(qualities) > 20)
