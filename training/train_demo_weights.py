@@ -1,12 +1,15 @@
 """Train BlurBall's demo weights on the synthetic table-tennis scene, on a CPU.
 
-    python training/train_demo_weights.py --out stage1.pt     # stage 1 (158 CPU-min)
+    python training/train_demo_weights.py --precision bf16 --out stage1.pt
+                                                               # stage 1 (56 CPU-min)
     python training/train_demo_weights.py --init stage1.pt --no-ball-share 0.4
-        --steps 800 --lr 2e-4 --seed 2 --precision bf16        # stage 2 (21 CPU-min)
+        --no-ball-jpeg-max 30 --steps 800 --lr 2e-4 --seed 2 --precision bf16
+                                                               # stage 2 (23 CPU-min)
     python training/train_demo_weights.py --steps 20          # a quick check that it runs
 
-The shipped weights are stage 2's (docs/DEMO_WEIGHTS.md): stage 2 fine-tunes stage 1's with
-windows drawn with no ball in view on purpose, most through JPEG.
+The shipped weights are stage 2's (docs/DEMO_WEIGHTS.md; the two stages took 79 CPU-min,
+44 min of both cores of a 2-core CPU with AVX-512 BF16): stage 2 fine-tunes stage 1's with
+windows drawn with no ball in view on purpose, most through heavy JPEG.
 
 What it trains on: windows of three consecutive frames (oldest -> newest) of the procedural
 scene (``batchscope.scene.synthetic``) with random rallies (seeds), frame rates from 10 to
@@ -321,8 +324,8 @@ def main(argv: list[str] | None = None) -> int:
         "--precision",
         choices=("fp32", "bf16"),
         default="fp32",
-        help="the forward and backward passes' precision (default fp32, as the shipped "
-        "weights were trained; bf16: torch's CPU autocast, measured 2.3x faster a step on "
+        help="the forward and backward passes' precision (default fp32; bf16, as the shipped "
+        "weights were trained: torch's CPU autocast, measured 2.3x faster a step on "
         "a CPU with AVX-512 BF16, slower without one; the weights and optimiser stay fp32)",
     )
     p.add_argument(
