@@ -57,7 +57,7 @@ from __future__ import annotations
 import heapq
 import random
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
@@ -564,7 +564,9 @@ def play_devices(
     )
 
 
-def _place_again(pending: list[dict[int, list[Any]]], where: dict[int, int], route: Any) -> None:
+def _place_again(
+    pending: list[dict[int, list[Any]]], where: dict[int, int], route: Callable[[int], int]
+) -> None:
     """Live's ``Mailboxes.route`` after a change of devices or router: every waiting
     window placed again by ``route``, in session order, each counted where it lands;
     each device's windows then in the order their mailboxes opened (since, session)."""
