@@ -17,11 +17,14 @@ from batchscope.engine.stats import (
     busy_fraction,
     fps_figures,
     group_sessions,
+    host_late_summaries,
     host_late_summary,
     latencies_ms,
+    latency_summaries,
     latency_summary,
     pick,
     stage_means,
+    stage_means_grouped,
 )
 from batchscope.urls import mask_credentials
 
@@ -60,9 +63,14 @@ def build_report(
     expired = expired or {}
     per_session = []
     states_and_fps = []
-    by_session, spans, _ = group_sessions(items)  # one sort, not one pass per session
+    by_session, spans, count = group_sessions(items)  # one sort, not one pass per session
+    latency = latency_summaries(latencies_ms(by_session), count)  # each group's, in one pass
+    stages = stage_means_grouped(by_session, count)
+    host_late = host_late_summaries(by_session, count)
+    nothing = by_session[:0]  # a session that delivered nothing: every figure 0
+    none = (latency_summary([]), stage_means(nothing), host_late_summary(nothing))
     for s in sessions:
-        _, lo, hi = spans.get(s.id, (0, 0, 0))
+        k, lo, hi = spans.get(s.id, (-1, 0, 0))
         mine = by_session[lo:hi]
         fps = len(mine) / duration_s if duration_s > 0 else 0.0
         states_and_fps.append((s.state, fps))
@@ -73,9 +81,9 @@ def build_report(
             "delivered": len(mine),
             "overwritten": int(overwritten.get(s.id, 0)),
             "expired": int(expired.get(s.id, 0)),
-            "latency_ms": latency_summary(latencies_ms(mine)),
-            "stages_ms": stage_means(mine),
-            "host_late_ms": host_late_summary(mine),
+            "latency_ms": dict(latency[k] if k >= 0 else none[0]),
+            "stages_ms": dict(stages[k] if k >= 0 else none[1]),
+            "host_late_ms": dict(host_late[k] if k >= 0 else none[2]),
         }
         if s.has_truth:
             entry["accuracy"] = accuracy_summary(mine)
