@@ -28,7 +28,6 @@ a name says otherwise.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -349,7 +348,6 @@ def device_entries(
     out = []
     for d, label in enumerate(labels):
         mine = pick(batches, batches["device"] == d)
-        sizes = Counter(int(n) for n in mine["size"])
         if pinned is not None:
             sessions = int(pinned[d])
         else:
@@ -359,7 +357,13 @@ def device_entries(
                 "device": label,
                 "sessions": sessions,
                 "busy": round(busy_fraction(float(mine["compute_s"].sum()), duration_s), 4),
-                "batch_sizes": {str(k): sizes[k] for k in sorted(sizes)},
+                "batch_sizes": batch_sizes(mine["size"]),
             }
         )
     return out
+
+
+def batch_sizes(sizes: np.ndarray) -> dict[str, int]:
+    """Batches by size, smallest first: ``{"size": batches}`` (the report's ``batch_sizes``)."""
+    values, counts = np.unique(sizes, return_counts=True)
+    return {str(k): n for k, n in zip(values.tolist(), counts.tolist(), strict=True)}

@@ -13,6 +13,7 @@ import heapq
 import math
 import random
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -29,20 +30,27 @@ NEVER = float("inf")
 class Schedule:
     """The windows the sessions publish from one instant to the next change, in event order.
 
-    ``times``/``sessions`` are lists (fast to index one by one) ending in a
-    sentinel; ``times_array``/``sessions_array`` the same as arrays, for the
-    overwrite records. ``opened`` collects the indices of the windows published
-    into an empty mailbox and ``published`` counts those published before the
-    next schedule took over: the others replaced an untaken window (recording the
-    openings, about one per batch, is cheaper than recording every overwrite).
+    ``times_array``/``sessions_array`` are the windows' times and sessions;
+    ``times``/``sessions`` the same as lists (fast to index one by one, made when a
+    Python loop first asks), ``times`` ending in a sentinel. ``opened`` collects the
+    indices of the windows published into an empty mailbox and ``published`` counts
+    those published before the next schedule took over: the others replaced an
+    untaken window (recording the openings, about one per batch, is cheaper than
+    recording every overwrite).
     """
 
-    times: list[float]
-    sessions: list[int]
     times_array: np.ndarray
     sessions_array: np.ndarray
     opened: list[int]
     published: int = 0
+
+    @cached_property
+    def times(self) -> list[float]:
+        return [*self.times_array.tolist(), NEVER]
+
+    @cached_property
+    def sessions(self) -> list[int]:
+        return self.sessions_array.tolist()
 
 
 class Clock:
@@ -125,14 +133,14 @@ class Clock:
             times = np.maximum.accumulate(late, axis=1)  # a session's frames in order
         sids = np.broadcast_to(np.array(ids, dtype=np.int64)[:, None], ks.shape)[keep]
         times, ks = times[keep], ks[keep]
-        order = np.lexsort((sids, times))
+        order = np.argsort(times, kind="stable")  # (time, session): sids ascend, row-major
         times, sids, ks = times[order], sids[order], ks[order]
         publishes = ks >= np.array(self.run_start, dtype=np.int64)[sids] + (WINDOW - 1)
         self.looks[:] = [look for look in self.looks if look[1] == TIMER or look[0] < now]
         self.looks.extend((t, FRAME) for t in times[~publishes].tolist())
         heapq.heapify(self.looks)
         times, sids = times[publishes], sids[publishes]
-        frames = Schedule([*times.tolist(), NEVER], sids.tolist(), times, sids, [])
+        frames = Schedule(times, sids, [])
         self.schedules.append(frames)
         return frames
 

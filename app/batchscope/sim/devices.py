@@ -87,6 +87,7 @@ from batchscope.experiment import Experiment, Step
 from batchscope.profiles.profile import BatchCurve, DeviceProfile, load_profile
 from batchscope.sim.changes import Changes, need_fps
 from batchscope.sim.clock import NEVER, Clock
+from batchscope.sim.devices_compiled import compiled_loop, play_compiled
 from batchscope.sim.host_jitter import HostJitter
 from batchscope.sim.plain import Delivered, Measured
 from batchscope.sim.simulator import DEFAULT_WARMUP_S, measured_records
@@ -292,6 +293,7 @@ def play_devices(
     jitter: HostJitter | None = None,
     shapes: Shapes | None = None,
     steps: Steps | None = None,
+    compiled: bool = True,
 ) -> DevicesPlayed:
     """Play ``config`` on one device per curve, windows placed by ``router`` (module doc).
 
@@ -300,7 +302,9 @@ def play_devices(
     ``jitter``: a measured host's lateness, replayed (module doc; None: never late).
     ``shapes``: sessions at several model resolutions, a batch of one (:class:`Shapes`;
     None: every session at the config's). ``steps``: an experiment's steps and faults
-    (:func:`play_devices_experiment`; ``config`` is then its opening config)."""
+    (:func:`play_devices_experiment`; ``config`` is then its opening config).
+    ``compiled``: a plain run (none of those, no deadline drop) plays in the compiled loop
+    (:mod:`batchscope.sim.devices_compiled`, the same records) where numba is present."""
     check_router(router)
     need_fps(config)
     if not warmup_s >= 0:
@@ -329,7 +333,6 @@ def play_devices(
         on = steps.devices
     step_at = NEVER if changes is None else changes.next_at()
     frames = clock.schedule(0.0, min(change_at, step_at))
-    ft, fs, opened = frames.times, frames.sessions, frames.opened
     choosers = list(policies)  # the policy that made each device's running batch
     slowdown = 1.0  # device 0's batches (a slow_device fault: the engine's own worker)
     ms = config.drop_after_ms
@@ -369,6 +372,15 @@ def play_devices(
 
     pins = pinned(router)
     draws = router_draws(config.seed)  # least-loaded's two choices
+    plain = steps is None and not paces and jitter is None and shapes is None and drop_s is None
+    if compiled and plain and compiled_loop(policies):
+        measured_, delivered_ = play_compiled(
+            frames, policies, curves, router, pins, draws, t0, t_end, n_ids
+        )
+        return DevicesPlayed(
+            measured_, delivered_, clock, t0, t_end, pinned_counts(pins, n_dev), router=router
+        )
+    ft, fs, opened = frames.times, frames.sessions, frames.opened
 
     def load(d: int) -> tuple[int, float]:
         return len(pending[d]), free_at[d] if busy[d] else IDLE
@@ -622,7 +634,8 @@ def devices_report(
     counts = np.bincount(over["session"], minlength=config.sessions)
     counted = {sid: int(counts[sid]) for sid in range(config.sessions)}
     duration = played.t_end - played.t0
-    ran = {(m[3], m[1] + m[6]) for m in played.measured}  # (device, rows it ran)
+    rows = (batches["size"] + batches["padded"]).tolist()
+    ran = set(zip(batches["device"].tolist(), rows, strict=True))  # (device, rows it ran)
     peaks = [
         p.peak_mb
         for d, device in enumerate(devices)

@@ -3,7 +3,6 @@ and the figures read off it (overwritten and expired %, mean batch time)."""
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +13,7 @@ from batchscope.config import RunConfig
 from batchscope.engine.policies import REASONS
 from batchscope.engine.stats import (
     accuracy_summary,
+    batch_sizes,
     busy_fraction,
     fps_figures,
     group_sessions,
@@ -103,8 +103,8 @@ def build_report(
         if s.error:
             entry["error"] = s.error
         per_session.append(entry)
-    sizes = Counter(int(b) for b in batches["size"])
-    reasons = Counter(REASONS[int(r)] for r in batches["reason"] if r)
+    why, count = np.unique(batches["reason"], return_counts=True)
+    reasons = {REASONS[r]: n for r, n in zip(why.tolist(), count.tolist(), strict=True) if r}
     overall = {
         "throughput_wps": round(len(items) / duration_s, 3) if duration_s > 0 else 0.0,
         **fps_figures(states_and_fps),
@@ -112,7 +112,7 @@ def build_report(
         "expired": int(sum(expired.get(s.id, 0) for s in sessions)),
         "latency_ms": latency_summary(latencies_ms(items)),
         "host_late_ms": host_late_summary(items),
-        "batch_sizes": {str(k): sizes[k] for k in sorted(sizes)},
+        "batch_sizes": batch_sizes(batches["size"]),
         "batch_reasons": {r: reasons[r] for r in REASONS if r in reasons},
         "busy": round(
             busy_fraction(float(batches["compute_s"].sum()), duration_s, config.devices), 4
