@@ -1,11 +1,13 @@
 """Several devices: the simulator's speed, the planner's fewest-devices answer, routers, live.
 
-Seven tables, each measured in this one run:
+Eight tables, each measured in this one run:
 
 1. **Speed**: 30 s of ``--devices`` devices × ``--per-device`` sessions (server-24gb,
    512x288 fp16, 30 fps) for each policy, best of 3: wall seconds, simulated seconds
-   per wall second, and the same × devices ("per device"); beside it the one-device
-   simulator on one device's share of the sessions, for the ratio.
+   per wall second, and the same × devices ("per device"), after one untimed run (numba's
+   compile, or its cache's load); beside it the same run in the Python loop (the compiled
+   loop's reference: ``play_devices(compiled=False)``) and the one-device simulator on one
+   device's share of the sessions, for the ratios.
 2. **Fewest devices**: ``plan --sessions S`` (server-24gb, p99 ≤ 100 ms, 8 seeds × 30 s)
    for S = 200 and 256: devices, router, wall seconds (the one-device plan included).
 3. **Routers** on uneven devices and counts: pinned vs least-loaded, the slowest
@@ -26,6 +28,9 @@ Seven tables, each measured in this one run:
    each layout's most sessions with its own plan's setting, and the whole device's most
    sessions played on it with that setting (least-loaded; the worst of 8 seeds' slowest
    session, p50 and p99).
+8. **The compiled loop's compile** (numba): a process with an empty cache, then one with
+   the cache the first left: the import, the first 4 x 64 run (compile or load) and the
+   second.
 
     PYTHONPATH=app python benchmarks/devices.py [--devices 4] [--per-device 64]
 """
@@ -34,6 +39,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
+import sys
+import tempfile
 import time
 
 from batchscope.config import RunConfig
@@ -70,8 +78,11 @@ def best_of(k: int, fn, *args) -> float:
 
 def speed(devices: int, per_device: int) -> None:
     print(f"## speed: {devices} devices x {per_device} sessions, 30 s simulated (best of 3)")
-    print("| policy | router | wall s | sim/wall | x devices | one device, its share: wall s |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| policy | router | wall s | sim/wall | x devices | Python loop: wall s, x devices "
+        "| one device, its share: wall s |"
+    )
+    print("|---|---|---|---|---|---|---|")
     on = load_devices(["server-24gb"] * devices)
     for policy, knobs in POLICIES:
         config = RunConfig(
@@ -80,11 +91,21 @@ def speed(devices: int, per_device: int) -> None:
         share = config.with_changes(sessions=per_device)
         alone = best_of(3, simulate, share)
         for router in ("pinned", "least-loaded"):
+            simulate_devices(config, on, router)  # numba's compile (or its cache's load) apart
             wall = best_of(3, simulate_devices, config, on, router)
+            python = best_of(3, python_loop, config, on, router)
             print(
                 f"| {policy} | {router} | {wall:.3f} | {31 / wall:.0f}x | "
-                f"{devices * 31 / wall:.0f}x | {alone:.3f} ({31 / alone:.0f}x) |"
+                f"{devices * 31 / wall:.0f}x | {python:.3f}, {devices * 31 / python:.0f}x | "
+                f"{alone:.3f} ({31 / alone:.0f}x) |"
             )
+
+
+def python_loop(config: RunConfig, on: list, router: str) -> None:
+    """``simulate_devices`` with the Python loop (the compiled one's reference)."""
+    curves = [d.curve(config) for d in on]
+    played = play_devices(config, curves, router, 1.0, compiled=False)
+    devices_report(played, config, on, router, 1.0)
 
 
 def fewest() -> None:
@@ -303,13 +324,45 @@ def mig() -> None:
                   f"| {compute} | {row[0]} | {row[1]} | {row[2]} | {on_it} |")  # fmt: skip
 
 
+COLD = """
+import time
+t = time.perf_counter()
+from batchscope.config import RunConfig
+from batchscope.sim.devices import load_devices, simulate_devices
+on = load_devices(["server-24gb"] * 4)
+config = RunConfig(sessions=256, policy="all", max_batch=8, duration_s=30.0, backend="emulated",
+                   profile="server-24gb", precision="fp16", resolution=(512, 288))
+t1 = time.perf_counter()
+simulate_devices(config, on, "least-loaded")
+t2 = time.perf_counter()
+simulate_devices(config, on, "least-loaded")
+print(f"| {t1 - t:.2f} | {t2 - t1:.2f} | {time.perf_counter() - t2:.3f} |")
+"""
+
+
+def compile_cost() -> None:
+    """numba's compile of the devices' loop: a process with an empty cache, then one
+    with the cache the first left (``NUMBA_CACHE_DIR``: a temporary folder, so the
+    package's own cache is not touched)."""
+    print("\n## the compiled loop's compile: 4 x 64 sessions, all (max 8), least-loaded")
+    print("| cache | import s | first simulate s | second s |")
+    print("|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "NUMBA_CACHE_DIR": cache}
+        for label in ("empty", "filled"):
+            run = subprocess.run(
+                [sys.executable, "-c", COLD], env=env, capture_output=True, text=True, check=True
+            )
+            print(f"| {label} {run.stdout.strip()}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--devices", type=int, default=4)
     parser.add_argument("--per-device", type=int, default=64)
     parser.add_argument(
         "--only",
-        choices=("speed", "fewest", "routers", "uneven", "mixed", "live", "mig"),
+        choices=("speed", "fewest", "routers", "uneven", "mixed", "live", "mig", "compile"),
         help="one table only",
     )
     args = parser.parse_args()
@@ -321,6 +374,7 @@ def main() -> None:
         "mixed": mixed_resolutions,
         "live": live_vs_simulated,
         "mig": mig,
+        "compile": compile_cost,
     }
     for name, table in tables.items():
         if args.only in (None, name):

@@ -50,6 +50,11 @@ its own, one that leaves finishes its batch and takes no more, and the windows w
 are placed again, in session order, by the router of the new config with fresh draws
 (live, every change of a backend field builds the devices' workers and router anew).
 Real devices and neighbours are refused with one clear error.
+
+A *plain* run (no experiment, pace, measured host, several resolutions or deadline drop:
+what ``simulate --devices`` and the planner's fewest devices play) plays the same turns in
+compiled code (:mod:`batchscope.sim.devices_compiled`, ~4x faster; the records to the bit,
+tested); this loop plays every run there and is its reference.
 """
 
 from __future__ import annotations

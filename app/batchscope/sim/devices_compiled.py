@@ -351,23 +351,23 @@ def play_compiled(
     version, internal, gauss = draws.getstate()
     mt = np.array(internal[:624], np.int64)
     mti = np.array([internal[624]], np.int64)
-    m_f, m_i, d_a, d_s, opened, published = _loop(
-        frames.times_array,
+    m_f, m_i, d_a, d_s, opened, published = _loop(  # one type each: one compiled version
+        frames.times_array.astype(np.float64, copy=False),
         frames.sessions_array.astype(np.int64, copy=False),
-        t0,
-        t_end,
+        float(t0),
+        float(t_end),
         len(curves),
         table,
         kind,
-        cap,
-        delay_s,
-        slo_ms,
-        grown_from,
+        int(cap),
+        float(delay_s),
+        float(slo_ms),
+        float(grown_from),
         ROUTER_CODES[router],
         np.array(pins if pins is not None else [0] * n_ids, np.int64),
         mt,
         mti,
-        n_ids,
+        int(n_ids),
     )
     draws.setstate((version, (*mt.tolist(), int(mti[0])), gauss))
     frames.opened.extend(opened.tolist())
