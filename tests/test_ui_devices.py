@@ -6,7 +6,7 @@ import pytest
 
 from batchscope.config import RunConfig
 from batchscope.engine.engine import Engine
-from batchscope.ui.plots.device_bars import DeviceBars, mean_batch
+from batchscope.ui.plots.device_bars import DeviceBars, fleet, mean_batch
 from batchscope.ui.theme import Look
 from contract import SMALL_EMULATED, wait_for
 from test_ui_controls import pick
@@ -45,9 +45,35 @@ def test_the_devices_view_shows_each_devices_busy_share_sessions_and_batch(qtbot
     assert [d["sessions"] for d in snap.devices] == [3, 2]  # pinned: dealt by id
     texts = [t.toPlainText() for t in view._texts if t.isVisible()]
     assert texts == [f"{d['sessions']} sessions\nbatch {mean_batch(d):.2f}" for d in snap.devices]
-    assert "2 × emulated:laptop-8gb · router pinned" in view._title_text
+    assert "% mean · 2 × laptop-8gb (emulated) · router pinned" in view._title_text
     tip = view.title.toolTip().splitlines()
     assert tip[1].startswith("device 1 (emulated:laptop-8gb): busy ")
+
+
+def test_unequal_devices_are_counted_by_kind_and_each_bar_names_its_own(qtbot):
+    """Two laptop GPUs and a 3g slice of one: the title said "3 × emulated:laptop-8gb,
+    emulated:laptop-8gb@3g" (three of the first, read aloud) and no bar said which was
+    the slice."""
+    profiles = ("laptop-8gb", "laptop-8gb", "laptop-8gb@3g")
+    config = RunConfig(**{**SMALL_EMULATED, "sessions": 6, "devices": 3, "profiles": profiles})
+    engine = Engine(config)
+    engine.open()
+    engine.start()
+    view = DeviceBars(Look())
+    qtbot.addWidget(view)
+    try:
+        assert wait_for(lambda: all(d["batch_sizes"] for d in engine.snapshot("run").devices), 60)
+        snap = engine.snapshot("run")
+    finally:
+        engine.stop(5.0)
+    view.update_from(snap)
+    assert "% mean · 2 × laptop-8gb + laptop-8gb@3g (emulated) · router" in view._title_text
+    texts = [t.toPlainText() for t in view._texts if t.isVisible()]
+    assert [t.splitlines()[0] for t in texts] == list(profiles)
+    assert [t.splitlines()[1] for t in texts] == [f"{d['sessions']} sessions" for d in snap.devices]
+    assert fleet([{"device": "cpu"}, {"device": "cpu"}, {"device": "emulated:x"}]) == (
+        "2 × cpu + emulated:x"
+    )
 
 
 def test_with_one_device_the_view_says_how_to_get_several(qtbot):

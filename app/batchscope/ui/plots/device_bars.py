@@ -1,19 +1,22 @@
 """The Devices view: what each device did when several serve the sessions.
 
 One bar per device, its busy share over the scope (the same figures as the report's
-``devices`` list: :func:`~batchscope.engine.stats.device_entries`), and under the bar its
-sessions and mean batch; the title says how many devices, the router and the mean busy
-share. With one device it says how to get several (the Devices control).
+``devices`` list: :func:`~batchscope.engine.stats.device_entries`), and above the bar its
+sessions and mean batch (and its name, when the devices differ); the title says the mean
+busy share, how many devices of each kind and the router. With one device it says how to
+get several (the Devices control).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtGui import QFont
 
+from batchscope.config import EMULATED
 from batchscope.engine.snapshot import Snapshot
 from batchscope.ui.plots.distributions import SETTLING, ScopedCard
 from batchscope.ui.theme import Look
@@ -32,6 +35,16 @@ def mean_batch(entry: dict[str, Any]) -> float:
     sizes = {int(k): n for k, n in entry["batch_sizes"].items()}
     batches = sum(sizes.values())
     return sum(k * n for k, n in sizes.items()) / batches if batches else 0.0
+
+
+def fleet(devices: list[dict[str, Any]]) -> str:
+    """The devices by kind, in order: ``3 × cpu``, ``2 × laptop-8gb + laptop-8gb@3g
+    (emulated)`` (the prefix said once when every device is emulated: a title must fit)."""
+    names = [d["device"] for d in devices]
+    emulated = all(name.startswith(EMULATED) for name in names)
+    kinds = Counter(name.removeprefix(EMULATED) if emulated else name for name in names)
+    text = " + ".join(f"{n} × {name}" if n > 1 else name for name, n in kinds.items())
+    return f"{text} (emulated)" if emulated else text
 
 
 def device_line(d: int, entry: dict[str, Any]) -> str:
@@ -77,11 +90,10 @@ class DeviceBars(ScopedCard):
         else:
             mean = 100 * sum(d["busy"] for d in devices) / len(devices)
             state = f"busy {mean:.0f}% mean"
-        names = sorted({d["device"] for d in devices})
         self.set_scoped_title(
-            f"Devices — {len(devices)} × {', '.join(names)} · router {snap.config.router}"
-            f" · {state}",
+            f"Devices — {state} · {fleet(devices)} · router {snap.config.router}",
             snap.scope_label,
+            keep=2,  # the router (also in the controls) goes whole on a narrow card
         )
         self.title.setToolTip("\n".join(device_line(d, e) for d, e in enumerate(devices)))
 
@@ -99,10 +111,12 @@ class DeviceBars(ScopedCard):
             self._style(text)
             self.plot.addItem(text)
             self._texts.append(text)
+        mixed = len({d["device"] for d in devices}) > 1  # each bar then names its device
         for i, text in enumerate(self._texts):
             if i < len(labelled):
                 entry = labelled[i]
-                text.setText(f"{entry['sessions']} sessions\nbatch {mean_batch(entry):.2f}")
+                name = f"{entry['device'].removeprefix(EMULATED)}\n" if mixed else ""
+                text.setText(f"{name}{entry['sessions']} sessions\nbatch {mean_batch(entry):.2f}")
                 text.setPos(float(i), min(busy[i], 78.0) + 2.0)
                 text.show()
             else:

@@ -47,9 +47,11 @@ class ScopedCard(PlotCard):
     ``_title_text`` keep the whole title.
     """
 
-    def set_scoped_title(self, figures: str, scope: str) -> None:
+    def set_scoped_title(self, figures: str, scope: str, keep: int | None = None) -> None:
+        """``keep``: how many of the figures must show (None: all); the others go, whole,
+        before one is cut."""
         kept = len(figures.partition(CardTitle.SEP)[2].split(CardTitle.PART))
-        self.set_title(figures + _after(scope), keep=kept)
+        self.set_title(figures + _after(scope), keep=kept if keep is None else keep)
 
 
 def session_ticks(ids: list[int]) -> list[list[tuple[float, str]]]:
