@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from batchscope.config import RunConfig
@@ -26,8 +28,8 @@ def test_the_devices_slider_and_the_router_send_their_fields(controls, qtbot):
     assert controls.router.currentData() == "least-loaded"
 
 
-def test_the_devices_view_shows_each_devices_busy_share_sessions_and_batch(qtbot):
-    config = RunConfig(**{**SMALL_EMULATED, "sessions": 5, "devices": 2, "router": "pinned"})
+def _served(qtbot, config: RunConfig) -> tuple[DeviceBars, Any]:
+    """The view updated from a live run's snapshot once every device ran a batch."""
     engine = Engine(config)
     engine.open()
     engine.start()
@@ -40,6 +42,12 @@ def test_the_devices_view_shows_each_devices_busy_share_sessions_and_batch(qtbot
     finally:
         engine.stop(5.0)
     view.update_from(snap)
+    return view, snap
+
+
+def test_the_devices_view_shows_each_devices_busy_share_sessions_and_batch(qtbot):
+    config = RunConfig(**{**SMALL_EMULATED, "sessions": 5, "devices": 2, "router": "pinned"})
+    view, snap = _served(qtbot, config)
     heights = list(view.bars.opts["height"])
     assert heights == pytest.approx([100 * d["busy"] for d in snap.devices])
     assert [d["sessions"] for d in snap.devices] == [3, 2]  # pinned: dealt by id
@@ -56,17 +64,7 @@ def test_unequal_devices_are_counted_by_kind_and_each_bar_names_its_own(qtbot):
     the slice."""
     profiles = ("laptop-8gb", "laptop-8gb", "laptop-8gb@3g")
     config = RunConfig(**{**SMALL_EMULATED, "sessions": 6, "devices": 3, "profiles": profiles})
-    engine = Engine(config)
-    engine.open()
-    engine.start()
-    view = DeviceBars(Look())
-    qtbot.addWidget(view)
-    try:
-        assert wait_for(lambda: all(d["batch_sizes"] for d in engine.snapshot("run").devices), 60)
-        snap = engine.snapshot("run")
-    finally:
-        engine.stop(5.0)
-    view.update_from(snap)
+    view, snap = _served(qtbot, config)
     assert "% mean · 2 × laptop-8gb + laptop-8gb@3g (emulated) · router" in view._title_text
     texts = [t.toPlainText() for t in view._texts if t.isVisible()]
     assert [t.splitlines()[0] for t in texts] == list(profiles)

@@ -37,28 +37,13 @@ from typing import Any
 
 import numpy as np
 
-from batchscope.engine.policies import (
-    AdaptiveAIMD,
-    BatchAll,
-    BatchPolicy,
-    Dynamic,
-    FixedBatch,
-    OldestFirst,
-    RoundRobin,
-)
+from batchscope.engine.policies import BatchPolicy
 from batchscope.profiles.profile import BatchCurve
 from batchscope.sim.clock import Schedule
-from batchscope.sim.plain import Delivered, Measured
+from batchscope.sim.plain import Delivered, Measured, kind
 
-#: The built-in policies the compiled loop plays, by their code in it.
-KINDS: dict[type, int] = {
-    OldestFirst: 0,
-    RoundRobin: 1,
-    BatchAll: 2,
-    AdaptiveAIMD: 3,
-    Dynamic: 4,
-    FixedBatch: 5,
-}
+#: The built-in policies the compiled loop plays (plain.kind's names), by their code in it.
+KINDS = {"oldest": 0, "round-robin": 1, "all": 2, "adaptive": 3, "dynamic": 4, "fixed": 5}
 ROUTER_CODES = {"pinned": 0, "least-loaded": 1}
 
 
@@ -317,7 +302,7 @@ def compiled() -> bool:
 
 def compiled_loop(policies: Sequence[BatchPolicy]) -> bool:
     """Whether the compiled loop plays these policies (built-in kinds, numba present)."""
-    return all(type(p) in KINDS for p in policies) and compiled()
+    return all(kind(p) is not None for p in policies) and compiled()
 
 
 def play_compiled(
@@ -335,13 +320,13 @@ def play_compiled(
     (:func:`~batchscope.sim.devices.play_devices`' records); ``frames.opened`` and
     ``frames.published`` filled as its loop fills them; ``draws`` left as it leaves them."""
     policy = policies[0]
-    kind = KINDS[type(policy)]
-    cap = policy._max_batch if kind >= 2 else 1  # type: ignore[attr-defined]
+    code = KINDS[kind(policy) or ""]
+    cap = policy._max_batch if code >= 2 else 1  # type: ignore[attr-defined]
     cap = -1 if cap is None else int(cap)
-    delay_s = policy._max_delay_ms / 1000.0 if kind >= 4 else 0.0  # type: ignore[attr-defined]
-    slo_ms = policy._slo_ms if kind == 3 else 0.0  # type: ignore[attr-defined]
-    grown_from = policy._cap if kind == 3 else 1.0  # type: ignore[attr-defined]
-    most = 1 if kind <= 1 else (cap if kind == 5 else n_ids)
+    delay_s = policy._max_delay_ms / 1000.0 if code >= 4 else 0.0  # type: ignore[attr-defined]
+    slo_ms = policy._slo_ms if code == 3 else 0.0  # type: ignore[attr-defined]
+    grown_from = policy._cap if code == 3 else 1.0  # type: ignore[attr-defined]
+    most = 1 if code <= 1 else (cap if code == 5 else n_ids)
     table = np.full((len(curves), most + 1), np.nan)
     seconds: dict[int, list[float]] = {}
     for d, curve in enumerate(curves):  # the loop's ``curve.ms(rows) * 1.0 / 1000.0``
@@ -358,7 +343,7 @@ def play_compiled(
         float(t_end),
         len(curves),
         table,
-        kind,
+        code,
         int(cap),
         float(delay_s),
         float(slo_ms),
