@@ -9,7 +9,10 @@ batch, window, opening, overwrite and report compared.
 
 from __future__ import annotations
 
+import json
 import random
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -17,7 +20,7 @@ import pytest
 from batchscope.config import RunConfig
 from batchscope.engine.policies import make_policy
 from batchscope.sim import devices_compiled
-from batchscope.sim.devices import devices_report, load_devices, play_devices
+from batchscope.sim.devices import devices_report, load_devices, play_devices, simulate_devices
 from batchscope.sim.devices_compiled import compiled_loop
 
 PROFILES = ("laptop-8gb", "server-24gb", "server-24gb@1g", "laptop-8gb@3g")
@@ -109,3 +112,26 @@ def test_least_loaded_draws_are_pythons_random_to_the_bit():
     got = [devices_compiled._random(mt, mti) for _ in range(2_000)]
     assert got == [draws.random() for _ in range(2_000)]
     assert (*mt.tolist(), int(mti[0])) == draws.getstate()[1]
+
+
+def test_without_numba_the_python_loop_plays_every_run(tmp_path):
+    """A build without numba (the packaged app excludes it) still simulates several
+    devices, in the Python loop, to the same report."""
+    script = """
+import json, sys
+sys.modules["numba"] = None  # import numba raises ImportError
+from batchscope.config import RunConfig
+from batchscope.sim import devices_compiled
+from batchscope.sim.devices import load_devices, simulate_devices
+config = RunConfig(backend="emulated", sessions=9, policy="all", duration_s=2.0)
+report = simulate_devices(config, load_devices(["laptop-8gb"] * 3), "least-loaded")
+print(json.dumps({"compiled": devices_compiled.compiled(), "report": report}))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120
+    )
+    out = json.loads(done.stdout)
+    assert out["compiled"] is False
+    config = RunConfig(backend="emulated", sessions=9, policy="all", duration_s=2.0)
+    here = simulate_devices(config, load_devices(["laptop-8gb"] * 3), "least-loaded")
+    assert out["report"] == json.loads(json.dumps(here))
