@@ -114,18 +114,25 @@ def test_least_loaded_draws_are_pythons_random_to_the_bit():
     assert (*mt.tolist(), int(mti[0])) == draws.getstate()[1]
 
 
-def test_without_numba_the_python_loop_plays_every_run(tmp_path):
-    """A build without numba (the packaged app excludes it) still simulates several
-    devices, in the Python loop, to the same report."""
-    script = """
+BROKEN_NUMBA = {
+    "absent": 'sys.modules["numba"] = None  # import numba raises ImportError',
+    "failing": "import numba\nnumba.njit = lambda **k: lambda f: lambda *a: 1 / 0",
+}
+
+
+@pytest.mark.parametrize("numba", BROKEN_NUMBA)
+def test_without_a_working_numba_the_python_loop_plays_every_run(numba):
+    """A build without numba (the packaged app leaves it out), or one whose compiler fails
+    here, still simulates several devices, in the Python loop, to the same report."""
+    script = f"""
 import json, sys
-sys.modules["numba"] = None  # import numba raises ImportError
+{BROKEN_NUMBA[numba]}
 from batchscope.config import RunConfig
 from batchscope.sim import devices_compiled
 from batchscope.sim.devices import load_devices, simulate_devices
 config = RunConfig(backend="emulated", sessions=9, policy="all", duration_s=2.0)
 report = simulate_devices(config, load_devices(["laptop-8gb"] * 3), "least-loaded")
-print(json.dumps({"compiled": devices_compiled.compiled(), "report": report}))
+print(json.dumps({{"compiled": devices_compiled.compiled(), "report": report}}))
 """
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120

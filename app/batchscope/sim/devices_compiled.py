@@ -286,16 +286,23 @@ def _random(mt: np.ndarray, mti: np.ndarray) -> float:
 def compiled() -> bool:
     """Compile the loop (once a process; numba caches it beside this file, or in the
     user's cache, so a later process loads it): False where numba cannot (not installed,
-    or nowhere to cache it, as in a frozen build): the Python loop then plays every run.
-    Not at import: numba's own import costs a command that never simulates ~0.3 s."""
+    nowhere to cache it, as in a frozen build, or its compiler fails here): the Python loop
+    then plays every run. The loop is compiled by running it once on no frames, so a
+    failure shows here, not in a run. Not at import: numba's own import costs ~0.2 s a
+    command that never simulates would pay."""
     global _genrand, _random, _loop
+    python = _genrand, _random, _loop
     try:
         from numba import njit
 
         _genrand = njit(cache=True)(_genrand)
         _random = njit(cache=True)(_random)
         _loop = njit(cache=True)(_loop)
+        no_frames = np.zeros(0), np.zeros(0, np.int64), 0.0, 1.0, 1, np.zeros((1, 2)), 0, 1
+        _loop(*no_frames, 0.0, 0.0, 1.0, 0, np.zeros(1, np.int64), np.zeros(624, np.int64),
+              np.full(1, 624, np.int64), 1)  # fmt: skip
     except Exception:
+        _genrand, _random, _loop = python
         return False
     return True
 
