@@ -53,7 +53,7 @@ def test_the_devices_view_shows_each_devices_busy_share_sessions_and_batch(qtbot
     assert [d["sessions"] for d in snap.devices] == [3, 2]  # pinned: dealt by id
     texts = [t.toPlainText() for t in view._texts if t.isVisible()]
     assert texts == [f"{d['sessions']} sessions\nbatch {mean_batch(d):.2f}" for d in snap.devices]
-    assert "% mean · 2 × laptop-8gb (emulated) · router pinned" in view._title_text
+    assert "% mean · 2 × laptop-8gb · router pinned" in view._title_text
     tip = view.title.toolTip().splitlines()
     assert tip[1].startswith("device 1 (emulated:laptop-8gb): busy ")
 
@@ -65,7 +65,7 @@ def test_unequal_devices_are_counted_by_kind_and_each_bar_names_its_own(qtbot):
     profiles = ("laptop-8gb", "laptop-8gb", "laptop-8gb@3g")
     config = RunConfig(**{**SMALL_EMULATED, "sessions": 6, "devices": 3, "profiles": profiles})
     view, snap = _served(qtbot, config)
-    assert "% mean · 2 × laptop-8gb + laptop-8gb@3g (emulated) · router" in view._title_text
+    assert "% mean · 2 × laptop-8gb + laptop-8gb@3g · router" in view._title_text
     texts = [t.toPlainText() for t in view._texts if t.isVisible()]
     assert [t.splitlines()[0] for t in texts] == list(profiles)
     assert [t.splitlines()[1] for t in texts] == [f"{d['sessions']} sessions" for d in snap.devices]

@@ -140,20 +140,9 @@ def host_late_summaries(
     items: np.ndarray, counts: Sequence[int] | np.ndarray
 ) -> list[dict[str, float]]:
     """:func:`host_late_summary` of each group of ``items`` (consecutive runs of ``counts``
-    records), in one pass; the percentiles are ``np.percentile``'s to the bit."""
-    counts = np.asarray(counts, dtype=np.intp)
-    full = np.flatnonzero(counts)
-    out = [{"p50": 0.0, "p99": 0.0} for _ in counts]
-    if full.size == 0:
-        return out
-    n = counts[full]
-    starts = np.cumsum(counts)[full] - n
-    late = items["late"] * 1000.0
-    ordered = late[np.lexsort((late, np.repeat(np.arange(full.size), n)))]
-    p50, p99 = (_percentile_sorted(ordered, starts, n, q).tolist() for q in (0.5, 0.99))
-    for j, g in enumerate(full.tolist()):
-        out[g] = {"p50": round(p50[j], 3), "p99": round(p99[j], 3)}
-    return out
+    records), in one pass: :func:`latency_summaries`' p50 and p99 of the lateness."""
+    summaries = latency_summaries(items["late"] * 1000.0, counts)
+    return [{"p50": x["p50"], "p99": x["p99"]} for x in summaries]
 
 
 def latencies_ms(items: np.ndarray) -> np.ndarray:

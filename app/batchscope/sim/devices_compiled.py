@@ -37,7 +37,15 @@ from typing import Any
 
 import numpy as np
 
-from batchscope.engine.policies import BatchPolicy
+from batchscope.engine.policies import (
+    ALL_WAITING,
+    CAP,
+    DEADLINE,
+    FIXED_SIZE,
+    FULL,
+    ONE_AT_A_TIME,
+    BatchPolicy,
+)
 from batchscope.profiles.profile import BatchCurve
 from batchscope.sim.clock import Schedule
 from batchscope.sim.plain import Delivered, Measured, kind
@@ -54,7 +62,7 @@ def _loop(
     t_end: float,
     n_dev: int,
     batch_s: np.ndarray,
-    kind: int,
+    code: int,
     cap: int,
     delay_s: float,
     slo_ms: float,
@@ -165,7 +173,7 @@ def _loop(
                         d_a[nd] = taken_a[d, k]
                         d_s[nd] = taken_s[d, k]
                         nd += 1
-                if kind == 3:  # AdaptiveAIMD.observe
+                if code == 3:  # AdaptiveAIMD.observe
                     oldest = taken_a[d, 0]
                     for k in range(1, n):
                         if taken_a[d, k] < oldest:
@@ -187,14 +195,14 @@ def _loop(
             take = 0  # the first ``take`` mailboxes (longest waiting), or ``one`` alone
             one = -1
             policy_cap = 0
-            if kind == 0:  # oldest: the earliest arrival, then the lower id
+            if code == 0:  # oldest: the earliest arrival, then the lower id
                 one = 0
                 for k in range(1, w):
                     s, best = waitq[d, k], waitq[d, one]
                     if arrival[s] < arrival[best] or (arrival[s] == arrival[best] and s < best):
                         one = k
-                reason, policy_cap = 4, 1
-            elif kind == 1:  # round-robin: the next id after the last served, cycling
+                reason, policy_cap = ONE_AT_A_TIME, 1
+            elif code == 1:  # round-robin: the next id after the last served, cycling
                 one = 0
                 after = -1
                 for k in range(w):
@@ -206,21 +214,21 @@ def _loop(
                 if after >= 0:
                     one = after
                 cursor[d] = waitq[d, one]
-                reason, policy_cap = 4, 1
-            elif kind == 2 or kind == 3:  # all, adaptive: longest-waiting first, to the cap
-                c = cap if kind == 2 else max(1, int(grown[d]))
+                reason, policy_cap = ONE_AT_A_TIME, 1
+            elif code == 2 or code == 3:  # all, adaptive: longest-waiting first, to the cap
+                c = cap if code == 2 else max(1, int(grown[d]))
                 take = w if c < 0 or w <= c else c
-                reason = 6 if c >= 0 and w > c else 1
+                reason = CAP if c >= 0 and w > c else ALL_WAITING
                 policy_cap = c if c >= 0 else 0
             else:  # dynamic, fixed: full, or the longest-waiting one's deadline passed
                 deadline = since[waitq[d, 0]] + delay_s
                 policy_cap = cap
                 if w >= cap:
                     take = cap
-                    reason = 5 if kind == 5 else 2
+                    reason = FIXED_SIZE if code == 5 else FULL
                 elif now >= deadline:
                     take = w
-                    reason = 3
+                    reason = DEADLINE
                 elif now < deadline and deadline < timers[d]:
                     timers[d] = deadline
                     heapq.heappush(heap, (deadline, d))
@@ -245,7 +253,7 @@ def _loop(
                 n = take
             else:
                 continue
-            rows = cap if kind == 5 and cap > n else n
+            rows = cap if code == 5 and cap > n else n
             tn[d] = n
             busy[d] = True
             start[d] = now

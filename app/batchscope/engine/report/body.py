@@ -103,8 +103,8 @@ def build_report(
         if s.error:
             entry["error"] = s.error
         per_session.append(entry)
-    why, count = np.unique(batches["reason"], return_counts=True)
-    reasons = {REASONS[r]: n for r, n in zip(why.tolist(), count.tolist(), strict=True) if r}
+    why, times = np.unique(batches["reason"], return_counts=True)
+    reasons = {REASONS[r]: n for r, n in zip(why.tolist(), times.tolist(), strict=True) if r}
     overall = {
         "throughput_wps": round(len(items) / duration_s, 3) if duration_s > 0 else 0.0,
         **fps_figures(states_and_fps),

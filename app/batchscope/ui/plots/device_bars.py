@@ -38,13 +38,13 @@ def mean_batch(entry: dict[str, Any]) -> float:
 
 
 def fleet(devices: list[dict[str, Any]]) -> str:
-    """The devices by kind, in order: ``3 × cpu``, ``2 × laptop-8gb + laptop-8gb@3g
-    (emulated)`` (the prefix said once when every device is emulated: a title must fit)."""
+    """The devices by kind, in order: ``3 × cpu``, ``2 × laptop-8gb + laptop-8gb@3g``
+    (emulated profiles by name alone when every device is one: a title must fit a third of
+    a 1280-pixel window; the status line says "emulated")."""
     names = [d["device"] for d in devices]
     emulated = all(name.startswith(EMULATED) for name in names)
     kinds = Counter(name.removeprefix(EMULATED) if emulated else name for name in names)
-    text = " + ".join(f"{n} × {name}" if n > 1 else name for name, n in kinds.items())
-    return f"{text} (emulated)" if emulated else text
+    return " + ".join(f"{n} × {name}" if n > 1 else name for name, n in kinds.items())
 
 
 def device_line(d: int, entry: dict[str, Any]) -> str:
