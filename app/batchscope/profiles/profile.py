@@ -172,8 +172,20 @@ def parse_profile(data: Any, origin: str) -> DeviceProfile:
     def fail(where: str, why: str) -> ProfileError:
         return ProfileError(f"{origin}: {where}: {why}")
 
+    def number(value: Any, where: str, *, zero: bool = False) -> float:
+        """``value`` as a finite number > 0 (≥ 0 with ``zero``). JSON as Python reads it
+        also holds NaN and ±Infinity, and a NaN passes every ``<`` test, so each number
+        is checked here rather than found later as a crash or a 0 fps run."""
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not ok or not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+            bound = "≥ 0" if zero else "> 0"
+            raise fail(where, f"must be a finite number {bound}, got {value!r}")
+        return float(value)
+
     if not isinstance(data, dict):
         raise fail("top level", "expected a JSON object")
+    if data.get("memory_total_mb") is not None:
+        number(data["memory_total_mb"], "memory_total_mb")
     for key in ("name", "curves"):
         if key not in data:
             raise fail(key, "missing field")
@@ -193,7 +205,7 @@ def parse_profile(data: Any, origin: str) -> DeviceProfile:
         if not (
             isinstance(res, list)
             and len(res) == 2
-            and all(isinstance(v, int) and v > 0 for v in res)
+            and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in res)
         ):
             raise fail(f"{where}.resolution", f"expected [width, height], got {res!r}")
         runtime = raw.get("runtime", "torch")
@@ -210,18 +222,17 @@ def parse_profile(data: Any, origin: str) -> DeviceProfile:
             if not isinstance(p, dict) or "batch" not in p:
                 raise fail(pw, "expected an object with batch and ms")
             batch = p["batch"]
-            if not isinstance(batch, int) or batch < 1:
+            if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
                 raise fail(f"{pw}.batch", f"must be an integer ≥ 1, got {batch!r}")
             ms = p.get("ms")
             if ms is None and not p.get("error"):
                 raise fail(f"{pw}.ms", "missing field")
-            if ms is not None and (not isinstance(ms, (int, float)) or ms <= 0):
-                raise fail(f"{pw}.ms", f"must be a positive number, got {ms!r}")
+            peak = p.get("peak_mb")  # 0 is a reading: a CPU point's RSS may not rise
             points.append(
                 CurvePoint(
                     batch=batch,
-                    ms=None if ms is None else float(ms),
-                    peak_mb=p.get("peak_mb"),
+                    ms=None if ms is None else number(ms, f"{pw}.ms"),
+                    peak_mb=None if peak is None else number(peak, f"{pw}.peak_mb", zero=True),
                     error=p.get("error"),
                 )
             )
