@@ -143,12 +143,21 @@ def check_writable(path: str | Path) -> Path:
     return path
 
 
+def _umask() -> int:
+    """The process's umask (reading it means setting it: put straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_onnx(data: bytes, path: str | Path) -> Path:
     """Write ``data`` to ``path`` whole or not at all (a temporary file, then a rename)."""
     path = check_writable(path)
     tmp: str | None = None
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+        # mkstemp makes a private file (0600); the model is an output like any other
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
         os.replace(tmp, path)
