@@ -100,7 +100,9 @@ class Engine:
         self._stopping = threading.Event()
         self._worker: ServingWorker | None = None  # device 0 (and a serving engine's client)
         # BatchScope's worker on several devices: devices 1…N−1, and the router
-        self._lanes = Lanes(self.mailboxes, self.store, self.event, clock, self._score)
+        self._lanes = Lanes(
+            self.mailboxes, self.store, self.event, clock, self._score, self._stopping
+        )
         self._router: Router | None = None
         self._holds_ray = False  # holds the process's Ray (released by stop, or a switch)
         self._feeder = Feeder(
@@ -202,32 +204,44 @@ class Engine:
         )
 
     def stop(self, timeout: float = 2.0) -> list[str]:
-        """Stop every thread and close every source; returns within about ``timeout`` s.
+        """Stop every thread and close every source, within ``timeout`` s in all.
 
-        Returns the threads still alive then (:meth:`threads_alive`; empty when all
-        ended), so a caller can say which did not stop rather than hang or lie.
+        One deadline for every wait, not one per thread: the sources' captures and the
+        devices' workers (those a build made included: their build is cancelled) are
+        told first and wind down together, so a stalled stream's read, which nothing
+        can cut short, costs the others nothing. A serving engine's processes get
+        SERVING_STOP_S more. Returns the threads still alive then
+        (:meth:`threads_alive`; empty when all ended), so a caller can say which did
+        not stop rather than hang or lie; each ends by itself later.
         """
         deadline = time.monotonic() + timeout
+
+        def left() -> float:
+            return max(0.0, deadline - time.monotonic())
+
         with self._lifecycle:
             self._stopping.set()
+            self.roster.signal_stop()
         was_running, self.running = self.running, False
         if was_running:
             self.segments.close(self.clock())
         self.stop_recording()
-        self._feeder.stop(max(0.1, deadline - time.monotonic()))
-        self._monitor.stop(max(0.1, deadline - time.monotonic()))
+        self._feeder.stop(left())
+        self._monitor.stop(left())
+        self._lanes.stop(0.0)  # told: a build under way is cancelled
         if self._worker is not None:
             # a serving engine's backend closes on the worker's thread (one swapped out,
             # on a thread aside the worker waits for): its processes stop
             serving = engine_of(self._worker.backend) or self._worker.retiring
-            extra = SERVING_STOP_S if serving else 0.0
-            self._worker.stop(max(0.1, deadline + extra - time.monotonic()))
-        self._lanes.stop(max(0.1, deadline - time.monotonic()))
+            self._worker.stop(left() + (SERVING_STOP_S if serving else 0.0))
+        self._lanes.stop(left())
         if self._load is not None:
-            self._load.stop(max(0.1, deadline - time.monotonic()))
+            self._load.stop(left())
         self.hold_ray()  # the last engine out stops Ray's processes
         with self._lifecycle:
-            self.roster.close()
+            self.roster.close(left())
+        if self.host_probe is not None:
+            self.host_probe.wait(left())  # it ends on the stop event
         return self.threads_alive()
 
     def threads_alive(self) -> list[str]:
@@ -238,7 +252,9 @@ class Engine:
             out.append("monitor")
         if self._worker is not None and self._worker.alive:
             out.append("worker")
-        out.extend(f"worker of device {w.device}" for w in self._lanes.workers if w.alive)
+        out.extend(f"worker of device {w.device}" for w in self._lanes.threads() if w.alive)
+        if self.host_probe is not None and self.host_probe.alive:
+            out.append("host timer probe")
         if self.recorder is not None and self.recorder.alive:
             out.append("recorder")
         out.extend(

@@ -72,6 +72,10 @@ class HostProbe:
         self._thread.join(timeout)
         return self.result
 
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
 
 @dataclass(frozen=True)
 class LoadMark:

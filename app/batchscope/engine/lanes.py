@@ -18,16 +18,23 @@ new config needs (reusing the running workers, making new ones that are not star
 and only when all of them worked does :meth:`Lanes.swap` put them in, stop the
 workers no longer needed and start the new ones; :meth:`Lanes.release` gives back a
 build that failed or was not used.
+
+How it stops: a build's workers run from the moment it makes them, so they are kept
+(:meth:`Lanes.threads`) until a swap takes them or a release stops them, and
+:meth:`Lanes.stop` ends them with the ones in use (their build cancelled between two
+warm-up runs); once the engine stops, no build starts.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from batchscope.config import RunConfig
-from batchscope.engine.backends import Backend, make_backend
+from batchscope.engine.backends import Backend, BuildCancelled, make_backend
 from batchscope.engine.metrics import MetricsStore
 from batchscope.engine.policies import make_policy
 from batchscope.engine.session import Mailboxes
@@ -66,6 +73,7 @@ class Lanes:
         event: Callable[[str, str], object],
         clock: Callable[[], float],
         scorer: Callable[..., tuple],
+        stopping: threading.Event,
     ) -> None:
         self._mailboxes = mailboxes
         self._store = store
@@ -73,6 +81,11 @@ class Lanes:
         self._clock = clock
         self._scorer = scorer
         self.workers: list[Worker] = []  # devices 1…N−1, in use
+        # the workers a build made and no swap took yet (building, or built and waiting):
+        # their threads run too, and a stop must end them
+        self._building: list[Worker] = []
+        self._lock = threading.Lock()  # the two lists, against a build and a stop
+        self._stopping = stopping  # the engine's: set, no build starts
 
     @staticmethod
     def wanted(config: RunConfig) -> int:
@@ -85,18 +98,22 @@ class Lanes:
         what a build raised, with everything it made given back. The running workers
         keep running meanwhile (the new backends wait until :meth:`swap`)."""
         want = self.wanted(config)
-        keep = self.workers[:want]
-        new = [
-            Worker(
-                self._mailboxes,
-                self._store,
-                make_policy(config),
-                self._event,
-                self._clock,
-                device=d + 1,
-            )
-            for d in range(len(keep), want)
-        ]
+        with self._lock:  # a stop from now on reaches the new workers
+            if self._stopping.is_set():
+                raise BuildCancelled()
+            keep = self.workers[:want]
+            new = [
+                Worker(
+                    self._mailboxes,
+                    self._store,
+                    make_policy(config),
+                    self._event,
+                    self._clock,
+                    device=d + 1,
+                )
+                for d in range(len(keep), want)
+            ]
+            self._building.extend(new)
         built = LanesBuilt(config, [*keep, *new], [], new)
         try:
             for worker in built.workers:  # each device its own profile (config.profiles)
@@ -115,7 +132,9 @@ class Lanes:
             worker.swap_backend(backend, make_policy(config) if new_policy else None)
         for worker in self.workers[len(built.workers) :]:
             worker.stop(LANE_STOP_S)
-        self.workers = built.workers
+        with self._lock:
+            self.workers = built.workers
+            self._building = [w for w in self._building if w not in built.new]
         for worker in built.new:
             worker.scorer = self._scorer
             self.set_knobs(worker, config)
@@ -129,6 +148,8 @@ class Lanes:
             worker.discard(backend)
         for worker in built.new:
             worker.stop(LANE_STOP_S)
+        with self._lock:
+            self._building = [w for w in self._building if w not in built.new]
 
     @staticmethod
     def set_knobs(worker: Worker, config: RunConfig) -> None:
@@ -145,5 +166,17 @@ class Lanes:
         self.each(lambda w: w.start())
 
     def stop(self, timeout: float = LANE_STOP_S) -> None:
-        """Stop every device's worker (each within a batch)."""
-        self.each(lambda w: w.stop(timeout))
+        """Stop every device's worker, those in use and those a build made (a build under
+        way is cancelled), within ``timeout`` s in all: each is told first (it ends within
+        a batch or a warm-up run), then each is waited for until one deadline."""
+        deadline = time.monotonic() + timeout
+        for worker in self.threads():
+            worker.stop(0.0)  # told, not waited for
+        for worker in self.threads():
+            worker.stop(max(0.0, deadline - time.monotonic()))
+
+    def threads(self) -> list[Worker]:
+        """Every worker of devices 1…N−1 whose thread this started: in use, and made by a
+        build not swapped in yet."""
+        with self._lock:
+            return [*self.workers, *self._building]

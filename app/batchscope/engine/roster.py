@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -191,8 +192,14 @@ class Roster:
             session.state, session.error = "running", None
             self._feeder.set_sessions(self.active(), fps)
 
-    def close(self) -> None:
-        close_slots(self._slots)
+    def signal_stop(self) -> None:
+        """Tell every source's thread to end, without waiting (:meth:`close` waits)."""
+        for slot in self._slots:
+            if slot.source is not None:
+                slot.source.signal_stop()
+
+    def close(self, timeout: float | None = None) -> None:
+        close_slots(self._slots, timeout)
 
     def refuse_broken(self, slots: list[SourceSlot]) -> list[SourceSlot]:
         """``slots``, or SourceError (all of them closed) if a source that works now
@@ -235,10 +242,20 @@ def cache_bytes(slots: Iterable[SourceSlot]) -> int:
     return sum(s.source.nbytes for s in slots if isinstance(s.source, VideoFileSource))
 
 
-def close_slots(slots: Iterable[SourceSlot]) -> None:
-    for slot in slots:
-        if slot.source is not None:
-            slot.source.close()
+def close_slots(slots: Iterable[SourceSlot], timeout: float | None = None) -> None:
+    """Close each slot's source; ``timeout``: within it in all (s), every source told
+    first and then each waited for until one deadline (a stream stalled in a read ends
+    by itself later); None: each within its own limit."""
+    sources = [slot.source for slot in slots if slot.source is not None]
+    if timeout is None:
+        for source in sources:
+            source.close()
+        return
+    deadline = time.monotonic() + timeout
+    for source in sources:
+        source.signal_stop()
+    for source in sources:
+        source.close(max(0.0, deadline - time.monotonic()))
 
 
 def _make_session(sid: int, slot: SourceSlot | None) -> Session:

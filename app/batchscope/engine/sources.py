@@ -158,8 +158,14 @@ class FrameSource(ABC):
         """What keeps a live source from delivering now (``reconnecting (2)``), else None."""
         return None
 
-    def close(self) -> None:
-        """Release devices and threads."""
+    def signal_stop(self) -> None:
+        """Tell its thread to end, without waiting (:meth:`close` waits): a stop tells
+        every source first, so that they all wind down at once."""
+
+    def close(self, timeout: float | None = None) -> None:
+        """Release devices and threads; ``timeout``: the longest it waits for its thread
+        (s; None: its own limit). A thread still in a read then ends by itself after it,
+        releasing what it reads from (``alive`` says it runs meanwhile)."""
 
 
 class CachedSource(FrameSource):
@@ -349,9 +355,10 @@ class CameraSource(FrameSource):
     Why a thread: a camera delivers frames at its own pace whether or not a
     session asks, and reading it blocks; the thread keeps only the newest frame,
     converted once to the model resolution, for every session on this camera.
-    How it stops: ``close()`` sets the stop event the loop waits on, then joins.
-    A read or conversion that fails is the camera's error (its sessions show it)
-    and the loop goes on, so a camera that recovers delivers again.
+    How it stops: ``close()`` sets the stop event the loop waits on, then joins; the
+    thread releases the capture as it ends (never under its own read). A read or
+    conversion that fails is the camera's error (its sessions show it) and the loop
+    goes on, so a camera that recovers delivers again.
     """
 
     live = True
@@ -392,6 +399,12 @@ class CameraSource(FrameSource):
         self._thread.start()
 
     def _run(self) -> None:
+        try:
+            self._capture()
+        finally:
+            self._release()
+
+    def _capture(self) -> None:
         while not self._stop.is_set():
             try:
                 ok, bgr = self._cap.read()
@@ -418,10 +431,21 @@ class CameraSource(FrameSource):
     def alive(self) -> bool:
         return self._thread.is_alive()
 
-    def close(self) -> None:
+    def signal_stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=1.0)
-        self._cap.release()
+
+    def close(self, timeout: float | None = None) -> None:
+        self._stop.set()
+        self._thread.join(1.0 if timeout is None else timeout)
+        if not self._thread.is_alive():
+            self._release()
+
+    def _release(self) -> None:
+        """Release the capture once: by the thread as it ends, or by close() after it."""
+        with self._lock:
+            cap, self._cap = self._cap, None
+        if cap is not None:
+            cap.release()
 
 
 def open_source(

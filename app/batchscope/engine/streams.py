@@ -26,7 +26,9 @@ Credentials: the source's ``spec`` is the URL as given (the session connects wit
 its ``name`` and everything it says are masked (:func:`batchscope.urls.mask_credentials`).
 
 How it stops: ``close()`` sets the stop event that every wait (backoff, reads bounded by
-the read timeout) ends on, joins the thread and releases the capture.
+the read timeout) ends on and joins the thread, up to a timeout; the thread releases its
+capture as it ends, so a read that cannot be cut short (a stalled stream: up to the read
+timeout) is never released under it, and a stop need not wait for it.
 """
 
 from __future__ import annotations
@@ -423,9 +425,21 @@ class StreamSource(FrameSource):
             parts.append(f"{st.state} ({why}{tried})")
         return "; ".join(parts)
 
-    def close(self) -> None:
+    def signal_stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=max(1.0, self.settings.read_timeout_s + 0.5))
+
+    def close(self, timeout: float | None = None) -> None:
+        """Stop the capture thread, waiting up to ``timeout`` s (None: until its read
+        timeout has passed); a thread still in a read ends and releases by itself."""
+        self._stop.set()
+        if timeout is None:
+            timeout = max(1.0, self.settings.read_timeout_s + 0.5)
+        self._thread.join(timeout)
+        if not self._thread.is_alive():
+            self._release()
+
+    def _release(self) -> None:
+        """Release the capture once: by the thread as it ends, or by close() after it."""
         with self._lock:
             cap, self._cap = self._cap, None
         if cap is not None:
@@ -458,6 +472,12 @@ class StreamSource(FrameSource):
         return cap, bgr
 
     def _run(self) -> None:
+        try:
+            self._read()
+        finally:
+            self._release()  # the thread that reads releases: never under its read
+
+    def _read(self) -> None:
         while not self._stop.is_set():
             cap = self._cap
             if cap is None:
