@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import SimpleNamespace
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
 
@@ -52,11 +52,12 @@ class FakeEngine:
 
     def apply(
         self,
-        new: RunConfig,
+        change: RunConfig | Mapping[str, Any],
         on_done: Callable[[str | None], None] | None = None,
         caption: str = "",
         step: bool = False,
     ) -> str | None:
+        new = change if isinstance(change, RunConfig) else self.config.with_changes(**change)
         self.applied.append(new)
         self.captions.append(caption)
         if self.apply_error is None:

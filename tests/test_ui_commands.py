@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import pytest
 
@@ -24,7 +25,12 @@ class FakeEngine:
         self.hold = False
         self.pending: list[Callable[[str | None], None]] = []
 
-    def apply(self, new: RunConfig, on_done: Callable[[str | None], None] | None = None) -> None:
+    def apply(
+        self,
+        change: RunConfig | Mapping[str, Any],
+        on_done: Callable[[str | None], None] | None = None,
+    ) -> None:
+        new = change if isinstance(change, RunConfig) else self.config.with_changes(**change)
         self.applied.append(new)
         self.config = new
         if self.hold:

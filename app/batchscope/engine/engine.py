@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -394,22 +394,24 @@ class Engine:
             self._router.repin(s.id for s in self.roster.sessions())
 
     def add_source(self, spec: str) -> SourceSlot:
-        """Open one more source (UI); a bad one shows its error on its sessions' rows."""
-        slot = self.open_sources((spec,), self.config)[0]
+        """Open one more source (UI) as a live change (a segment opens); a bad one shows
+        its error on its sessions' rows."""
+        slot = self._live.add_source(spec)
+        self._report_bad([slot])
+        return slot
+
+    def remove_source(self, spec: str) -> None:
+        """Close ``spec`` (not the last source) as a live change (a segment opens)."""
+        self._live.remove_source(spec)
+
+    def add_slot(self, slot: SourceSlot) -> None:
+        """Play an opened source, unless a stop came meanwhile: then close it (the stop
+        closed the roster already; nothing opened may outlive it)."""
         with self._lifecycle:
             if self._stopping.is_set():
                 close_slots([slot])
                 raise EngineStopped()
             self.roster.add(slot)
-        self._report_bad([slot])
-        self.config = self.config.with_changes(sources=tuple(s.spec for s in self.roster.slots))
-        self.sync_sessions()
-        return slot
-
-    def remove_source(self, spec: str) -> None:
-        if self.roster.remove(spec):
-            self.config = self.config.with_changes(sources=tuple(s.spec for s in self.roster.slots))
-            self.sync_sessions()
 
     @property
     def sources(self) -> list[SourceSlot]:
@@ -419,15 +421,20 @@ class Engine:
 
     def apply(
         self,
-        new: RunConfig,
+        change: RunConfig | Mapping[str, Any],
         on_done: Callable[[str | None], None] | None = None,
         caption: str = "",
         step: bool = False,
         faults: Sequence[Fault] = (),
     ) -> str | None:
-        """Apply a changed config live, as one transaction; returns the error, or None
-        (:meth:`LiveChange.apply <batchscope.engine.live_change.LiveChange.apply>`)."""
-        return self._live.apply(new, on_done, caption, step, faults)
+        """Apply a change live, as one transaction; returns the error, or None.
+
+        ``change``: the fields it changes, made on the config of the moment under
+        the one lock every writer of ``config`` takes; a whole RunConfig sets
+        every field (:meth:`LiveChange.apply
+        <batchscope.engine.live_change.LiveChange.apply>`).
+        """
+        return self._live.apply(change, on_done, caption, step, faults)
 
     def inject(self, fault: Fault, caption: str = "") -> str | None:
         """Start ``fault`` now (the Faults menu); it ends by itself after ``fault.for_s``.
@@ -437,7 +444,7 @@ class Engine:
         and both are ``fault`` events on the time plots. Overlapping faults
         compose (:class:`~batchscope.engine.faults.ActiveFaults`).
         """
-        return self.apply(self.config, caption=caption, faults=(fault,))
+        return self.apply({}, caption=caption, faults=(fault,))
 
     def label_first_segment(
         self, changes: dict[str, Any], caption: str, faults: Sequence[Fault] = ()

@@ -16,7 +16,7 @@ needs of the engine; the engine's ``apply`` is the way in.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from batchscope.config import (
@@ -36,7 +36,7 @@ from batchscope.engine.lanes import LanesBuilt
 from batchscope.engine.metrics import Event
 from batchscope.engine.neighbours import Neighbours
 from batchscope.engine.policies import make_policy
-from batchscope.engine.report.phrases import changes_phrase, faults_phrase
+from batchscope.engine.report.phrases import changes_phrase, faults_phrase, set_phrase
 from batchscope.engine.roster import (
     Roster,
     SourceSlot,
@@ -84,6 +84,7 @@ class Host(Protocol):
     def hold_ray(self, *configs: RunConfig) -> None: ...
     def open_sources(self, specs: tuple[str, ...], config: RunConfig) -> list[SourceSlot]: ...
     def install_sources(self, slots: list[SourceSlot]) -> None: ...
+    def add_slot(self, slot: SourceSlot) -> None: ...
     def release_caches(self) -> None: ...
     def sync_sessions(self) -> None: ...
     def sync_load(self, config: RunConfig) -> None: ...
@@ -91,7 +92,14 @@ class Host(Protocol):
 
 
 class LiveChange:
-    """One live change at a time, on ``engine``."""
+    """One live change at a time, on ``engine``: the only writer of ``engine.config``.
+
+    Every writer (the controls, an experiment step, a fault, a source added or
+    removed) hands in what it changes, and the change is made under one lock on
+    the config of that moment: a writer never computes a whole config from one it
+    read earlier, which would undo a change that landed meanwhile (a source just
+    added, a precision just set).
+    """
 
     def __init__(self, engine: Host) -> None:
         self._engine = engine
@@ -99,14 +107,19 @@ class LiveChange:
 
     def apply(
         self,
-        new: RunConfig,
+        change: RunConfig | Mapping[str, Any],
         on_done: Callable[[str | None], None] | None = None,
         caption: str = "",
         step: bool = False,
         faults: Sequence[Fault] = (),
     ) -> str | None:
-        """Apply a changed config live, as one transaction; returns the error, or None.
+        """Apply a change live, as one transaction; returns the error, or None.
 
+        ``change``: the RunConfig fields it changes (a delta, made on the config
+        current when the lock is taken), or a whole RunConfig, which sets every
+        field (an experiment's start, a settings file). A delta that is invalid
+        on the running config (a step valid in its file's order) is refused like
+        a failed change.
         Blocks until the change took effect (a new backend is built and warmed up
         first) or failed. On success one ``config`` event lists the changes and a
         new segment opens, both at the instant they took effect. On failure
@@ -121,9 +134,18 @@ class LiveChange:
         engine = self._engine
         with self._lock:
             old = engine.config
-            changes = old.diff(new)
             error = None
             opens: tuple[RunConfig, dict[str, Any], str | None] | None = None
+            try:
+                new = change if isinstance(change, RunConfig) else old.with_changes(**change)
+            except ConfigError as exc:
+                new, error = old, str(exc)
+                tried = dict(change)
+                label = ", ".join(set_phrase(k, v) for k, v in tried.items())
+                engine.event("error", f"not applied ({label}): {error}")
+                if step:
+                    opens = (old, tried, error)
+            changes = old.diff(new)
             if changes:
                 label = changes_phrase(changes)
                 wanted = {k: b for k, (_, b) in changes.items()}
@@ -139,7 +161,7 @@ class LiveChange:
                 else:
                     opens = (new, wanted, None)
                     label_event = label
-            elif step and caption:
+            elif step and caption and opens is None:
                 opens = (old, {}, None)
             at = engine.clock()  # the step's segment opens here, its faults' clocks start here
             started, fault_error = engine.faults.start(faults, at)
@@ -156,6 +178,39 @@ class LiveChange:
         if on_done:
             on_done(error)
         return error
+
+    def add_source(self, spec: str) -> SourceSlot:
+        """Open one more source and play it, as one live change: the config lists it, the
+        sessions re-map over the sources, and a segment opens (a session may now play
+        another source)."""
+        engine = self._engine
+        with self._lock:
+            slot = engine.open_sources((spec,), engine.config)[0]
+            engine.add_slot(slot)
+            self._sources_changed()
+        return slot
+
+    def remove_source(self, spec: str) -> None:
+        """Close ``spec`` (not the last source), as one live change (see :meth:`add_source`)."""
+        with self._lock:
+            if self._engine.roster.remove(spec):
+                self._sources_changed()
+
+    def _sources_changed(self) -> None:
+        """Under the lock: the roster's sources changed; the config says so, the sessions
+        re-map, and a segment opens with the change named."""
+        engine = self._engine
+        old = engine.config
+        new = old.with_changes(sources=tuple(s.spec for s in engine.roster.slots))
+        engine.config = new
+        engine.sync_sessions()
+        changes = old.diff(new)
+        if not changes:
+            return
+        if engine.running:
+            wanted = {k: b for k, (_, b) in changes.items()}
+            engine.segments.open(engine.clock(), new, wanted, faults=engine.faults.on())
+        engine.event("config", changes_phrase(changes))
 
     def label_first_segment(
         self, changes: dict[str, Any], caption: str, faults: Sequence[Fault] = ()

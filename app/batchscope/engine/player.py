@@ -9,8 +9,8 @@ which takes seconds). So one small thread sleeps until each step is due and
 applies it as ``Engine.apply(..., step=True)`` does, which opens the step's
 segment when the change took effect, or a segment with the error when it
 failed; the run then goes on under the previous setting and the next steps
-still apply (each step's fields onto the engine's config as it is, as the
-simulator plays them).
+still apply (each step's fields onto the engine's config as it is when the
+change is made, under the engine's one lock, as the simulator plays them).
 
 The player never starts an engine: the caller opens and starts it on
 :func:`first_config` (so the first segment is step 0's setting when step 0
@@ -29,7 +29,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from batchscope.config import ConfigError, RunConfig
+from batchscope.config import RunConfig
 from batchscope.engine.engine import Engine
 from batchscope.engine.loop import LoopThread
 from batchscope.experiment import Experiment, Step
@@ -98,16 +98,11 @@ class ExperimentPlayer(LoopThread):
             for step in steps:
                 if not self._sleep_until(step.at):
                     return
-                config, error = self._engine.config, None
-                try:
-                    config = config.with_changes(**step.changes)
-                except ConfigError as exc:  # valid in the file's order, not on what is running
-                    error = str(exc)
-                    self._engine.event("error", f"step {step.index + 1} not applied: {error}")
-                # one step, one segment: the change and the step's faults together
-                error = (
-                    self._engine.apply(config, caption=step.caption, step=True, faults=step.faults)
-                    or error
+                # one step, one segment: the change and the step's faults together; only the
+                # fields the step sets, on the config of that moment (a change the user made
+                # meanwhile stays)
+                error = self._engine.apply(
+                    step.changes, caption=step.caption, step=True, faults=step.faults
                 )
                 if self._terminate:
                     return

@@ -9,8 +9,9 @@ order, and the result comes back to the GUI thread as a Qt signal (queued
 across threads).
 
 Config changes coalesce: while one apply (or backend rebuild) is in flight,
-later slider moves merge into one pending change set, applied next against
-the engine's config of that moment (so a source added meanwhile is kept).
+later slider moves merge into one pending change set, handed to the engine
+as the fields it changes (the engine makes them on its config of that
+moment, under its one lock: a source added or a step played meanwhile stays).
 
 How it stops: ``terminate()`` sets the terminate flag *before* waking the
 loop (a woken loop then never starts another job) and drops the queued
@@ -30,12 +31,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from PySide6.QtCore import QObject, Signal
 
-from batchscope.config import ConfigError, RunConfig
+from batchscope.config import RunConfig
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ class ConfigurableEngine(Protocol):
 
     def apply(
         self,
-        new: RunConfig,
+        change: RunConfig | Mapping[str, Any],
         on_done: Callable[[str | None], None] | None = None,
         caption: str = "",
         step: bool = False,
@@ -185,10 +186,6 @@ class EngineCommands(QObject):
             self._config_queued = False
         if not self._engine.running:
             return "the engine is not running (see the start error)"
-        try:
-            config = self._engine.config.with_changes(**changes)
-        except ConfigError as exc:
-            return str(exc)
         done = threading.Event()
         result: list[str | None] = [None]
 
@@ -196,7 +193,7 @@ class EngineCommands(QObject):
             result[0] = error
             done.set()
 
-        self._engine.apply(config, on_done)
+        self._engine.apply(changes, on_done)  # the fields changed, on the config of then
         waited = 0.0
         while not done.wait(0.1):
             waited += 0.1
