@@ -46,10 +46,12 @@ from batchscope.engine.roster import (
 )
 from batchscope.engine.segments import SegmentLog
 from batchscope.engine.sources import CACHE_BYTES, SourceError
+from batchscope.engine.streams import STREAM_FIELDS, StreamSettings
 from batchscope.engine.worker import Worker, WorkerStopped
 from batchscope.experiment import Fault
 from batchscope.models.weights import CheckpointError
 from batchscope.profiles.profile import ProfileError
+from batchscope.urls import is_stream
 
 
 class EngineStopped(RuntimeError):
@@ -242,6 +244,8 @@ class LiveChange:
                 lanes = engine.build_lanes(new)
             if {"resolution", "fit", "sources"} & changes.keys():
                 slots = self._reopen(new)
+            elif set(STREAM_FIELDS) & changes.keys():
+                slots = self._reopen_streams(new)
             # 2. swap it in, between two batches
             if backend is not None and lanes is not None:  # with the new policy at once
                 engine.worker.swap_backend(backend, policy)
@@ -297,6 +301,28 @@ class LiveChange:
         backend = self._engine.backend
         assert isinstance(backend, EmulatedBackend), "neighbours are the emulated device's"
         backend.neighbours = Neighbours(config.neighbours, config.neighbour_duty, config.seed)
+
+    def _reopen_streams(self, new: RunConfig) -> list[SourceSlot] | None:
+        """The sources, with each network stream whose settings ``new`` changes opened
+        again under them (a capture takes its transport and timeouts when it opens), the
+        others as they are; None when no stream changes. Refused, every new one closed,
+        if a stream that plays now would not open with them."""
+        engine = self._engine
+        was, will = StreamSettings.of(engine.config), StreamSettings.of(new)
+        slots = engine.roster.slots
+        again = [
+            i
+            for i, s in enumerate(slots)
+            if is_stream(s.spec) and was.on(s.spec) != will.on(s.spec)
+        ]
+        if not again:
+            return None
+        opened = iter(
+            engine.roster.refuse_broken(
+                engine.open_sources(tuple(slots[i].spec for i in again), new)
+            )
+        )
+        return [next(opened) if i in again else s for i, s in enumerate(slots)]
 
     def _reopen(self, new: RunConfig) -> list[SourceSlot]:
         """The sources of ``new``; refused if one that works now would fail after the change.

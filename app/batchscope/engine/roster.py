@@ -139,11 +139,16 @@ class Roster:
                 session.forget_frames()
 
     def replace_sources(self, slots: list[SourceSlot]) -> None:
-        """Swap in newly opened sources (e.g. at another resolution); sessions restart."""
+        """Swap in newly opened sources (e.g. at another resolution): the sessions of the
+        sources replaced restart; a source ``slots`` keeps (the same object, e.g. a file
+        beside a stream opened again) stays open and its sessions play on."""
         with self._lock:
             old, self._slots = self._slots, slots
-            self._sessions.clear()
-        close_slots(old)
+            kept = {id(s.source) for s in slots if s.source is not None}
+            for sid, session in list(self._sessions.items()):
+                if id(session.source) not in kept:
+                    del self._sessions[sid]
+        close_slots(s for s in old if id(s.source) not in kept)
 
     def add(self, slot: SourceSlot) -> None:
         with self._lock:

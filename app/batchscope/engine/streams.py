@@ -74,6 +74,11 @@ _OPTIONS_ENV = "OPENCV_FFMPEG_CAPTURE_OPTIONS"
 _OPEN_LOCK = threading.Lock()  # one open at a time reads the options variable
 
 
+#: The RunConfig fields that make :class:`StreamSettings`: a live change of one opens
+#: again the streams it changes (engine/live_change.py), as a transaction.
+STREAM_FIELDS = ("stream_transport", "stream_timeout_s", "stream_read_timeout_s")
+
+
 @dataclass(frozen=True)
 class StreamSettings:
     """How streams connect: RTSP transport, connect timeout, read timeout (s)."""
@@ -85,6 +90,11 @@ class StreamSettings:
     @classmethod
     def of(cls, config: RunConfig) -> StreamSettings:
         return cls(config.stream_transport, config.stream_timeout_s, config.stream_read_timeout_s)
+
+    def on(self, url: str) -> tuple[str, float, float]:
+        """What of these settings a stream of ``url`` is opened with (the transport is
+        RTSP's only): two settings with the same for ``url`` open it the same way."""
+        return (self.ffmpeg_options(url), self.connect_timeout_s, self.read_timeout_s)
 
     def ffmpeg_options(self, url: str) -> str:
         """FFmpeg's options for ``url`` in OpenCV's ``key;value|key;value`` form."""
