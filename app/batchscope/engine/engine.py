@@ -35,6 +35,7 @@ from batchscope.engine.backends import (
 )
 from batchscope.engine.fault_actions import RunFaults
 from batchscope.engine.feeder import Feeder
+from batchscope.engine.figures import LiveFigures
 from batchscope.engine.host_check import HostProbe, LoadWatch, host_load_since, load_mark
 from batchscope.engine.lanes import Lanes, LanesBuilt
 from batchscope.engine.live_change import EngineStopped, LiveChange
@@ -82,18 +83,22 @@ class Engine:
     def __init__(
         self,
         config: RunConfig,
-        clock: Callable[[], float] = time.perf_counter,
         oom_above: int | None = None,
         run_s: float = math.inf,
     ) -> None:
         self.config = config
-        self.clock = clock  # seconds, monotonic: every instant the engine records
+        # seconds, monotonic: every instant the engine records. Not a parameter: the
+        # backends stamp their batches with perf_counter, and a report over two clocks
+        # read all zeros
+        clock = self.clock = time.perf_counter
         self._oom_above = oom_above
         self.run_s = run_s  # seconds its sessions play (inf: until stopped), for loop notes
         self.store = MetricsStore()
         self.mailboxes = Mailboxes(on_overwrite=self.store.record_overwrite)
         self.segments = SegmentLog()
         self._t0 = clock()
+        # every figure of the run and its segments, read from the records as they come
+        self.figures = LiveFigures(self.store, self._t0)
         self._stats_t0 = self._t0
         self._listeners: list[Callable[[Event], None]] = []
         self._lifecycle = threading.Lock()  # open/stop: who owns the sources and threads
@@ -118,7 +123,7 @@ class Engine:
             self._feeder,
             self.roster,
             self.segments,
-            lambda: self.worker,
+            self.workers,  # a slow device: the one it names, or every one
             lambda: self.config,
             lambda: self.running,
             self.event,
@@ -133,6 +138,7 @@ class Engine:
         self.host_probe: HostProbe | None = None  # the timers' check at the start
         self._load_mark = load_mark()  # the machine's load since the statistics began
         self._load_watch = LoadWatch()  # and over the last seconds (the status bar's)
+        self._paused_snapshot: tuple[tuple, Snapshot] | None = None  # the last, while paused
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -190,6 +196,8 @@ class Engine:
         started = self.clock()
         self.store.shift_events(started - self._t0)  # what opening said is before t = 0
         self._t0 = self._stats_t0 = started
+        self.figures.reset(started)
+        self.figures.bind(self._report_sessions, started)
         self.segments.open(self._t0, self.config)
         self.sync_sessions()
         self.worker.start()
@@ -267,9 +275,20 @@ class Engine:
     def set_paused(self, paused: bool) -> None:
         """Pause or resume feeding and batching; paused stays paused through every live
         change and recovery (the feeder's own flag, which re-making sessions keeps)."""
+        if paused == self.paused:
+            return
         self.worker.paused = paused
         self._lanes.each(lambda w: setattr(w, "paused", paused))
         self._feeder.set_paused(paused)
+        if paused:
+            # paused time is never latency: the windows waiting now would count the pause
+            # in theirs, so they go (neither overwritten nor expired: nobody served them
+            # late); the next windows are made after the resume
+            self.figures.pause(self.clock())
+            for session in self.roster.sessions():
+                self.mailboxes.drop(session.id)
+        else:
+            self.figures.resume(self.clock())
         self.event("config", "paused" if paused else "resumed")
 
     @property
@@ -291,6 +310,7 @@ class Engine:
             if isinstance(slot.source, StreamSource):
                 slot.source.reset_counts()
         self._stats_t0 = self.clock()
+        self.figures.reset(self._stats_t0)
         if self.running:
             self.segments.open(self._stats_t0, self.config, caption="statistics reset")
         if announce:
@@ -426,15 +446,22 @@ class Engine:
         caption: str = "",
         step: bool = False,
         faults: Sequence[Fault] = (),
+        fresh: bool = False,
     ) -> str | None:
         """Apply a change live, as one transaction; returns the error, or None.
 
         ``change``: the fields it changes, made on the config of the moment under
         the one lock every writer of ``config`` takes; a whole RunConfig sets
-        every field (:meth:`LiveChange.apply
+        every field. ``fresh``: then start over from it as a fresh run would (an
+        experiment's start; :meth:`LiveChange.apply
         <batchscope.engine.live_change.LiveChange.apply>`).
         """
-        return self._live.apply(change, on_done, caption, step, faults)
+        return self._live.apply(change, on_done, caption, step, faults, fresh)
+
+    def rephase(self, seed: int) -> None:
+        """Every session's frames on a new phase, drawn as a fresh run with ``seed`` draws
+        them (:meth:`Feeder.rephase <batchscope.engine.feeder.Feeder.rephase>`)."""
+        self._feeder.rephase(seed)
 
     def inject(self, fault: Fault, caption: str = "") -> str | None:
         """Start ``fault`` now (the Faults menu); it ends by itself after ``fault.for_s``.
@@ -594,6 +621,8 @@ class Engine:
     # -- reading -----------------------------------------------------------------------
 
     def _sample(self) -> TimelineSample:
+        """The monitor's tick: the figures read the new records, then the timeline's sample."""
+        self.figures.update(self.segments.all(), self.clock())
         return sample_timeline(
             self.store,
             [s.id for s in self.roster.sessions()],
@@ -651,7 +680,21 @@ class Engine:
         names, pinned = self._devices_named()
         if names:
             at = replace(at, devices=names, pinned=pinned)
-        return replace(take_snapshot(self.store, at), host_load=self._load_watch.now())
+        # while paused no record comes: the figures are the last ones, not recomputed
+        # (a paused window cost a core at 16 sessions); the time and timeline move on
+        key = (scope, segment, self.config, len(segments), self._records_written())
+        cached = self._paused_snapshot
+        if self.paused and cached is not None and cached[0] == key:
+            with self.store.lock:
+                timeline = list(self.store.timeline)
+            return replace(cached[1], t=now - self._t0, timeline=timeline)
+        snap = replace(take_snapshot(self.store, at), host_load=self._load_watch.now())
+        self._paused_snapshot = (key, snap) if self.paused else None
+        return snap
+
+    def _records_written(self) -> tuple[int, ...]:
+        store = self.store
+        return tuple(r.total for r in (store.items, store.batches, store.overwrites))
 
     def keep_buses(self, buses: dict[int, BusRecords], snap: Snapshot | None = None) -> None:
         """Keep the device's last BUS_S s for every segment that runs or ends inside them
@@ -659,22 +702,31 @@ class Engine:
         (the app's tick has one), else a new one."""
         keep_buses(buses, self.segments.all(), snap if snap is not None else self.snapshot())
 
+    def _report_sessions(self) -> list[SessionInfo]:
+        """Every session the run has had, as a report lists them: the current ones in the
+        state they show, the retired ones in the state they ran in."""
+        stalled = self.faults.stalled
+        paused = self.paused
+        infos = [_info(s, shown_state(s, stalled(s.id), paused)) for s in self.roster.sessions()]
+        infos += [_info(s, state) for s, state in self.roster.retired()]
+        return sorted(infos, key=lambda s: s.id)
+
     def report(self, kind: str = "run") -> dict[str, Any]:
         """The JSON report over the interval since the last statistics reset (or start)."""
-        stalled = self.faults.stalled
-        infos = [_info(s, shown_state(s, stalled(s.id))) for s in self.roster.sessions()]
+        current = {s.id for s in self.roster.sessions()}
+        infos = self._report_sessions()
         report = run_report(
             kind,
             self.config,
             self.store,
-            self.mailboxes,
-            infos,
+            self.figures,
+            [s for s in infos if s.id in current],
             self.segments.all(),
             self._worker.backend if self._worker else None,
             self.clock(),
             self._t0,
             self._stats_t0,
-            [_info(s, state) for s, state in self.roster.retired()],
+            [s for s in infos if s.id not in current],
             *self._devices_named(),
         )
         probe = self.host_probe.result if self.host_probe is not None else None

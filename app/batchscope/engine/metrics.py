@@ -75,6 +75,18 @@ class Ring:
         """Every record still in the buffer, oldest first, ``clear()`` or not (segments)."""
         return self.appended_since(self.total - len(self._data))
 
+    def since(self, field: str, t: float) -> np.ndarray:
+        """The newest records whose ``field`` (a time, growing along the ring, e.g. an
+        item's ``result``) may be ≥ ``t``: at least those, oldest first, ``clear()`` or
+        not; found by doubling from the newest, so it copies about twice what it returns."""
+        held = min(self.total, len(self._data))
+        n = 64
+        while True:
+            out = self.appended_since(self.total - min(n, held))
+            if n >= held or len(out) == 0 or out[field][0] < t:
+                return out
+            n *= 2
+
     def clear(self) -> None:
         self._count = 0
 

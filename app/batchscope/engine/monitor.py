@@ -35,8 +35,10 @@ def sample_timeline(
     ids = list(session_ids)
     with store.lock:
         times = {sid: list(store.result_times.get(sid, ())) for sid in ids}
-        batches = store.batches.tail(256)
-    recent = pick(batches, batches["end"] > now - 1.0)
+        # every batch of the last second, however many (a fixed tail capped 4 devices'
+        # 800 windows/s at its 256 batches); a reset's clear() does not hide them
+        batches = store.batches.since("end", now - 1.0)
+    recent = pick(batches, (batches["end"] > now - 1.0) & (batches["end"] >= stats_t0))
     window = min(1.0, now - stats_t0) or 1.0
     return TimelineSample(
         t=round(now - t0, 3),

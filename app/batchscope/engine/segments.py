@@ -133,6 +133,18 @@ class SegmentLog:
             return list(self._segments)
 
 
+def presence(segments: Sequence[Segment], sid: int, lo: float, hi: float) -> float:
+    """Seconds of [lo, hi] session ``sid`` existed: the segments whose config has it
+    (``sid`` < their session count), each up to its end (or ``hi``). A session's fps in a
+    report divides by this, so one that joined late is not counted over the whole run."""
+    total = 0.0
+    for seg in segments:
+        if sid < seg.config.sessions:
+            end = hi if seg.end is None else min(seg.end, hi)
+            total += max(0.0, end - max(seg.start, lo))
+    return total if segments else hi - lo
+
+
 def is_stable(items: np.ndarray, start: float, end: float) -> bool:
     """perf_analyzer's test on ``items`` delivered in [start, end] (see the module doc)."""
     n = int((end - start) // STABLE_WINDOW_S)

@@ -89,16 +89,19 @@ class Session:
         self.error = message
 
 
-def shown_state(session: Session, stalled: bool) -> str:
+def shown_state(session: Session, stalled: bool, paused: bool = False) -> str:
     """The state views and reports show: ``stalled`` for a running session a stall holds,
     ``reconnecting (n)`` for one whose network stream is lost (its source's trouble).
 
     A stall is a fault on the feeder's pace (the session stays in the feeder's
     schedule and sends nothing), and a stream that reconnects sends nothing until it is
-    back, so :attr:`Session.state` stays ``running`` through both.
+    back, so :attr:`Session.state` stays ``running`` through both. While the run is
+    ``paused`` a running session reads ``paused``.
     """
     if session.state != "running":
         return session.state
+    if paused:  # the whole run is paused: nobody is being served
+        return "paused"
     if stalled:
         return "stalled"
     return session.source.trouble or session.state

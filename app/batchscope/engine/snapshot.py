@@ -261,7 +261,7 @@ def take_snapshot(store: MetricsStore, at: SnapshotInputs) -> Snapshot:
             SessionView(
                 id=s.id,
                 source=s.source.name,
-                state=shown_state(s, s.id in at.stalled),
+                state=shown_state(s, s.id in at.stalled, at.paused),
                 error=s.error,
                 fps=live_fps(np.asarray(result_times.get(s.id, ()), float), at.now),
                 delivered=delivered.get(s.id, 0),

@@ -189,11 +189,13 @@ def live_fps(result_times: np.ndarray, now: float, window_s: float = LIVE_FPS_WI
     return float(np.count_nonzero(result_times > now - window_s)) / window_s
 
 
-def jain(values: Sequence[float]) -> float:
-    """Jain's fairness index (Σx)²/(n·Σx²): 1 when all equal, 1/n when one takes all."""
+def jain(values: Sequence[float]) -> float | None:
+    """Jain's fairness index (Σx)²/(n·Σx²): 1 when all equal, 1/n when one takes all;
+    None when nothing was delivered (no session, or every one at 0): an all-stalled run
+    is not "perfectly fair", it has no fairness to speak of."""
     x = np.asarray(values, dtype=np.float64)
     if x.size == 0 or not np.any(x):
-        return 1.0 if x.size else 0.0
+        return None
     return float(x.sum() ** 2 / (x.size * np.square(x).sum()))
 
 
@@ -202,21 +204,25 @@ RECONNECTING = "reconnecting"  # a network stream's state while it is lost ("rec
 
 def served(state: str) -> bool:
     """Whether a session in ``state`` counts in the fps figures (see the module doc)."""
-    # a stalled client is served: it sends nothing; so is a stream reconnecting
-    return state in ("running", "stalled") or state.startswith(RECONNECTING)
+    # a stalled client is served: it sends nothing; so is a stream reconnecting, and
+    # every session of a paused run (its figures leave the paused time out)
+    return state in ("running", "stalled", "paused") or state.startswith(RECONNECTING)
 
 
 def fps_figures(states_and_fps: Iterable[tuple[str, float]]) -> dict[str, float]:
     """mean_fps, min_fps and jain over the sessions being served (:func:`served`).
 
     ``states_and_fps`` is (session state, fps) per session, fps by whichever
-    definition the caller shows (1 s window live, delivered/duration in reports).
+    definition the caller shows (1 s window live, delivered/duration in reports). No
+    figure where there is nothing to take it over: mean and min fps are None with no
+    session served, Jain's index also when none delivered anything (:func:`jain`).
     """
     fps = [f for state, f in states_and_fps if served(state)]
+    fair = jain(fps)
     return {
-        "mean_fps": round(float(np.mean(fps)), 3) if fps else 0.0,
-        "min_fps": round(float(np.min(fps)), 3) if fps else 0.0,
-        "jain": round(jain(fps), 4),
+        "mean_fps": round(float(np.mean(fps)), 3) if fps else None,
+        "min_fps": round(float(np.min(fps)), 3) if fps else None,
+        "jain": round(fair, 4) if fair is not None else None,
     }
 
 

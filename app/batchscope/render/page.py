@@ -192,9 +192,14 @@ def _table(rows: Sequence[Mapping[str, str]], keys: Sequence[str], css: str) -> 
     )
 
 
+def _number(value: float | None, digits: int) -> str:
+    """A figure to ``digits`` places; "–" where it has none (no fairness without windows)."""
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
 def _overall_table(report: Mapping[str, Any]) -> str:
     head = "".join(f"<th>{esc(label)}</th>" for label, _, _ in FIGURES)
-    cells = "".join(f"<td>{fig(report):.{d}f}</td>" for _, fig, d in FIGURES)
+    cells = "".join(f"<td>{_number(fig(report), d)}</td>" for _, fig, d in FIGURES)
     return scroll(
         f'<table class="segments"><thead><tr>{head}</tr></thead><tbody><tr>{cells}</tr></tbody>'
         "</table>"

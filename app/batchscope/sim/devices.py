@@ -87,8 +87,9 @@ from batchscope.engine.routing import (
     pinned_counts,
     router_draws,
 )
+from batchscope.engine.segments import presence
 from batchscope.engine.stats import device_entries
-from batchscope.experiment import Experiment, Step
+from batchscope.experiment import Experiment, Fault, Step
 from batchscope.profiles.profile import BatchCurve, DeviceProfile, load_profile
 from batchscope.sim.changes import Changes, need_fps
 from batchscope.sim.clock import NEVER, Clock
@@ -272,8 +273,8 @@ def play_devices_experiment(
     """Play ``experiment`` on ``devices``, windows placed by ``router``: its steps and
     faults at their times as the one-device simulator plays them (each step a segment;
     a step may change the policy, its knobs, the sessions, their frame rate, the
-    precision, the resolution and the deadline drop; a slow device slows device 0, the
-    engine's own worker live), and the devices and the router (module doc; ``devices``
+    precision, the resolution and the deadline drop; a slow device slows the device it
+    names, or every device, as live), and the devices and the router (module doc; ``devices``
     and ``router`` are the opening config's). Raises ConfigError for a config that lists
     a real device or has neighbours."""
     steps = experiment.steps
@@ -339,7 +340,7 @@ def play_devices(
     step_at = NEVER if changes is None else changes.next_at()
     frames = clock.schedule(0.0, min(change_at, step_at))
     choosers = list(policies)  # the policy that made each device's running batch
-    slowdown = 1.0  # device 0's batches (a slow_device fault: the engine's own worker)
+    slowing: tuple[Fault, ...] = ()  # the slow devices on: each device's, its product
     ms = config.drop_after_ms
     drop_s = None if ms is None else ms / 1000.0  # the worker's deadline drop, per device
     expired: list[tuple[int, float]] = []
@@ -474,8 +475,8 @@ def play_devices(
                     router = config.router if "router" in changed else router
                     pins, draws = pinned(router), router_draws(config.seed)
                     _place_again(pending, where, route)
-                if changes.slowdown != slowdown:
-                    slowdown, batch_s[0] = changes.slowdown, {}
+                if changes.slowing != slowing:
+                    slowing, batch_s = changes.slowing, [{} for _ in batch_s]
                 drop_s = changes.drop_s
                 touched.update(range(len(pending)))  # each asked under the new config
                 step_at = changes.next_at()
@@ -543,7 +544,8 @@ def play_devices(
                 duration = batch_s[d].get(key)
                 if duration is None:
                     curve = curves[d] if shapes is None else shapes.curves[d][k]
-                    duration = curve.ms(rows) * (slowdown if d == 0 else 1.0) / 1000.0
+                    slowdown = changes.faults.slowdown(d) if changes and slowing else 1.0
+                    duration = curve.ms(rows) * slowdown / 1000.0
                     batch_s[d][key] = duration
                 if shapes is not None:
                     shape_rows.add((d, k, rows))
@@ -639,6 +641,7 @@ def devices_report(
     counts = np.bincount(over["session"], minlength=config.sessions)
     counted = {sid: int(counts[sid]) for sid in range(config.sessions)}
     duration = played.t_end - played.t0
+    segments = played.changes.segments.all() if played.changes is not None else []
     rows = (batches["size"] + batches["padded"]).tolist()
     ran = set(zip(batches["device"].tolist(), rows, strict=True))  # (device, rows it ran)
     peaks = [
@@ -674,6 +677,9 @@ def devices_report(
             "weights": "simulated device: no model runs",
         },
         expired=dict(Counter(s for s, _ in played.expired)),
+        present_s={
+            sid: presence(segments, sid, played.t0, played.t_end) for sid in range(config.sessions)
+        },
     )
     report["router"] = router
     report["devices"] = device_entries(items, batches, labels, duration, played.pinned)

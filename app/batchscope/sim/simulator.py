@@ -79,7 +79,7 @@ import numpy as np
 from batchscope.config import ConfigError, RunConfig
 from batchscope.engine.policies import ARRIVAL, SESSION, make_policy
 from batchscope.engine.report.body import SessionInfo, build_report
-from batchscope.engine.segments import Segment
+from batchscope.engine.segments import Segment, presence
 from batchscope.engine.stats import BATCH_DTYPE, OVERWRITE_DTYPE, item_records
 from batchscope.experiment import Experiment, Step
 from batchscope.profiles.profile import BatchCurve, DeviceProfile, load_profile
@@ -490,6 +490,10 @@ def simulated_report(
             "weights": "simulated device: no model runs",
         },
         expired=trace.expired,
+        present_s={
+            sid: presence(trace.segments, sid, trace.start, trace.end)
+            for sid in range(config.sessions)
+        },
     )
 
 

@@ -5,28 +5,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 
 from batchscope.config import RunConfig
-from batchscope.engine.policies import REASONS
-from batchscope.engine.stats import (
-    accuracy_summary,
-    batch_sizes,
-    busy_fraction,
-    fps_figures,
-    group_sessions,
-    host_late_summaries,
-    host_late_summary,
-    latencies_ms,
-    latency_summaries,
-    latency_summary,
-    pick,
-    stage_means,
-    stage_means_grouped,
-)
+from batchscope.engine.stats import busy_fraction, fps_figures
+from batchscope.engine.tally import RecordFigures, Tally
 from batchscope.urls import mask_credentials
+
+#: Where a report's figures come from: a live run's tally, or records (the simulator's).
+Figures: TypeAlias = Tally | RecordFigures
+#: A session present this much less than the interval says so (``present_s``): a clock's
+#: reading apart from the interval's ends, not a late join
+PRESENT_TOLERANCE_S = 0.001
 
 
 @dataclass(frozen=True)
@@ -53,6 +45,7 @@ def build_report(
     memory: Mapping[str, Any] | None = None,
     extra: Mapping[str, Any] | None = None,
     expired: Mapping[int, int] | None = None,
+    present_s: Mapping[int, float] | None = None,
 ) -> dict[str, Any]:
     """A report in the schema of ARCHITECTURE.md from item and batch records.
 
@@ -60,33 +53,52 @@ def build_report(
     covering the measured interval of ``duration_s`` seconds; ``expired``: windows
     discarded per session for waiting past ``drop_after_ms`` (none when not given).
     """
-    expired = expired or {}
+    figures = RecordFigures(items, batches, overwritten, expired)
+    return report_body(kind, config, sessions, figures, duration_s, memory, extra, present_s)
+
+
+def report_body(
+    kind: str,
+    config: RunConfig,
+    sessions: Sequence[SessionInfo],
+    figures: Figures,
+    duration_s: float,
+    memory: Mapping[str, Any] | None = None,
+    extra: Mapping[str, Any] | None = None,
+    present_s: Mapping[int, float] | None = None,
+) -> dict[str, Any]:
+    """The report of ``figures`` (a live :class:`Tally` or :class:`RecordFigures`) over an
+    interval of ``duration_s`` seconds.
+
+    A session's fps divides what it delivered by the seconds it existed in the
+    interval: ``present_s[id]`` where given (a session that joined late or left early;
+    its entry then says so with ``present_s``), else ``duration_s``.
+    """
+    present_s = present_s or {}
+    overwritten, expired = figures.overwritten(), figures.expired()
     per_session = []
     states_and_fps = []
-    by_session, spans, count = group_sessions(items)  # one sort, not one pass per session
-    latency = latency_summaries(latencies_ms(by_session), count)  # each group's, in one pass
-    stages = stage_means_grouped(by_session, count)
-    host_late = host_late_summaries(by_session, count)
-    nothing = by_session[:0]  # a session that delivered nothing: every figure 0
-    none = (latency_summary([]), stage_means(nothing), host_late_summary(nothing))
     for s in sessions:
-        k, lo, hi = spans.get(s.id, (-1, 0, 0))
-        mine = by_session[lo:hi]
-        fps = len(mine) / duration_s if duration_s > 0 else 0.0
+        delivered = figures.delivered(s.id)
+        present = min(present_s.get(s.id, duration_s), duration_s)
+        fps = delivered / present if present > 0 else 0.0
         states_and_fps.append((s.state, fps))
+        latency, stages, host_late = figures.session_figures(s.id)
         entry: dict[str, Any] = {
             "id": s.id,
             "source": mask_credentials(s.source),
             "fps": round(fps, 3),
-            "delivered": len(mine),
+            "delivered": delivered,
             "overwritten": int(overwritten.get(s.id, 0)),
             "expired": int(expired.get(s.id, 0)),
-            "latency_ms": dict(latency[k] if k >= 0 else none[0]),
-            "stages_ms": dict(stages[k] if k >= 0 else none[1]),
-            "host_late_ms": dict(host_late[k] if k >= 0 else none[2]),
+            "latency_ms": latency,
+            "stages_ms": stages,
+            "host_late_ms": host_late,
         }
+        if present < duration_s - PRESENT_TOLERANCE_S:
+            entry["present_s"] = round(present, 3)
         if s.has_truth:
-            entry["accuracy"] = accuracy_summary(mine)
+            entry["accuracy"] = figures.accuracy([s.id])
         if s.stream is not None:  # live: never paced, so no paced_fps
             entry["stream"] = dict(s.stream)
         elif s.source_fps is not None:
@@ -103,28 +115,24 @@ def build_report(
         if s.error:
             entry["error"] = s.error
         per_session.append(entry)
-    why, times = np.unique(batches["reason"], return_counts=True)
-    reasons = {REASONS[r]: n for r, n in zip(why.tolist(), times.tolist(), strict=True) if r}
+    windows = figures.windows()
     overall = {
-        "throughput_wps": round(len(items) / duration_s, 3) if duration_s > 0 else 0.0,
+        "throughput_wps": round(windows / duration_s, 3) if duration_s > 0 else 0.0,
         **fps_figures(states_and_fps),
         "overwritten": int(sum(overwritten.get(s.id, 0) for s in sessions)),
         "expired": int(sum(expired.get(s.id, 0) for s in sessions)),
-        "latency_ms": latency_summary(latencies_ms(items)),
-        "host_late_ms": host_late_summary(items),
-        "batch_sizes": batch_sizes(batches["size"]),
-        "batch_reasons": {r: reasons[r] for r in REASONS if r in reasons},
-        "busy": round(
-            busy_fraction(float(batches["compute_s"].sum()), duration_s, config.devices), 4
-        ),
+        "latency_ms": figures.overall_latency(),
+        "host_late_ms": figures.overall_host_late(),
+        "batch_sizes": figures.batch_sizes(),
+        "batch_reasons": figures.batch_reasons(),
+        "busy": round(busy_fraction(figures.compute_s(), duration_s, config.devices), 4),
     }
-    padded = int(batches["padded"].sum())
+    padded, rows = figures.padded_rows()
     if padded:  # a fixed batch shape ran short batches: the rows it filled with nothing
-        rows = padded + int(batches["size"].sum())
         overall["padded"] = {"windows": padded, "share": round(padded / rows, 4)}
     truth = [s.id for s in sessions if s.has_truth]
     if truth:
-        overall["accuracy"] = accuracy_summary(pick(items, np.isin(items["session"], truth)))
+        overall["accuracy"] = figures.accuracy(truth)
     report: dict[str, Any] = {
         "kind": kind,
         "config": config.to_json(),
@@ -136,6 +144,26 @@ def build_report(
     if extra:
         report.update(extra)
     return report
+
+
+def device_list(
+    figures: Figures,
+    labels: Sequence[str],
+    duration_s: float,
+    pinned: Sequence[int] | None = None,
+) -> list[dict[str, Any]]:
+    """The report's ``devices`` list (one entry per device ``d``, named ``labels[d]``):
+    ``sessions`` (``pinned``: the sessions pinned to it; else those it served), ``busy``
+    (its share of ``duration_s`` in compute) and ``batch_sizes`` (its batches by size)."""
+    return [
+        {
+            "device": label,
+            "sessions": int(pinned[d]) if pinned is not None else figures.device_sessions(d),
+            "busy": round(busy_fraction(figures.compute_s(d), duration_s), 4),
+            "batch_sizes": figures.device_batch_sizes(d),
+        }
+        for d, label in enumerate(labels)
+    ]
 
 
 def overwritten_pct(report: Mapping[str, Any]) -> float:

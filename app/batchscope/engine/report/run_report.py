@@ -14,13 +14,12 @@ import numpy as np
 
 from batchscope.config import RunConfig
 from batchscope.engine.backends import Backend
+from batchscope.engine.figures import LiveFigures
 from batchscope.engine.metrics import MetricsStore
-from batchscope.engine.report.body import SessionInfo, build_report
-from batchscope.engine.report.segment import segment_report
+from batchscope.engine.report.body import SessionInfo, device_list, report_body
 from batchscope.engine.routing import devices_label
-from batchscope.engine.segments import Segment
-from batchscope.engine.session import Mailboxes
-from batchscope.engine.stats import device_entries, pick
+from batchscope.engine.segments import Segment, presence
+from batchscope.engine.stats import pick
 from batchscope.experiment import Experiment
 from batchscope.urls import mask_credentials
 
@@ -54,7 +53,7 @@ def run_report(
     kind: str,
     config: RunConfig,
     store: MetricsStore,
-    mailboxes: Mailboxes,
+    figures: LiveFigures,
     sessions: Sequence[SessionInfo],
     segments: Sequence[Segment],
     backend: Backend | None,
@@ -71,43 +70,46 @@ def run_report(
     ran: the segments they ran in list them (as the simulator's do). ``devices``: on
     several devices, each one's name by index (the report gains ``router`` and
     ``devices``); ``pinned``: the sessions pinned to each (router ``pinned``).
+
+    Every figure is the run's tally's (``figures``: every window since ``stats_t0``, the
+    paused time left out); ``host_jitter`` alone comes from the records the rings still
+    hold (the newest, a sample of the host's lateness for the simulator to replay).
     """
     ever = sorted([*sessions, *retired], key=lambda s: s.id)
+    entries = figures.segment_entries(segments, ever, now, t0, kind)
     with store.lock:
         items = store.items.view()
         batches = store.batches.view()
         events = [e.__dict__ for e in store.events]
-        history = (store.items.retained(), store.batches.retained(), store.overwrites.retained())
-        expiries = store.expiries.retained()
-    # what was delivered in the interval (the rings were cleared when it began; the
-    # filter keeps that true however they were read): counting by arrival instead
-    # would drop the windows waiting at the reset and under-count by latency/duration
     items = pick(items, items["result"] >= stats_t0)
     batches = pick(batches, batches["end"] >= stats_t0)
-    report = build_report(
+    measured = max(0.0, now - stats_t0 - figures.paused_in(stats_t0, now))
+    present = {
+        s.id: presence(segments, s.id, stats_t0, now) - figures.paused_in(stats_t0, now)
+        for s in sessions
+    }
+    report = report_body(
         kind,
         config,
         sessions,
-        items,
-        batches,
-        mailboxes.overwritten(),
-        now - stats_t0,
+        figures.run,
+        measured,
         backend.memory() if backend else {},
         extra={
             "device_label": backend.label if backend else config.device_label,
             "weights": backend.weights if backend else "",
             "events": events,
             "host_jitter": host_jitter(items, batches),
-            "segments": [
-                segment_report(seg, ever, *history, now, t0, kind, expiries) for seg in segments
-            ],
+            "segments": [dict(e) for e in entries],
         },
-        expired=mailboxes.expired(),
+        present_s=present,
     )
     if devices:
         report["device_label"] = devices_label(devices, config.router)
         report["router"] = config.router
-        report["devices"] = device_entries(items, batches, devices, now - stats_t0, pinned)
+        report["devices"] = device_list(figures.run, devices, measured, pinned)
+    if figures.missed:
+        report["overall"]["missed_windows"] = figures.missed
     return report
 
 

@@ -8,9 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from batchscope.engine.report.body import SessionInfo, build_report
+from batchscope.engine.report.body import Figures, SessionInfo, report_body
 from batchscope.engine.segments import MIN_MEASURED_S, Segment, is_stable
 from batchscope.engine.stats import pick
+from batchscope.engine.tally import RecordFigures
 from batchscope.urls import mask_all, mask_credentials
 
 
@@ -25,24 +26,45 @@ def segment_report(
     kind: str = "run",
     expiries: np.ndarray | None = None,
 ) -> dict[str, Any]:
-    """The segment's entry of a report: the same figures as the report's ``overall``.
+    """The segment's entry of a report from the run's records (the simulator's: all of
+    them), ``items``/``batches``/``overwrites``/``expiries`` (ITEM_DTYPE, BATCH_DTYPE,
+    OVERWRITE_DTYPE twice); only those delivered (or overwritten, or expired) in the
+    measured interval count."""
+    end = segment.end if segment.end is not None else now
+    lo = min(segment.measure_start, end)
+    mine = pick(items, (items["result"] >= lo) & (items["result"] <= end))
+    my_batches = batches[(batches["end"] >= lo) & (batches["end"] <= end)]
+    figures = RecordFigures(
+        mine, my_batches, _counts(overwrites, lo, end), _counts(expiries, lo, end)
+    )
+    return segment_entry(segment, sessions, figures, mine, now, t0, kind)
 
-    ``items``/``batches``/``overwrites``/``expiries`` are the run's records
-    (ITEM_DTYPE, BATCH_DTYPE, OVERWRITE_DTYPE twice); only those delivered (or
-    overwritten, or expired) in the measured interval count.
+
+def segment_entry(
+    segment: Segment,
+    sessions: Sequence[SessionInfo],
+    figures: Figures,
+    recent: np.ndarray,
+    now: float,
+    t0: float,
+    kind: str = "run",
+    paused_s: float = 0.0,
+) -> dict[str, Any]:
+    """The segment's entry of a report: the same figures as the report's ``overall``,
+    from ``figures`` over its measured interval (a live :class:`Tally` or records).
+
+    ``recent``: item records delivered in it, at least its last STABLE_WINDOWS seconds
+    (the stability test's); ``paused_s``: how much of its measured interval the run was
+    paused (no figure divides paused time).
     """
     end = segment.end if segment.end is not None else now
     lo = min(segment.measure_start, end)
-    measured = max(0.0, end - lo)
-    mine = pick(items, (items["result"] >= lo) & (items["result"] <= end))
-    my_batches = batches[(batches["end"] >= lo) & (batches["end"] <= end)]
-    overwritten = _counts(overwrites, lo, end)
-    expired = _counts(expiries, lo, end)
-    ids = {int(s) for s in np.unique(mine["session"])} | set(overwritten) | set(expired)
-    infos = [s for s in sessions if s.id < segment.config.sessions or s.id in ids]
-    body = build_report(
-        kind, segment.config, infos, mine, my_batches, overwritten, end - lo, expired=expired
-    )
+    measured = max(0.0, end - lo - paused_s)
+    ids = {s for s in range(segment.config.sessions)}
+    ids |= {s.id for s in sessions if figures.delivered(s.id)}
+    ids |= set(figures.overwritten()) | set(figures.expired())
+    infos = [s for s in sessions if s.id in ids]
+    body = report_body(kind, segment.config, infos, figures, measured)
     entry: dict[str, Any] = {
         "index": segment.index,
         "start_s": round(segment.start - t0, 3),
@@ -50,7 +72,7 @@ def segment_report(
         "changes": {k: _json(v) for k, v in segment.changes.items()},
         "config": body["config"],
         "caption": mask_credentials(segment.caption),
-        "stable": is_stable(mine, lo, end),
+        "stable": paused_s == 0 and is_stable(recent, lo, end),
         "measured_s": round(measured, 3),
         "too_short": measured < MIN_MEASURED_S,
         "overall": body["overall"],
@@ -58,6 +80,8 @@ def segment_report(
         "faults": [dict(f) for f in segment.faults],
         "predicted": None,
     }
+    if paused_s:
+        entry["paused_s"] = round(paused_s, 3)
     if entry["too_short"]:  # no figures: see the module doc
         entry |= {"overall": None, "sessions": None, "stable": False}
     if segment.error:

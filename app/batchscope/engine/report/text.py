@@ -42,13 +42,18 @@ def summary_row(report: Mapping[str, Any]) -> list[str]:
     return [
         str(cfg["sessions"]),
         str(report["policy_label"]),
-        f"{overall['mean_fps']:.1f}",
-        f"{overall['min_fps']:.1f}",
+        _fixed(overall["mean_fps"], 1),
+        _fixed(overall["min_fps"], 1),
         f"{overall['latency_ms']['p50']:.1f}",
         f"{overall['latency_ms']['p99']:.1f}",
         f"{overwritten_pct(report):.1f}",
         f"{overall['throughput_wps']:.1f}",
     ]
+
+
+def _fixed(value: float | None, digits: int) -> str:
+    """A figure to ``digits`` places; "–" where it has none (stats.fps_figures)."""
+    return "–" if value is None else f"{value:.{digits}f}"
 
 
 #: Columns a table gains when one of its runs uses the setting.

@@ -66,7 +66,7 @@ def headline_numbers(snap: Snapshot) -> dict[str, str]:
         "throughput": f"{snap.throughput_wps:.0f}",
         "mean_fps": f"{fleet['mean_fps']:.1f}" if any_served else dash,
         "min_fps": f"{fleet['min_fps']:.1f}" if any_served else dash,
-        "jain": f"{fleet['jain']:.2f}" if any_served else dash,
+        "jain": f"{fleet['jain']:.2f}" if fleet["jain"] is not None else dash,
         "p50": f"{lat['p50']:.0f}" if ms.size else dash,
         "p99": f"{lat['p99']:.0f}" if ms.size else dash,
         "busy": f"{100 * snap.busy:.0f}%",

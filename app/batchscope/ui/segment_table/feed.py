@@ -48,6 +48,7 @@ REPREDICT_GROWTH = 1.5  # the open segment is predicted again once its measured 
 
 class ReportingEngine(Protocol):
     running: bool
+    paused: bool
 
     def report(self, kind: str = "run") -> dict[str, Any]: ...
 
@@ -115,6 +116,7 @@ class SegmentFeed(QObject):
         super().__init__()
         self._engine = engine
         self._predictions = Predictions()
+        self._read_paused = False  # the table was read since the run paused
         self._terminate = False
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -143,6 +145,9 @@ class SegmentFeed(QObject):
         engine = self._engine
         if not engine.running:
             return None
+        if engine.paused and self._read_paused:
+            return None  # nothing changes while paused: read once, then wait
+        self._read_paused = engine.paused
         t0 = time.perf_counter()
         report = engine.report()
         segments = report["segments"]
