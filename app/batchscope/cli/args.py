@@ -9,6 +9,7 @@ carrying the knob's reason, which argparse prints as one line naming the flag.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 from collections.abc import Callable, Sequence
@@ -308,6 +309,8 @@ def write_json(data: Any, target: str | None) -> None:
         with open(target, "w") as fh:
             fh.write(text + "\n")
     except OSError as exc:
+        with contextlib.suppress(OSError):  # half a JSON file (a full disk) reads as none
+            os.unlink(target)
         raise CliError(f"{target}: cannot write the report ({exc.strerror})") from None
 
 

@@ -13,6 +13,7 @@ from batchscope.cli.args import (
     number,
     stream_options,
 )
+from batchscope.cli.outputs import check_file
 from batchscope.config import SERVING_ENGINES
 from batchscope.experiment import Experiment, list_experiments
 
@@ -123,5 +124,6 @@ def cmd_gui(args: argparse.Namespace) -> int:
             '--backend: an experiment names its own engine (backend = "ray" in its file)'
         )
 
+    check_file("--screenshot", args.screenshot)  # before the window and its seconds
     args.stream = stream_options(args)  # RunConfig's stream fields, for the first config
     return run_gui(args)

@@ -29,6 +29,7 @@ from batchscope.cli.args import (
     seed_count,
     write_json,
 )
+from batchscope.cli.outputs import check_file
 from batchscope.config import (
     DEFAULT_RESOLUTION,
     KNOBS,
@@ -332,6 +333,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     budget = Budget(fps=args.fps, p99_ms=args.p99_ms, min_fps_ratio=args.min_fps_ratio)
     profile = load_profile(args.profile)
     profile.curve(args.precision, args.resolution)  # ProfileError names what the profile has
+    check_file("--json", args.json)  # every output before the search's seconds
+    check_file("--plot", args.plot)
     export = _writable_dir(args.export) if args.export else None
     out = sys.stderr if args.json == "-" else sys.stdout
     result = plan(

@@ -29,6 +29,7 @@ from batchscope.cli.args import (
     resolution,
     write_json,
 )
+from batchscope.cli.outputs import check_file, write_each
 from batchscope.cli.reports import print_experiment_report, print_host, write_csv, write_report
 from batchscope.config import (
     BACKENDS,
@@ -54,7 +55,9 @@ from batchscope.config import (
     parse_real_devices,
 )
 from batchscope.engine.engine import Engine
+from batchscope.engine.metrics import Event
 from batchscope.engine.player import ExperimentPlayer, first_config
+from batchscope.engine.recorder import Recorder, check_folder
 from batchscope.engine.report.run_report import experiment_block
 from batchscope.engine.report.segment import too_short
 from batchscope.engine.report.text import format_devices, format_sessions, format_table
@@ -67,6 +70,13 @@ from batchscope.urls import mask_credentials
 #: The flags ``run --experiment`` accepts; the others set the config, which the file sets.
 EXPERIMENT_FLAGS = ("experiment", "json", "csv", "report", "record", "quiet")
 
+#: The exit status of a run that Ctrl-C ended (128 + SIGINT, as a shell reports it); its
+#: report of what was measured is still printed and written, marked ``"interrupted"``.
+EXIT_INTERRUPTED = 130
+#: The exit status of a run whose recording or report could not all be written (a full
+#: disk): the run itself went to the end, its summary printed.
+EXIT_NOT_WRITTEN = 1
+
 
 def add_run_command(sub: Any) -> None:
     run = sub.add_parser(
@@ -74,7 +84,9 @@ def add_run_command(sub: Any) -> None:
         help="run the live worker headless and report",
         epilog="With --experiment NAME|PATH the experiment file sets the whole config and "
         "its steps; only --json, --csv, --report, --record and --quiet may be added "
-        "(a config flag or a source is refused with one line, never ignored).",
+        "(a config flag or a source is refused with one line, never ignored). Ctrl-C ends "
+        "the run early: its report of what was measured is still printed and written, "
+        'marked "interrupted": true (exit 130).',
     )
     run.add_argument("sources", nargs="*", metavar="SOURCE", help=SOURCES_HELP)
     add_knob(
@@ -229,7 +241,8 @@ def add_run_command(sub: Any) -> None:
         "--record",
         metavar="DIR",
         help="record config, events, per-window timings and the timeline to a "
-        "new folder (flushed every second)",
+        "new folder (flushed every second; a failed write, e.g. a full disk, stops the "
+        "recording at a whole line, not the run)",
     )
     run.add_argument("--quiet", action="store_true", help="no live status line")
     run.add_argument(
@@ -464,7 +477,61 @@ def started_engine(config: RunConfig, message: str | None, run_s: float) -> Engi
                 file=sys.stderr,
             )
     engine.start()
+    engine.subscribe(_say_error)
     return engine
+
+
+def _say_error(ev: Event) -> None:
+    """An error or OOM on stderr the moment the engine has it (from the thread that
+    raised it: a recording's full disk, a failed source), not only in the summary."""
+    if ev.kind in ("error", "oom"):
+        clear = "\r\033[K" if sys.stderr.isatty() else ""  # over the status line
+        print(f"{clear}batchscope: {ev.kind} at {ev.t:.1f} s: {ev.message}", file=sys.stderr)
+        sys.stderr.flush()
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """Every path the run will write, before it starts (CliError/RecordingError: one line)."""
+    check_file("--json", args.json)
+    check_file("--csv", args.csv)
+    check_file("--report", args.report)
+    if args.record:
+        check_folder(args.record)
+
+
+def interrupted_note(report: dict[str, Any], recorder: Recorder | None) -> None:
+    """Mark the report (and the recording's report.json) as ended by Ctrl-C."""
+    report["interrupted"] = True
+    if recorder is not None:
+        recorder.mark(interrupted=True)
+    print("batchscope: interrupted: reporting what was measured", file=sys.stderr)
+
+
+def finish(
+    args: argparse.Namespace,
+    report: dict[str, Any],
+    recorder: Recorder | None,
+    out_stream: Any,
+    buses: dict[int, BusRecords] | None = None,
+) -> int:
+    """Write the run's outputs, each one that can be, and say what could not: the exit
+    status (0; EXIT_NOT_WRITTEN; EXIT_INTERRUPTED, which wins)."""
+    if recorder is not None:
+        print(f"recorded to {recorder.folder}", file=out_stream)
+    failed = write_each(
+        [
+            lambda: write_json(report, args.json),
+            lambda: write_csv(report, args.csv),
+            lambda: write_report(report, args.report, out_stream, buses),
+        ]
+    )
+    if recorder is not None:
+        failed[:0] = recorder.failures
+    for line in failed:
+        print(f"batchscope: error: {line}", file=sys.stderr)
+    if report.get("interrupted"):
+        return EXIT_INTERRUPTED
+    return EXIT_NOT_WRITTEN if failed else 0
 
 
 def warn_idle_drop(engine: Engine, configs: Sequence[RunConfig]) -> None:
@@ -481,6 +548,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.experiment:
         return cmd_run_experiment(args)
     config = config_from_args(args)
+    check_outputs(args)
     if config.backend == "torch" or config.device_list:  # the real model on the CPU too
         configure_threads()
     out_stream = sys.stderr if args.json == "-" else sys.stdout
@@ -492,26 +560,33 @@ def cmd_run(args: argparse.Namespace) -> int:
         args.warmup + config.duration_s,
     )
     warn_idle_drop(engine, [config])
+    interrupted = False
     try:
-        if args.record:
-            engine.start_recording(args.record)
-        if args.warmup > 0:
-            time.sleep(args.warmup)
-        engine.reset_stats(announce=False)
-        t_start = time.monotonic()
-        while (left := config.duration_s - (time.monotonic() - t_start)) > 0:
-            time.sleep(min(1.0, left))
-            if not args.quiet:
-                elapsed = time.monotonic() - t_start
-                line = status_line(engine.report(), elapsed, config.duration_s)
-                end = "" if sys.stderr.isatty() else "\n"
-                print(("\r" if end == "" else "") + line, end=end, file=sys.stderr, flush=True)
+        try:
+            if args.record:
+                engine.start_recording(args.record)
+            if args.warmup > 0:
+                time.sleep(args.warmup)
+            engine.reset_stats(announce=False)
+            t_start = time.monotonic()
+            while (left := config.duration_s - (time.monotonic() - t_start)) > 0:
+                time.sleep(min(1.0, left))
+                if not args.quiet:
+                    elapsed = time.monotonic() - t_start
+                    line = status_line(engine.report(), elapsed, config.duration_s)
+                    end = "" if sys.stderr.isatty() else "\n"
+                    print(("\r" if end == "" else "") + line, end=end, file=sys.stderr, flush=True)
+        except KeyboardInterrupt:  # Ctrl-C: what was measured is still the run's report
+            interrupted = True
+        if not args.quiet and sys.stderr.isatty():
+            print(file=sys.stderr)
         report = engine.report()
-        recorded = engine.stop_recording()
+        recorder = engine.recorder
+        if interrupted:
+            interrupted_note(report, recorder)
+        engine.stop_recording()
     finally:
         stop_engine(engine)
-    if not args.quiet and sys.stderr.isatty():
-        print(file=sys.stderr)
     print(
         f"{report['device_label']} · {report['weights']} · {config.policy_phrase()}",
         file=out_stream,
@@ -525,18 +600,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     for ev in report["events"]:
         if ev["kind"] in ("error", "oom"):
             print(f"  event at {ev['t']:.1f} s [{ev['kind']}] {ev['message']}", file=out_stream)
-    if recorded:
-        print(f"recorded to {recorded}", file=out_stream)
-    write_json(report, args.json)
-    write_csv(report, args.csv)
-    write_report(report, args.report, out_stream)
-    return 0
+    return finish(args, report, recorder, out_stream)
 
 
 def cmd_run_experiment(args: argparse.Namespace) -> int:
     """Play the experiment on the live worker; no warm-up (each segment settles 1 s)."""
     refuse_config_flags(args, EXPERIMENT_FLAGS)
     experiment = load_experiment(args.experiment)  # every error before anything starts
+    check_outputs(args)
     config = first_config(experiment)
     if config.backend == "torch" or config.device_list:  # the real model on the CPU too
         configure_threads()
@@ -561,43 +632,48 @@ def cmd_run_experiment(args: argparse.Namespace) -> int:
     warn_idle_drop(engine, experiment.configs)
     player = ExperimentPlayer(engine, experiment, on_step=on_step)
     buses: dict[int, BusRecords] = {}  # each segment's last seconds, for the report's bus view
+    interrupted = False
     try:
-        if args.record:
-            engine.start_recording(args.record)
-        player.start()
-        while not player.finished.wait(1.0) and player.alive:
-            if args.report:
-                engine.keep_buses(buses)
-            if args.quiet:
-                continue
-            tty = sys.stderr.isatty()
-            while news:
-                print(("\r\033[K" if tty else "") + news.pop(0), file=sys.stderr)
-            segment = engine.report()["segments"][-1]
-            t = player.elapsed()
-            line = f"step {player.steps_done}/{n} " + (
-                status_line(segment, t, experiment.duration)
-                if not too_short(segment)
-                else f"[{t:5.1f}/{experiment.duration:.0f} s] settling…".ljust(100)
-            )
-            print(
-                ("\r" if tty else "") + line, end="" if tty else "\n", file=sys.stderr, flush=True
-            )
+        try:
+            if args.record:
+                engine.start_recording(args.record)
+            player.start()
+            while not player.finished.wait(1.0) and player.alive:
+                if args.report:
+                    engine.keep_buses(buses)
+                if args.quiet:
+                    continue
+                tty = sys.stderr.isatty()
+                while news:
+                    print(("\r\033[K" if tty else "") + news.pop(0), file=sys.stderr)
+                segment = engine.report()["segments"][-1]
+                t = player.elapsed()
+                line = f"step {player.steps_done}/{n} " + (
+                    status_line(segment, t, experiment.duration)
+                    if not too_short(segment)
+                    else f"[{t:5.1f}/{experiment.duration:.0f} s] settling…".ljust(100)
+                )
+                print(
+                    ("\r" if tty else "") + line,
+                    end="" if tty else "\n",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        except KeyboardInterrupt:  # Ctrl-C: the segments so far are still the report
+            interrupted = True
+        if not args.quiet and sys.stderr.isatty():
+            print(file=sys.stderr)
         if args.report:
             engine.keep_buses(buses)
         report = engine.report()
-        recorded = engine.stop_recording()
+        recorder = engine.recorder
+        if interrupted:
+            interrupted_note(report, recorder)
+        engine.stop_recording()
     finally:
         player.stop()
         stop_engine(engine)
-    if not args.quiet and sys.stderr.isatty():
-        print(file=sys.stderr)
     report = add_predictions(report)
     report["experiment"] = experiment_block(experiment)
     print_experiment_report(report, out_stream)
-    if recorded:
-        print(f"recorded to {recorded}", file=out_stream)
-    write_json(report, args.json)
-    write_csv(report, args.csv)
-    write_report(report, args.report, out_stream, buses)
-    return 0
+    return finish(args, report, recorder, out_stream, buses)

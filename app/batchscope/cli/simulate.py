@@ -31,6 +31,7 @@ from batchscope.cli.args import (
     seed_count,
     write_json,
 )
+from batchscope.cli.outputs import check_file
 from batchscope.cli.reports import print_experiment_report, write_csv, write_report
 from batchscope.config import (
     DEFAULT_RESOLUTION,
@@ -196,6 +197,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.csv or args.report:
         raise CliError("--csv and --report need --experiment (a grid has no segments)")
     configs = grid_configs(args)
+    check_file("--json", args.json)  # before the simulations' seconds
     profile = load_profile(args.profile)
     profile.curve(args.precision, args.resolution)  # ProfileError names what the profile has
     jitter = load_host_jitter(args.host_jitter)
@@ -249,6 +251,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 def cmd_simulate_experiment(args: argparse.Namespace) -> int:
     refuse_config_flags(args, ("experiment", "json", "csv", "report", "host_jitter"))
     experiment = load_experiment(args.experiment)
+    for flag, target in (("--json", args.json), ("--csv", args.csv), ("--report", args.report)):
+        check_file(flag, target)
     report = simulate_experiment(experiment, jitter=load_host_jitter(args.host_jitter))
     report["experiment"] = experiment_block(experiment)
     out = sys.stderr if args.json == "-" else sys.stdout

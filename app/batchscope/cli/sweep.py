@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from batchscope.cli.args import CliError, choice_list, configure_threads, csv, knob_type, resolution
+from batchscope.cli.outputs import check_file
 from batchscope.config import DEFAULT_RESOLUTION, PRECISIONS, RUNTIMES, format_resolution
 from batchscope.device.checks import check_device
 from batchscope.paths import user_profiles_dir
@@ -136,6 +137,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     label, total_mb, facts = device_facts(args.device)
     name = args.name or default_name(label)
     out = Path(args.out) if args.out else user_profiles_dir() / f"{name}.json"
+    check_file("--out", str(out), make_folder=True)  # before the sweep's minutes
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
