@@ -27,7 +27,7 @@ from batchscope.sim.simulated_experiment import simulate_experiment
     [
         (Fault("burst", 5.0, session=0, factor=4.0), "burst ×4 on S0 for 5 s"),
         (Fault("stall", 4.0, session=1), "S1 stalls for 4 s"),
-        (Fault("slow_device", 6.0, factor=2.0), "device ×2 slower for 6 s"),
+        (Fault("slow_device", 6.0, factor=2.0), "every device ×2 slower for 6 s"),
         (Fault("source_error", 2.5, session=3), "S3's source fails for 2.5 s"),
     ],
 )

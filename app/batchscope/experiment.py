@@ -43,9 +43,12 @@ TEXT_FIELDS = ("policy", "backend", "device", "profile", "precision", "checkpoin
 FAULT_FIELDS: dict[str, tuple[str, ...]] = {
     "stall": ("session", "for_s"),  # the session's source sends nothing
     "burst": ("session", "factor", "for_s"),  # it sends factor × its fps
-    "slow_device": ("factor", "for_s"),  # every batch takes factor × longer
+    "slow_device": ("factor", "for_s"),  # every batch takes factor × longer (see below)
     "source_error": ("session", "for_s"),  # the source fails, then recovers
 }
+#: The fields a fault may leave out: a slow_device names its device (``device = N``: that
+#: device's batches only) or, without one, slows every device.
+OPTIONAL_FAULT_FIELDS: dict[str, tuple[str, ...]] = {"slow_device": ("device",)}
 EVENT_KEYS = tuple(FAULT_FIELDS)
 TOP_KEYS = ("name", "caption", "duration", "base", "step")
 
@@ -62,22 +65,24 @@ class Fault:
     for_s: float
     session: int | None = None
     factor: float | None = None
+    device: int | None = None  # a slow_device's device (None: every device)
 
     def as_json(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if v is not None}
 
 
-def make_fault(kind: str, table: Any, where: str, sessions: int) -> Fault:
-    """A validated fault from a step's ``kind = {…}`` table; ExperimentError naming the key."""
+def make_fault(kind: str, table: Any, where: str, sessions: int, devices: int = 1) -> Fault:
+    """A validated fault from a step's ``kind = {…}`` table; ExperimentError naming the key.
+
+    ``sessions``, ``devices``: the step's, which a fault's session and device must name."""
     key = f"{where}: {kind}"
     if not isinstance(table, dict):
         raise ExperimentError(f"{key}: write it as a table, e.g. {kind} = {{{_example(kind)}}}")
-    wanted = FAULT_FIELDS[kind]
+    wanted, optional = FAULT_FIELDS[kind], OPTIONAL_FAULT_FIELDS.get(kind, ())
     for name in table:
-        if name not in wanted:
-            raise ExperimentError(
-                f"{key}: unknown field {name!r}; {kind} takes {', '.join(wanted)}"
-            )
+        if name not in (*wanted, *optional):
+            takes = ", ".join(wanted) + "".join(f" and optionally {o}" for o in optional)
+            raise ExperimentError(f"{key}: unknown field {name!r}; {kind} takes {takes}")
     for name in wanted:
         if name not in table:
             raise ExperimentError(f"{key}: {name} is missing (e.g. {kind} = {{{_example(kind)}}})")
@@ -93,7 +98,15 @@ def make_fault(kind: str, table: Any, where: str, sessions: int) -> Fault:
             f"{key}: session = {session!r}: no such session (this step has sessions 0 to "
             f"{sessions - 1})"
         )
-    return Fault(kind, float(for_s), session, None if factor is None else float(factor))
+    device = table.get("device")
+    if device is not None and (
+        isinstance(device, bool) or not isinstance(device, int) or not 0 <= device < devices
+    ):
+        raise ExperimentError(
+            f"{key}: device = {device!r}: no such device (this step has devices 0 to "
+            f"{devices - 1}; leave device out to slow every device)"
+        )
+    return Fault(kind, float(for_s), session, None if factor is None else float(factor), device)
 
 
 def _positive(value: Any) -> bool:
@@ -238,7 +251,10 @@ def parse_experiment(text: str, where: str = "<experiment>") -> Experiment:
         raw_faults = {k: raw.pop(k) for k in list(raw) if k in FAULT_FIELDS}
         changes = _fields(raw, at_where)
         config = _config(config, changes, at_where)
-        faults = tuple(make_fault(k, v, at_where, config.sessions) for k, v in raw_faults.items())
+        faults = tuple(
+            make_fault(k, v, at_where, config.sessions, config.devices)
+            for k, v in raw_faults.items()
+        )
         steps.append(Step(float(at), changes, step_caption, i, faults))
         configs.append(config)
         last_at = at

@@ -1,7 +1,8 @@
 """Faults on cue, live: what starts and what ends each kind on the engine's parts.
 
 Why a module: a fault touches the feeder (a stalled or bursting session), the
-worker (a slow device) or the roster (a source error), and ends by itself on
+devices' workers (a slow device: the one it names, or every one) or the roster (a
+source error), and ends by itself on
 the feeder's clock; :class:`RunFaults` starts a run's faults and opens the
 segment each end begins, the engine only the segment a step opens
 (``Engine.apply``). How faults compose is :mod:`batchscope.engine.faults`.
@@ -28,7 +29,7 @@ def fault_actions(
     fault: Fault,
     active: ActiveFaults,
     feeder: Feeder,
-    worker: Worker,
+    workers: Callable[[], Sequence[Worker]],
     roster: Roster,
     report_error: Callable[[str], object],
     fps: Callable[[], float | None],
@@ -36,7 +37,8 @@ def fault_actions(
     """(start, end) of ``fault``; start runs on the caller's thread, end on the feeder's.
 
     Each sets the effect of all the faults on after it (:class:`ActiveFaults`),
-    so an end undoes only its own fault's share.
+    so an end undoes only its own fault's share. ``workers``: every device's, device 0
+    first, as they are when the start or the end comes.
     """
     sid = fault.session
     token: list[int] = []  # the start's token, for the end
@@ -61,16 +63,20 @@ def fault_actions(
         return pace(on), pace(off)
     if fault.kind == "slow_device":
 
-        def set_slowdown() -> None:  # worker thread
-            worker.slowdown = active.slowdown()
+        def slowdown_of(worker: Worker) -> Action:
+            def set_slowdown() -> None:  # the worker's thread: its device's product
+                worker.slowdown = active.slowdown(worker.device)
+
+            return set_slowdown
 
         def slow(change: Action, wait: bool) -> Action:
             def act() -> None:
                 change()
-                if wait:
-                    worker.between_batches(set_slowdown)
-                else:  # the feeder thread must not wait on the worker: hand it over, go on
-                    worker.call(set_slowdown)
+                for worker in workers():
+                    if wait:
+                        worker.between_batches(slowdown_of(worker))
+                    else:  # the feeder thread must not wait on a worker: hand it over
+                        worker.call(slowdown_of(worker))
 
             return act
 
@@ -115,7 +121,7 @@ class RunFaults:
         feeder: Feeder,
         roster: Roster,
         segments: SegmentLog,
-        worker: Callable[[], Worker],
+        workers: Callable[[], Sequence[Worker]],
         config: Callable[[], RunConfig],
         running: Callable[[], bool],
         event: Callable[[str, str], object],
@@ -123,7 +129,7 @@ class RunFaults:
     ) -> None:
         self.active = ActiveFaults()
         self._feeder, self._roster, self._segments = feeder, roster, segments
-        self._worker, self._config, self._running = worker, config, running
+        self._workers, self._config, self._running = workers, config, running
         self._event, self._clock = event, clock
 
     def stalled(self, sid: int) -> bool:
@@ -159,11 +165,13 @@ class RunFaults:
                 f"{fault.kind}: the device is {config.serving}'s own (a serving engine runs "
                 "the batches): slow-device faults run on BatchScope's worker"
             )
+        if fault.device is not None and fault.device >= config.devices:
+            return f"{fault.kind}: no device {fault.device} (the run has {config.devices})"
         start, end = fault_actions(
             fault,
             self.active,
             self._feeder,
-            self._worker(),
+            self._workers,
             self._roster,
             lambda message: self._event("error", message),
             lambda: self._config().fps,

@@ -27,7 +27,8 @@ class ActiveFaults:
     12 s at 3 s), and the end of one must undo only its own effect. So every
     effect is recomputed from the faults still on, never reset outright: a
     session is stalled while any stall of it is on, and bursts of one session
-    multiply their factors (a stall wins over a burst); slow devices multiply;
+    multiply their factors (a stall wins over a burst); slow devices multiply, on
+    the device each names (on every device when it names none);
     a session's source is failed while any source error of it is on.
     Thread-safe: the engine starts faults on the caller's thread and ends them
     on the feeder's; hold :attr:`lock` around a change and the effect it sets.
@@ -65,11 +66,14 @@ class ActiveFaults:
     def stalled(self, sid: int) -> bool:
         return self.pace(sid) == 0.0
 
-    def slowdown(self) -> float:
-        """Every batch's compute is this × longer: the product of the slow devices on."""
+    def slowdown(self, device: int) -> float:
+        """Device ``device``'s batches' compute is this × longer: the product of the slow
+        devices on that name it or no device (every device)."""
         with self.lock:
             return math.prod(
-                float(f.factor or 1.0) for f in self._on.values() if f.kind == "slow_device"
+                float(f.factor or 1.0)
+                for f in self._on.values()
+                if f.kind == "slow_device" and f.device in (None, device)
             )
 
     def failed(self, sid: int | None) -> bool:

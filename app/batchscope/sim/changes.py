@@ -46,8 +46,9 @@ class SimulatedFaults:
     A stall or a burst scales its session's pace on the clock (the live feeder's
     ``scale``), a source error fails and later recovers its session (the
     roster's rules, on the clock too), and a slow device multiplies every batch
-    that starts meanwhile (``slowdown``, as the live worker sets it between two
-    batches: the batch on the device finishes at the pace it started with).
+    that starts meanwhile on the device it names, or on every device when it names
+    none (:meth:`slowdown`, as each live worker sets its own between two batches: the
+    batch on the device finishes at the pace it started with).
     Overlapping faults compose by the live rule (:class:`ActiveFaults`): each
     end undoes only its own share. A fault's end opens a segment; its start is
     part of its step's segment (the caller opens that one).
@@ -57,7 +58,7 @@ class SimulatedFaults:
         self._clock = clock
         self._segments = segments
         self.active = ActiveFaults()
-        self.slowdown = 1.0
+        self.slowing: tuple[Fault, ...] = ()  # the slow devices on (what slowdown reads)
 
     def start(self, fault: Fault, now: float, config: RunConfig) -> int | None:
         """Start ``fault`` at ``now``: its token for :meth:`end`, or None if refused.
@@ -83,6 +84,11 @@ class SimulatedFaults:
         """The faults in effect, as a segment lists them."""
         return [f.as_json() for f in self.active.faults()]
 
+    def slowdown(self, device: int) -> float:
+        """Device ``device``'s batches take this × their curve's time (the slow devices on
+        that name it or none)."""
+        return self.active.slowdown(device)
+
     def _act(self, fault: Fault, now: float, was_failed: bool) -> None:
         """Set the effect of every fault on, after ``fault`` started or ended."""
         sid, clock, active = fault.session, self._clock, self.active
@@ -90,7 +96,7 @@ class SimulatedFaults:
             assert sid is not None, f"a {fault.kind} fault names its session (FAULT_FIELDS)"
             clock.set_scale(sid, active.pace(sid), now)
         elif fault.kind == "slow_device":
-            self.slowdown = active.slowdown()
+            self.slowing = tuple(f for f in active.faults() if f.kind == "slow_device")
         elif fault.kind == "source_error":
             assert sid is not None, "a source_error fault names its session (FAULT_FIELDS)"
             failed = active.failed(sid)
@@ -111,9 +117,9 @@ class Changes:
     config as ``Engine.apply`` does (:func:`_step`), then starts its faults as the
     player does, and opens one segment listing both. After :meth:`apply` the loop
     reads the run's state here: the config, policy and curve (and the curve's index
-    in ``curves``), the worker's and the device's knobs, the slowdown, and the memo
-    of batch times on the current curve (a new one when the curve or the slowdown
-    changes).
+    in ``curves``), the worker's and the device's knobs, the slow devices on and device
+    0's slowdown (the one-device simulator's), and the memo of batch times on the
+    current curve (a new one when the curve or the slow devices change).
     """
 
     def __init__(
@@ -140,7 +146,8 @@ class Changes:
         self.curve_k = 0
         self.batch_s: dict[int, float] = {}
         self.drop_s, self.neighbours = worker_knobs(config)
-        self.slowdown = self.faults.slowdown
+        self.slowing = self.faults.slowing
+        self.slowdown = 1.0  # device 0's
         steps = experiment.steps
         self._agenda: list[tuple[float, int, int, Any]] = [
             (t0 + s.at, STEP, s.index, s)
@@ -169,8 +176,9 @@ class Changes:
                 self.curve_k, self.batch_s = len(self.curves) - 1, {}
             if (self.drop_s, self.neighbours.count, self.neighbours.duty) != knob_key(self.config):
                 self.drop_s, self.neighbours = worker_knobs(self.config)
-        if faults.slowdown != self.slowdown:
-            self.slowdown, self.batch_s = faults.slowdown, {}
+        if faults.slowing != self.slowing:
+            self.slowing, self.batch_s = faults.slowing, {}
+            self.slowdown = faults.slowdown(0)
 
     def _step(self, step: Step, at: float, pending: Pending) -> None:
         """One step: its change, then its faults; one segment listing both."""

@@ -1,6 +1,6 @@
 """Words for people: a change or a fault as a short phrase, made here once.
 
-"burst ×4 on S0 for 5 s", "S1 stalls for 4 s", "device ×2 slower for 6 s",
+"burst ×4 on S0 for 5 s", "S1 stalls for 4 s", "every device ×2 slower for 6 s",
 "policy oldest → all", "sessions 4 → 8", "resolution 256×144 → 512×288".
 The ``config`` and ``fault`` events (the time plots' notes, the events table),
 a step's default caption, the status line, the segment table's "changed" cell
@@ -70,14 +70,16 @@ def session_name(sid: int) -> str:
 
 def fault_phrase(fault: Fault | Mapping[str, Any]) -> str:
     """A fault in a few words: "S0 stalls for 5 s", "burst ×4 on S0 for 5 s",
-    "device ×2 slower for 6 s", "S1's source fails for 2 s".
+    "every device ×2 slower for 6 s" ("device 1 ×2 …" when it names one), "S1's source
+    fails for 2 s".
 
     ``fault``: a Fault, or the JSON a segment lists it as (``Fault.as_json``).
     """
     f = fault.as_json() if isinstance(fault, Fault) else fault
     kind, lasts = f["kind"], f"for {f['for_s']:g} s"
     if kind == "slow_device":
-        return f"device ×{f['factor']:g} slower {lasts}"
+        where = "every device" if f.get("device") is None else f"device {f['device']}"
+        return f"{where} ×{f['factor']:g} slower {lasts}"
     who = session_name(f["session"])
     if kind == "stall":
         return f"{who} stalls {lasts}"
