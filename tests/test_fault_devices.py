@@ -89,5 +89,8 @@ def test_live_a_slow_device_fault_slows_the_device_named_or_every_device():
         assert [w.slowdown for w in workers] == [2.0, 2.0 * FACTOR]
         faults = [e.message for e in engine.events() if e.kind == "fault"]
         assert faults == ["every device ×2 slower for 60 s", "device 1 ×3 slower for 60 s"]
+        # a device that joins while they are on is slowed as every device is
+        assert engine.apply(engine.config.with_changes(devices=3)) is None
+        assert [w.slowdown for w in engine.workers()] == [2.0, 2.0 * FACTOR, 2.0]
     finally:
         assert engine.stop(5.0) == []

@@ -106,7 +106,13 @@ class Engine:
         self._worker: ServingWorker | None = None  # device 0 (and a serving engine's client)
         # BatchScope's worker on several devices: devices 1…N−1, and the router
         self._lanes = Lanes(
-            self.mailboxes, self.store, self.event, clock, self._score, self._stopping
+            self.mailboxes,
+            self.store,
+            self.event,
+            clock,
+            self._score,
+            self._stopping,
+            lambda device: self.faults.active.slowdown(device),  # a device joining a fault
         )
         self._router: Router | None = None
         self._holds_ray = False  # holds the process's Ray (released by stop, or a switch)

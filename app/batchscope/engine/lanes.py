@@ -74,12 +74,14 @@ class Lanes:
         clock: Callable[[], float],
         scorer: Callable[..., tuple],
         stopping: threading.Event,
+        slowdown: Callable[[int], float],
     ) -> None:
         self._mailboxes = mailboxes
         self._store = store
         self._event = event
         self._clock = clock
         self._scorer = scorer
+        self._slowdown = slowdown  # a device's slow-device faults' product, now
         self.workers: list[Worker] = []  # devices 1…N−1, in use
         # the workers a build made and no swap took yet (building, or built and waiting):
         # their threads run too, and a stop must end them
@@ -138,6 +140,7 @@ class Lanes:
         for worker in built.new:
             worker.scorer = self._scorer
             self.set_knobs(worker, config)
+            worker.slowdown = self._slowdown(worker.device)  # a fault on: as the others
             worker.paused = paused
             if running:
                 worker.start()
