@@ -31,6 +31,7 @@ class FakeEngine:
         self.open_error: Exception | None = None
         self.apply_error: str | None = None
         self.applied: list[RunConfig] = []
+        self.fresh: list[bool] = []  # each apply's: start over from it (an experiment's start)
         self.captions: list[str] = []
         self.scopes: list[str] = []
         self.calls: list[str] = []
@@ -56,9 +57,11 @@ class FakeEngine:
         on_done: Callable[[str | None], None] | None = None,
         caption: str = "",
         step: bool = False,
+        fresh: bool = False,
     ) -> str | None:
         new = change if isinstance(change, RunConfig) else self.config.with_changes(**change)
         self.applied.append(new)
+        self.fresh.append(fresh)
         self.captions.append(caption)
         if self.apply_error is None:
             self.config = new
@@ -292,6 +295,57 @@ def test_a_step_that_failed_is_one_line_and_the_experiment_goes_on(presenter, fa
     player.on_end()
     assert presenter.player is None
     assert presenter.statuses[-1][0].startswith("Experiment two finished (30 s)")
+
+
+FAULT_STEP = parse_experiment(
+    """
+name = "stalls"
+caption = "a stall."
+duration = 20
+[base]
+backend = "emulated"
+sessions = 3
+[[step]]
+at = 5
+stall = { session = 2, for_s = 3 }
+""",
+    "stalls.toml",
+)
+
+
+def test_an_experiment_from_the_menu_starts_afresh(presenter, fake):
+    # issue 43 item 7 (86228b5: the start was a plain change, so the sessions kept the
+    # phases the run before had drifted to; tests/test_experiment_afresh.py has the engine)
+    started(presenter)
+    presenter.play_experiment(TWO_STEPS)
+    presenter.run()
+    assert fake.fresh[-1] is True and fake.captions[-1] == "two sessions."
+    presenter.change({"sessions": 4})  # a user's change is no fresh start
+    presenter.run()
+    assert fake.fresh[-1] is False
+
+
+def test_the_caption_leaves_the_banner_when_the_experiment_ends(presenter, fake):
+    # 86228b5: the last step's caption stayed in the banner after the end
+    captions = []
+    presenter.caption.connect(captions.append)
+    started(presenter)
+    presenter.play_experiment(TWO_STEPS)
+    presenter.run()
+    player = FakePlayer.made[-1]
+    player.step(1)
+    assert captions[-1] == "now two."
+    player.on_end()
+    assert captions[-1] == "" and presenter.player is None
+
+
+def test_a_fault_step_says_what_it_did(presenter, fake):
+    # 86228b5: "stalls, step 1 of 1 at 5 s: no change"
+    started(presenter)
+    presenter.play_experiment(FAULT_STEP)
+    presenter.run()
+    FakePlayer.made[-1].step(0)
+    assert presenter.statuses[-1] == ("stalls, step 1 of 1 at 5 s: S2 stalls for 3 s", "ok")
 
 
 def test_a_bad_experiment_file_is_one_line_and_nothing_stops(presenter, fake, tmp_path):

@@ -31,6 +31,7 @@ returns, no window of a session it dropped is still on its way to a mailbox
 from __future__ import annotations
 
 import heapq
+import math
 import random
 import threading
 import time
@@ -62,7 +63,7 @@ class Feeder(LoopThread):
         self._mailboxes = mailboxes
         self._on_error = on_error
         self._clock = clock
-        self._rng = random.Random(seed)
+        self._rng = random.Random(seed)  # the sessions' phases, drawn as they join
         self._lock = threading.Lock()
         self._sessions: dict[int, Session] = {}
         self._fps: dict[int, float] = {}
@@ -94,6 +95,25 @@ class Feeder(LoopThread):
                     kept.append((now + first_frame_delay(self._rng, self._fps[s.id]), s.id))
             heapq.heapify(kept)
             self._heap = kept
+        self._wake.set()
+
+    def rephase(self, seed: int) -> None:
+        """Give every paced session a new phase, as a fresh run with ``seed`` does.
+
+        An experiment starts from its own base: whatever phases the run before left
+        (sessions that joined at other instants, another seed), they are drawn again
+        as at a fresh start: one draw each from ``random.Random(seed)``, in id order
+        (:func:`first_frame_delay`), from now.
+        """
+        now = self._clock()
+        with self._lock:
+            self._rng = random.Random(seed)
+            self._heap = [
+                (now + first_frame_delay(self._rng, self._fps[sid]), sid)
+                for sid in sorted(self._sessions)
+                if self._sessions[sid].source.paced
+            ]
+            heapq.heapify(self._heap)
         self._wake.set()
 
     def set_paused(self, paused: bool) -> None:
@@ -208,8 +228,11 @@ class Feeder(LoopThread):
                 factor = self._scale.get(sid, 1.0)
                 period = 1.0 / (self._fps[sid] * (factor or 1.0))
                 nxt = due + period
-                if nxt < now - period:  # fell behind (e.g. a stall): skip, do not burst
-                    nxt = now + period
+                if nxt < now - period:
+                    # fell behind (a host that woke the feeder late): skip the frames
+                    # missed, do not burst, and keep the phase (``now + period`` put every
+                    # late session on one instant: a long run drifted into lock-step)
+                    nxt = due + (math.floor((now - due) / period) + 1) * period
                 if session.state == "running":
                     heapq.heappush(self._heap, (nxt, sid))
                     # a stalled session (or all, paused) keeps its schedule, sends nothing

@@ -89,6 +89,7 @@ class Host(Protocol):
     def add_slot(self, slot: SourceSlot) -> None: ...
     def release_caches(self) -> None: ...
     def sync_sessions(self) -> None: ...
+    def rephase(self, seed: int) -> None: ...
     def sync_load(self, config: RunConfig) -> None: ...
     def set_worker_knobs(self, config: RunConfig) -> None: ...
 
@@ -114,6 +115,7 @@ class LiveChange:
         caption: str = "",
         step: bool = False,
         faults: Sequence[Fault] = (),
+        fresh: bool = False,
     ) -> str | None:
         """Apply a change live, as one transaction; returns the error, or None.
 
@@ -131,7 +133,10 @@ class LiveChange:
         menu's) start right after the change (or its failure: the run goes on as
         before, with them), and the one segment the step opens lists both the
         change and the faults: one step, one segment. ``on_done(error)`` is called
-        either way; the error is the change's, else the first fault's.
+        either way; the error is the change's, else the first fault's. ``fresh``
+        (an experiment's start): once the change took effect, the run starts over
+        from it as a fresh run would (:meth:`_afresh`), so nothing of what played
+        before carries into the experiment.
         """
         engine = self._engine
         with self._lock:
@@ -165,6 +170,8 @@ class LiveChange:
                     label_event = label
             elif step and caption and opens is None:
                 opens = (old, {}, None)
+            if fresh and error is None:
+                self._afresh(engine.config)
             at = engine.clock()  # the step's segment opens here, its faults' clocks start here
             started, fault_error = engine.faults.start(faults, at)
             if started:
@@ -180,6 +187,18 @@ class LiveChange:
         if on_done:
             on_done(error)
         return error
+
+    def _afresh(self, config: RunConfig) -> None:
+        """Under the lock: what a fresh run on ``config`` starts with and a long run has
+        drifted from: a new policy on every device (an adaptive cap, a round-robin
+        cursor), the emulated device's neighbours from their seed, and every session
+        re-phased from the seed (as a fresh run on it spreads them)."""
+        engine = self._engine
+        for each in engine.workers():
+            each.set_policy(make_policy(config))
+        if config.backend == "emulated":
+            engine.worker.between_batches(lambda: self._set_neighbours(config))
+        engine.rephase(config.seed)
 
     def add_source(self, spec: str) -> SourceSlot:
         """Open one more source and play it, as one live change: the config lists it, the

@@ -60,6 +60,7 @@ class ConfigurableEngine(Protocol):
         on_done: Callable[[str | None], None] | None = None,
         caption: str = "",
         step: bool = False,
+        fresh: bool = False,
     ) -> str | None: ...
 
 

@@ -25,6 +25,7 @@ from batchscope.config import BACKEND_FIELDS, ConfigError
 from batchscope.engine.metrics import Event
 from batchscope.engine.player import ExperimentPlayer, first_config
 from batchscope.engine.recorder import RecordingError
+from batchscope.engine.report.phrases import fault_phrase
 from batchscope.engine.snapshot import SCOPES
 from batchscope.experiment import Experiment, ExperimentError, load_experiment
 from batchscope.ui.experiments_menu import on_sources
@@ -311,7 +312,9 @@ class Presenter(QObject):
         self.player = player
 
         def job() -> str | None:
-            error = self.engine.apply(first, caption=caption, step=True)
+            # from its own base, always: nothing of what played before (a drifted phase,
+            # a policy's state) carries into it, as in a fresh ``run --experiment``
+            error = self.engine.apply(first, caption=caption, step=True, fresh=True)
             if error is None and self.player is player and not self.commands.terminating:
                 player.start()
             return error
@@ -408,14 +411,15 @@ class Presenter(QObject):
         if error:
             self.status.emit(f"{where}: not applied: {error}", "error")
         else:
-            what = ", ".join(f"{k} {v}" for k, v in step.changes.items()) or "no change"
-            self.status.emit(f"{where}: {what}", "ok")
+            did = [*(f"{k} {v}" for k, v in step.changes.items()), *map(fault_phrase, step.faults)]
+            self.status.emit(f"{where}: {', '.join(did) or 'no change'}", "ok")
         self.step_applied.emit(index, error)
 
     def _on_ended(self, player: Player) -> None:
         if player is not self.player:
             return
         self.player = None
+        self.caption.emit("")  # its narration is over: the banner goes with it
         self.experiment_changed.emit("")
         self.status.emit(
             f"Experiment {player.experiment.name} finished ({player.experiment.duration:g} s); "
