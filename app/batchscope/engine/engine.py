@@ -693,7 +693,7 @@ class Engine:
         if self.paused and cached is not None and cached[0] == key:
             with self.store.lock:
                 timeline = list(self.store.timeline)
-            return replace(cached[1], t=now - self._t0, timeline=timeline)
+            return replace(cached[1], t=now - self._t0, timeline=timeline, fresh=False)
         snap = replace(take_snapshot(self.store, at), host_load=self._load_watch.now())
         self._paused_snapshot = (key, snap) if self.paused else None
         return snap

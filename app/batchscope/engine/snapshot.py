@@ -152,6 +152,9 @@ class Snapshot:
     # on several devices, what each did over the scope: the report's ``devices`` entries
     # (engine/stats.py: device_entries), device 0 first; empty on one device
     devices: list[dict[str, Any]] = field(default_factory=list)
+    # False: the run is paused and nothing came since the last snapshot, which this one
+    # repeats (its time and timeline aside); the views have drawn it already
+    fresh: bool = True
 
     @property
     def settling(self) -> bool:

@@ -460,7 +460,7 @@ class MainWindow(QMainWindow):
                 self.status_line.show_message(f"{ev.kind}: {ev.message}", "error")
             elif ev.kind == "fault" and (ended := ended_fault(ev.message)) is not None:
                 self.status_line.clear_message(fault_status(ended))
-        if snap is not None:
+        if snap is not None and snap.fresh:  # paused: drawn once, then left as it is
             self._show(snap)
             self.segment_table.keep(snap)
             if snap.t - self._buses_kept_at >= 1.0:  # each segment's last seconds, for reports
