@@ -128,6 +128,9 @@ class FakePlayer:
     def step(self, index: int, error: str | None = None) -> None:
         self.on_step(index, error)
 
+    def segments(self) -> tuple[int, int | None] | None:
+        return (1, None) if self.started else None
+
 
 TWO_STEPS = parse_experiment(
     """
@@ -323,6 +326,21 @@ def test_an_experiment_from_the_menu_starts_afresh(presenter, fake):
     presenter.change({"sessions": 4})  # a user's change is no fresh start
     presenter.run()
     assert fake.fresh[-1] is False
+
+
+def test_every_experiment_played_is_kept_for_the_report(presenter, fake):
+    started(presenter)
+    presenter.play_experiment(TWO_STEPS)
+    presenter.play_experiment(FAULT_STEP)  # the first stops before its start: not played
+    presenter.run()
+    assert [e.name for e, _ in presenter.experiments_played()] == ["stalls"]
+    presenter.play_experiment(TWO_STEPS)
+    presenter.run()
+    played = presenter.experiments_played()
+    assert [(e.name, segments) for e, segments in played] == [
+        ("stalls", (1, None)),
+        ("two", (1, None)),
+    ]
 
 
 def test_the_caption_leaves_the_banner_when_the_experiment_ends(presenter, fake):

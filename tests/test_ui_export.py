@@ -91,13 +91,20 @@ def test_export_report_writes_the_html_off_the_gui_thread(dashboard, qtbot, tmp_
     text = target.read_text(encoding="utf-8")
     assert '<table class="segments">' in text and "<th>what changed</th>" not in text
     assert '<th class="text">what changed</th>' in text and "predicted mean fps" in text
-    assert "sessions 2, policy oldest" in text and "sessions 3" in text  # the rows
+    assert "policy all → oldest" in text and "sessions 2 → 3" in text  # the rows
     assert "two sessions &lt;script&gt;alert(2)&lt;/script&gt;" in text
     assert "three &amp; &lt;b onmouseover=x&gt;more&lt;/b&gt;" in text
-    assert "BatchScope report: &lt;img src=x onerror=alert(1)&gt;" in text
     assert "<script" not in text.lower() and "<img src=x" not in text and "<b " not in text
     assert "[[step]]" in text  # the experiment file itself
     assert "segment 1: the bus view" in text  # each segment's last seconds, kept by the tick
+    # the run began before the experiment: the report is the run's, not titled by the
+    # experiment, which it names with the segments it played; segment 0 keeps its own
+    # caption (issue 43 item 8; 86228b5 titled the run with the experiment and put its
+    # first caption on segment 0)
+    assert "BatchScope report: live run" in text
+    assert "<li>&lt;img src=x onerror=alert(1)&gt;: segments 1–" in text
+    segments = engine.report()["segments"]
+    assert segments[0]["caption"] == "" and segments[1]["caption"].startswith("two sessions")
 
 
 def test_export_report_to_a_missing_folder_is_one_line(dashboard, qtbot, tmp_path: Path):

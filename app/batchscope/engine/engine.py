@@ -479,12 +479,13 @@ class Engine:
         """
         return self.apply({}, caption=caption, faults=(fault,))
 
-    def label_first_segment(
-        self, changes: dict[str, Any], caption: str, faults: Sequence[Fault] = ()
+    def label_segment(
+        self, index: int, changes: dict[str, Any], caption: str, faults: Sequence[Fault] = ()
     ) -> str | None:
-        """Say what segment 0 stands for (an experiment's step 0) and start that step's
-        faults in it: one step, one segment. Returns the first fault's error, if any."""
-        return self._live.label_first_segment(changes, caption, faults)
+        """Say what segment ``index`` stands for (an experiment's step 0, in the segment it
+        started in) and start that step's faults in it: one step, one segment. Returns the
+        first fault's error, if any."""
+        return self._live.label_segment(index, changes, caption, faults)
 
     def install_sources(self, slots: list[SourceSlot]) -> None:
         """Swap in newly opened sources, unless a stop came meanwhile: then close them

@@ -233,17 +233,18 @@ class LiveChange:
             engine.segments.open(engine.clock(), new, wanted, faults=engine.faults.on())
         engine.event("config", changes_phrase(changes))
 
-    def label_first_segment(
-        self, changes: dict[str, Any], caption: str, faults: Sequence[Fault] = ()
+    def label_segment(
+        self, index: int, changes: dict[str, Any], caption: str, faults: Sequence[Fault] = ()
     ) -> str | None:
-        """Say what segment 0 stands for (an experiment's step 0) and start that step's
-        faults in it: one step, one segment. Returns the first fault's error, if any."""
+        """Say what segment ``index`` stands for (an experiment's step 0, in the segment
+        the experiment started in) and start that step's faults in it: one step, one
+        segment. Returns the first fault's error, if any."""
         engine = self._engine
         with self._lock:
             started, error = engine.faults.start(faults, engine.clock())
             if started:
                 changes = {**changes, "fault": fault_changes(started)}
-            engine.segments.relabel(0, changes, caption, engine.faults.on())
+            engine.segments.relabel(index, changes, caption, engine.faults.on())
         return error
 
     def _transact(self, new: RunConfig, changes: dict[str, tuple[Any, Any]]) -> None:

@@ -66,10 +66,23 @@ class ExperimentPlayer(LoopThread):
         self.finished = threading.Event()
         self.steps_done = 0
         self._origin: float | None = None
+        # the segments it played, first and last (None while it plays): a report of a
+        # longer run says which of its segments were this experiment's
+        self.first_segment: int | None = None
+        self.last_segment: int | None = None
 
     def start(self) -> None:
         self._origin = self._engine.now()
+        current = self._engine.segments.current()  # the segment its start opened
+        self.first_segment = current.index if current is not None else 0
         super().start()
+
+    def segments(self) -> tuple[int, int | None] | None:
+        """The segments it played, (first, last); last None while it plays; None if it
+        never started."""
+        if self.first_segment is None:
+            return None
+        return self.first_segment, self.last_segment
 
     def elapsed(self) -> float:
         """Seconds since the experiment started (0 before), at most its duration."""
@@ -94,7 +107,7 @@ class ExperimentPlayer(LoopThread):
                 first = steps.pop(0)
                 self._done(0, self._label_first_segment(first))
             elif self._engine.config == self.experiment.base:  # as simulated: its caption
-                self._engine.label_first_segment({}, self.experiment.caption)
+                self._engine.label_segment(self._first(), {}, self.experiment.caption)
             for step in steps:
                 if not self._sleep_until(step.at):
                     return
@@ -113,6 +126,13 @@ class ExperimentPlayer(LoopThread):
                     self._on_end()
         except Exception as exc:  # never let the player die silently
             self._engine.event("error", f"experiment player: {type(exc).__name__}: {exc}")
+        finally:  # at its duration, or stopped after the step in flight: its last segment
+            current = self._engine.segments.current()
+            self.last_segment = current.index if current is not None else self._first()
+
+    def _first(self) -> int:
+        assert self.first_segment is not None, "start() notes it before the thread runs"
+        return self.first_segment
 
     def _done(self, index: int, error: str | None) -> None:
         self.steps_done = index + 1
@@ -120,10 +140,11 @@ class ExperimentPlayer(LoopThread):
             self._on_step(index, error)
 
     def _label_first_segment(self, step: Step) -> str | None:
-        """The running first segment says what step 0 set and shows its caption (as
+        """Its first segment (segment 0 of a run started on it, else the one its start
+        opened; never another's) says what step 0 set and shows its caption (as
         simulated), with step 0's faults started in it; the first fault's error, if any."""
         base = self.experiment.base
         changes = {k: b for k, (_, b) in base.diff(self.experiment.config_at(0)).items()}
-        return self._engine.label_first_segment(
-            changes, step.caption or self.experiment.caption, step.faults
+        return self._engine.label_segment(
+            self._first(), changes, step.caption or self.experiment.caption, step.faults
         )

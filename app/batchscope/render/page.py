@@ -1,12 +1,13 @@
 """The HTML report of a run or an experiment: one self-contained file.
 
 ``run --report``, ``simulate --experiment --report`` and the app's File →
-Export report… write it: the experiment's name and caption, the device,
+Export report… write it: the experiment's name and caption (a run longer than
+one experiment: each one played, with its segments, and its caption), the device,
 backend, profile, precision and resolution, the versions, the segment table
 with the simulator's predictions (the cells of
 :func:`batchscope.engine.report.rows.segment_cells`), plots as PNG data URIs
 (:mod:`batchscope.render.charts`), the events, the config and the
-experiment file itself. Qt is imported only to draw (and name its version),
+experiment files themselves. Qt is imported only to draw (and name its version),
 so the CLI can import this module for :func:`experiment_block` at no cost.
 
 Self-contained and safe: nothing is loaded from anywhere (no external CSS,
@@ -285,6 +286,14 @@ def build_html(report: Mapping[str, Any], buses: Mapping[int, BusRecords] | None
     ]
     if exp.get("caption"):
         out.append(f'<p class="caption">{esc(exp["caption"])}</p>')
+    played = report.get("experiments") or []
+    if played and not exp:  # a longer run: each experiment with the segments it played
+        items = "".join(
+            f"<li>{esc(e['name'])}: {_segments_phrase(e['segments'])}"
+            f"{' — ' + esc(e['caption']) if e.get('caption') else ''}</li>"
+            for e in played
+        )
+        out.append(f"<p>Experiments played in this run:</p><ul>{items}</ul>")
     facts = "".join(
         f"<tr><th>{esc(k)}</th><td class='text'>{esc(v)}</td></tr>" for k, v in _facts(report)
     )
@@ -324,11 +333,17 @@ def build_html(report: Mapping[str, Any], buses: Mapping[int, BusRecords] | None
         )
     out.append("<h2>Config</h2>")
     out.append(f"<pre>{esc(json.dumps(report['config'], indent=2))}</pre>")
-    if exp.get("text"):
-        out.append(f"<h2>Experiment file: {esc(exp.get('source', ''))}</h2>")
-        out.append(f"<pre>{esc(exp['text'])}</pre>")
+    for e in played or ([exp] if exp else []):
+        if e.get("text"):
+            out.append(f"<h2>Experiment file: {esc(e.get('source', ''))}</h2>")
+            out.append(f"<pre>{esc(e['text'])}</pre>")
     out.append("</body></html>")
     return "\n".join(out)
+
+
+def _segments_phrase(segments: Sequence[int]) -> str:
+    first, last = segments
+    return f"segment {first}" if first == last else f"segments {first}–{last}"
 
 
 def write_html_report(

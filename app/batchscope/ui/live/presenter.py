@@ -86,6 +86,8 @@ class Player(Protocol):
 
     def stop(self, timeout: float = 2.0) -> None: ...
 
+    def segments(self) -> tuple[int, int | None] | None: ...
+
 
 PlayerFactory = Callable[..., Player]  # (engine, experiment, on_step=, on_end=)
 
@@ -114,6 +116,7 @@ class Presenter(QObject):
         self.commands.finished.connect(self._on_finished)
         self._make_player = make_player
         self.player: Player | None = None
+        self.played: list[Player] = []  # every experiment started in this run, in order
         self._step_done.connect(self._on_step_done)
         self._ended.connect(self._on_ended)
         self.scope = "segment"
@@ -317,9 +320,20 @@ class Presenter(QObject):
             error = self.engine.apply(first, caption=caption, step=True, fresh=True)
             if error is None and self.player is player and not self.commands.terminating:
                 player.start()
+                self.played.append(player)
             return error
 
         self.commands.submit("experiment", job)
+
+    def experiments_played(self) -> list[tuple[Experiment, tuple[int, int | None]]]:
+        """Every experiment started in this run with the segments it played (first, last;
+        last None while it plays), for the reports (``export.name_experiments``)."""
+        out = []
+        for player in list(self.played):
+            segments = player.segments()
+            if segments is not None:
+                out.append((player.experiment, segments))
+        return out
 
     def stop_experiment(self) -> None:
         """Stop the experiment playing; the run goes on with the setting it reached."""
@@ -398,6 +412,7 @@ class Presenter(QObject):
         self.experiment_changed.emit(experiment.name)
         self.player = self._new_player(experiment)
         self.player.start()
+        self.played.append(self.player)
 
     def _on_step_done(self, player: Player, index: int, error: str | None) -> None:
         if player is not self.player:

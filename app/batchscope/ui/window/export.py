@@ -22,10 +22,36 @@ class ExportError(OSError):
     """A file that could not be written; ``str()`` names it and says why."""
 
 
-def export_report(engine: Engine, path: str | Path) -> Path:
-    """Write ``engine.report()`` (the JSON report schema) to ``path``."""
+#: an experiment played in the run, and its segments (first, last; last None: playing)
+Played = tuple[Experiment, tuple[int, int | None]]
+
+
+def name_experiments(report: dict[str, Any], played: Sequence[Played]) -> dict[str, Any]:
+    """``report`` naming every experiment played with the segments it played.
+
+    ``experiments``: each one's block (``experiment_block``) with ``"segments":
+    [first, last]``, in the order played. ``experiment`` (what titles the report,
+    as ``run --experiment`` has it) only when one experiment played the whole run:
+    a longer run is not titled by its last experiment, and its segment 0 keeps its
+    own caption.
+    """
+    n = len(report.get("segments") or [])
+    blocks = []
+    for experiment, (first, last) in played:
+        last = n - 1 if last is None else last
+        blocks.append({**experiment_block(experiment), "segments": [first, last]})
+    if blocks:
+        report["experiments"] = blocks
+    if len(blocks) == 1 and blocks[0]["segments"] == [0, n - 1]:
+        report["experiment"] = blocks[0]
+    return report
+
+
+def export_report(engine: Engine, path: str | Path, played: Sequence[Played] = ()) -> Path:
+    """Write ``engine.report()`` (the JSON report schema) to ``path``, naming the
+    experiments ``played`` (:func:`name_experiments`)."""
     path = Path(path)
-    text = json.dumps(engine.report(), indent=2)
+    text = json.dumps(name_experiments(engine.report(), played), indent=2)
     try:
         path.write_text(text + "\n")
     except OSError as exc:
@@ -42,21 +68,19 @@ def html_path(path: str | Path) -> Path:
 def export_html_report(
     engine: Engine,
     path: str | Path,
-    experiment: Experiment | None = None,
+    played: Sequence[Played] = (),
     buses: dict | None = None,
 ) -> Path:
     """Write the HTML report of ``engine.report()`` to ``path`` (.html added).
 
-    Each segment gets the simulator's prediction, and the report the
-    experiment playing (``experiment``), as ``run --experiment --report`` has
-    them; ``buses`` (segment index -> its last seconds, ``Engine.keep_buses``)
-    draw each segment's bus view. Takes a second or more (the predictions, the
-    plots): call it off the GUI thread.
+    Each segment gets the simulator's prediction, as ``run --experiment --report``
+    has them, and the report names the experiments ``played`` with their segments
+    (:func:`name_experiments`); ``buses`` (segment index -> its last seconds,
+    ``Engine.keep_buses``) draw each segment's bus view. Takes a second or more (the
+    predictions, the plots): call it off the GUI thread.
     """
     path = html_path(path)
-    report = add_predictions(engine.report())
-    if experiment is not None:
-        report["experiment"] = experiment_block(experiment)
+    report = name_experiments(add_predictions(engine.report()), played)
     try:
         return write_html_report(report, path, buses)
     except ReportError as exc:

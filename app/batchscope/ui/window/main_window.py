@@ -135,7 +135,6 @@ class MainWindow(QMainWindow):
         self.tick_stats = TickStats()
         self._start_note: str | None = None
         self._noted: set[tuple[str, str]] = set()  # (spec, note) already said in the status line
-        self._experiment: Experiment | None = None  # the last one played (for the report)
         self._buses: dict = {}  # segment index -> its last seconds (Engine.keep_buses)
         self._buses_kept_at = -1.0
         self._first_result_shown = False  # for the start-up log (BATCHSCOPE_STARTUP_LOG)
@@ -396,7 +395,6 @@ class MainWindow(QMainWindow):
         """
         self._start_note = note
         if experiment is not None:
-            self._experiment = experiment
             self.show_segments()
         self.starting.say(self._starting_line())
         self.presenter.start_engine(experiment)
@@ -420,7 +418,6 @@ class MainWindow(QMainWindow):
             self.status_line.show_message(message, "busy")
 
     def play_experiment(self, experiment: Experiment) -> None:
-        self._experiment = experiment
         self.presenter.play_experiment(experiment)
 
     def set_scope(self, scope: str) -> None:
@@ -564,7 +561,7 @@ class MainWindow(QMainWindow):
             self, "Open experiment", str(Path.home()), "Experiments (*.toml);;All files (*)"
         )
         if path:
-            self._experiment = self.presenter.open_experiment(path) or self._experiment
+            self.presenter.open_experiment(path)
 
     def _show_caption(self, text: str) -> None:
         self.caption.setText(text)
@@ -618,7 +615,8 @@ class MainWindow(QMainWindow):
             self, "Export numbers", "batchscope-report.json", "JSON report (*.json)"
         )
         if path:
-            self._export(lambda: export_report(self.engine, path))
+            played = self.presenter.experiments_played()
+            self._export(lambda: export_report(self.engine, path, played))
 
     def _export_html_report(self) -> None:
         path, _ = QFileDialog.getSaveFileName(
@@ -632,13 +630,12 @@ class MainWindow(QMainWindow):
 
         The status line says where it went, or the one-line error, when the job is done.
         """
-        player = self.presenter.player
-        experiment = player.experiment if player is not None else self._experiment
+        played = self.presenter.experiments_played()  # each with the segments it played
         engine, target, buses = self.engine, html_path(path), dict(self._buses)
 
         def job() -> str | None:
             try:
-                export_html_report(engine, target, experiment, buses)
+                export_html_report(engine, target, played, buses)
             except ExportError as exc:
                 return str(exc)
             return None
