@@ -42,7 +42,7 @@ from batchscope.config import KNOBS, ConfigError, RunConfig
 from batchscope.profiles.profile import DeviceProfile
 from batchscope.sim.devices import Device, load_devices, simulate_devices
 from batchscope.sim.host_jitter import HostJitter
-from batchscope.sim.planner.present import POLL_S, tie_to_parent
+from batchscope.sim.planner.present import POLL_S, stop_pool, tie_to_parent
 from batchscope.sim.planner.results import Plan, PlanCancelled
 from batchscope.sim.simulator import DEFAULT_WARMUP_S
 
@@ -150,10 +150,14 @@ class DevicesSearch:
         self.figures[(devices, "pinned", sessions)] = (worst.min_fps_worst, p99, spread)
         return ok
 
-    def close(self) -> None:
-        """Stop the forked workers (if any)."""
+    def close(self, now: bool = False) -> None:
+        """Stop the forked workers (if any); ``now``: without waiting for the seeds in play
+        (Ctrl-C, a cancel: their figures are not wanted)."""
         if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+            if now:
+                stop_pool(self._pool)
+            else:
+                self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
 
     def _played(self, devices: int, router: str, sessions: int) -> bool:
@@ -241,9 +245,12 @@ def sessions_for_devices(
     m = _one_device(result)
     search = DevicesSearch(result, profile, warmup_s, cancelled, workers)
     try:
-        return _sessions_for(search, devices, m)
-    finally:
-        search.close()
+        answer = _sessions_for(search, devices, m)
+    except BaseException:  # Ctrl-C, a cancel, an error: the seeds in play are dropped
+        search.close(now=True)
+        raise
+    search.close()
+    return answer
 
 
 def _sessions_for(search: DevicesSearch, devices: int, m: int) -> DevicesPlan:
@@ -281,9 +288,12 @@ def fewest_devices(
     m = _one_device(result)
     search = DevicesSearch(result, profile, warmup_s, cancelled, workers)
     try:
-        return _fewest(search, sessions, devices_max, m)
-    finally:
-        search.close()
+        answer = _fewest(search, sessions, devices_max, m)
+    except BaseException:  # Ctrl-C, a cancel, an error: the seeds in play are dropped
+        search.close(now=True)
+        raise
+    search.close()
+    return answer
 
 
 def _fewest(search: DevicesSearch, sessions: int, devices_max: int, m: int) -> DevicesPlan | None:

@@ -8,6 +8,7 @@ import multiprocessing as mp
 import os
 import signal
 import sys
+import time
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -153,8 +154,8 @@ def _play_cells(
                         yield futures[done], done.result()
                     if cancelled is not None and cancelled():
                         raise PlanCancelled()
-            except BaseException:
-                pool.shutdown(wait=True, cancel_futures=True)
+            except BaseException:  # Ctrl-C, a cancel, an error: the runs in play are dropped
+                stop_pool(pool)
                 raise
     finally:
         _shared = None
@@ -167,9 +168,33 @@ def _play_in_worker(cell: Cell) -> list[Figures]:
     return _play_cell(evaluator, plan_, cell)
 
 
+def stop_pool(pool: ProcessPoolExecutor, timeout_s: float = 1.0) -> None:
+    """End ``pool`` now: its pending work cancelled, each worker process terminated by its
+    PID (killed if still there after ``timeout_s``).
+
+    Why not ``shutdown(wait=True)``: it waits out the cells in play, seconds each at long
+    durations and many seeds; `plan` went on planning 30 s after Ctrl-C (issue 44).
+    """
+    workers = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in workers:
+        with contextlib.suppress(OSError, ValueError):  # gone already, or closed
+            proc.terminate()
+    deadline = time.monotonic() + timeout_s
+    for proc in workers:
+        with contextlib.suppress(OSError, ValueError):
+            proc.join(max(0.0, deadline - time.monotonic()))
+            if proc.is_alive():
+                proc.kill()
+                proc.join(timeout_s)
+
+
 def tie_to_parent(parent: int) -> None:
     """A worker ends with the process that forked it (SIGTERM from the kernel when it dies,
-    even by SIGKILL; the pool is made and used on that process's main thread)."""
+    even by SIGKILL; the pool is made and used on that process's main thread). It ignores
+    SIGINT: a terminal's Ctrl-C reaches the whole process group, and ending the work is
+    the parent's call (:func:`stop_pool`)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     if os.getppid() != parent:  # it died before the line above
