@@ -35,7 +35,6 @@ from batchscope.engine.backends import (
 )
 from batchscope.engine.fault_actions import RunFaults
 from batchscope.engine.feeder import Feeder
-from batchscope.engine.figures import LiveFigures
 from batchscope.engine.host_check import HostProbe, LoadWatch, host_load_since, load_mark
 from batchscope.engine.lanes import Lanes, LanesBuilt
 from batchscope.engine.live_change import EngineStopped, LiveChange
@@ -44,6 +43,7 @@ from batchscope.engine.monitor import Monitor, sample_timeline
 from batchscope.engine.policies import make_policy
 from batchscope.engine.recorder import Recorder
 from batchscope.engine.report.body import SessionInfo
+from batchscope.engine.report.live_figures import LiveFigures
 from batchscope.engine.report.run_report import run_report
 from batchscope.engine.roster import (
     Roster,

@@ -4,7 +4,7 @@ Why: the live engine keeps its records in fixed rings (metrics.py), 262,144 wind
 136 s at 64 sessions × 30 fps. A report cut from the ring after that counted only the
 newest windows but divided by the whole interval (segment 0 of two 100 s segments read
 11 fps against a true 30). A :class:`Tally` is fed every record once, as it arrives
-(:class:`~batchscope.engine.figures.LiveFigures` does that), and keeps what the report's
+(:class:`~batchscope.engine.report.live_figures.LiveFigures` does that), and keeps what the report's
 figures need and no more:
 
 - counts and sums (delivered, stages, busy time, batch sizes and reasons, overwritten,
