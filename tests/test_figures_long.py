@@ -15,7 +15,14 @@ from batchscope.engine.engine import Engine
 from batchscope.engine.metrics import MetricsStore
 from batchscope.engine.monitor import sample_timeline
 from batchscope.engine.report.body import SessionInfo, build_report, report_body
-from batchscope.engine.stats import BATCH_DTYPE, OVERWRITE_DTYPE, fps_figures, item_records, jain
+from batchscope.engine.stats import (
+    BATCH_DTYPE,
+    OVERWRITE_DTYPE,
+    fps_figures,
+    item_records,
+    jain,
+    latencies_ms,
+)
 from batchscope.engine.tally import RecordFigures, Tally
 from contract import SMALL_EMULATED, wait_for
 
@@ -65,7 +72,8 @@ def close_figures(a, b, path=""):
         for i, (x, y) in enumerate(zip(a, b, strict=True)):
             close_figures(x, y, f"{path}[{i}]")
     elif isinstance(a, float) and isinstance(b, float):
-        assert a == pytest.approx(b, abs=0.0021), path
+        # a bin keeps 11 significant bits: within 2**-11 of the value, or the µs below 2 ms
+        assert a == pytest.approx(b, rel=2**-11, abs=0.0021), path
     else:
         assert a == b, path
 
@@ -94,6 +102,27 @@ def test_a_tally_fed_in_pieces_gives_the_records_figures():
         assert tally.device_sessions(d) == records.device_sessions(d)
         assert tally.device_batch_sizes(d) == records.device_batch_sizes(d)
         assert tally.compute_s(d) == pytest.approx(records.compute_s(d))
+
+
+def test_a_tally_keeps_bounded_bins_however_many_windows():
+    """30 minutes of 64 sessions at 30 fps spread over 50-400 ms: the bins stay at 1,024 per
+    doubling of the values seen (a bin per µs grew with the run: millions)."""
+    rng = np.random.default_rng(3)
+    tally = Tally(0.0)
+    ms = []
+    for _ in range(20):
+        items = item_records(50_000)
+        items["session"] = rng.integers(0, 64, len(items))
+        items["arrival"] = rng.uniform(0, 1800, len(items))
+        items["result"] = items["arrival"] + rng.uniform(0.05, 0.4, len(items))
+        tally.add(items, np.zeros(0, BATCH_DTYPE), *[np.zeros(0, OVERWRITE_DTYPE)] * 2)
+        ms.append(latencies_ms(items))
+    per_session = 1024 * 4  # 50-400 ms spans three doublings, touching four
+    assert tally.memory_values <= 2 * (64 + 1) * per_session
+    want = np.percentile(np.concatenate(ms), [50, 95, 99])
+    got = tally.overall_latency()
+    for q, w in zip(("p50", "p95", "p99"), want, strict=True):
+        assert got[q] == pytest.approx(w, rel=2**-11, abs=0.001)
 
 
 def test_jain_has_no_figure_when_nothing_was_delivered():
