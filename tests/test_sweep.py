@@ -175,19 +175,58 @@ def test_a_falling_curve_is_measured_again_then_the_later_point_left_out() -> No
     lines: list[str] = []
     noisy = [_point(1, 40.0), _point(2, 30.0), _point(4, 150.0)]
     again = {1: _point(1, 41.0), 2: _point(2, 80.0)}
-    settled = sweep._settle(noisy, again.__getitem__, lines.append)
+    settled, flag = sweep._settle(noisy, again.__getitem__, lines.append)
     assert [p.ms for p in settled] == [41.0, 80.0, 150.0]  # the fall was noise
+    assert flag is None  # measuring again settled it
     assert "b1 40.00 ms > b2 30.00 ms" in lines[0]
 
     still = {1: _point(1, 40.0), 2: _point(2, 35.0)}
-    settled = sweep._settle(noisy, still.__getitem__, lines.append)
+    settled, flag = sweep._settle(noisy, still.__getitem__, lines.append)
     assert [p.ms for p in settled] == [40.0, None, 150.0]
     assert "35.00 ms" in settled[1].error and "twice" in settled[1].error
+    assert flag is not None and "b2 left out" in flag
+
+
+def test_an_outlier_measured_again_is_not_kept_over_its_neighbours() -> None:
+    """Issue 44: on a loaded machine batch 4 read 173.7 ms, then 3,468 ms when measured
+    again, and the sweep kept 3,468 and left batch 8 out as "noise". The reading that
+    fits its neighbours is kept, the curve flagged."""
+    lines: list[str] = []
+    first = [_point(1, 48.0), _point(2, 95.0), _point(4, 173.7), _point(8, 160.0)]
+    first.append(_point(16, 690.0))
+    again = {4: _point(4, 3468.0), 8: _point(8, 340.0)}
+    settled, flag = sweep._settle(first, again.__getitem__, lines.append)
+    assert [p.ms for p in settled] == [48.0, 95.0, 173.7, 340.0, 690.0]
+    assert flag is not None and "not monotone within its noise" in flag
+    assert "b4 read 173.70 then 3468.00 ms" in flag
+    assert any(line.startswith("flagged: ") for line in lines)  # the sweep's output says so
 
 
 def test_a_rising_curve_is_kept_as_measured() -> None:
     points = [_point(1, 40.0), _point(2, 40.0), _point(4, 150.0)]
-    assert sweep._settle(points, pytest.fail, pytest.fail) == points
+    assert sweep._settle(points, pytest.fail, pytest.fail) == (points, None)
+
+
+def _flagged_profile(tmp_path: Path) -> Path:
+    laptop = json.loads((Path(__file__).parents[1] / "assets/profiles/laptop-8gb.json").read_text())
+    laptop["curves"][0]["noisy"] = "not monotone within its noise: b4 read 173.70 then 3468.00 ms"
+    path = tmp_path / "flagged.json"
+    path.write_text(json.dumps(laptop))
+    return path
+
+
+def test_the_flag_is_kept_in_the_profile_and_plan_warns_in_one_line(tmp_path, capsys) -> None:
+    path = _flagged_profile(tmp_path)
+    profile = load_profile(path)
+    assert profile.curves[0].noisy and not profile.curves[1].noisy
+    assert load_profile(profile.save(tmp_path / "again.json")).curves[0].noisy  # round trip
+    plan = ["plan", "--profile", str(path), "--fps", "30", "--p99-ms", "50"]
+    assert main([*plan, "--policies", "oldest", "--precision", "fp16"]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "3468.00 ms" in warnings[0], warnings
+    # a clean curve of the same profile: no warning
+    assert main([*plan, "--policies", "oldest", "--precision", "fp32"]) == 0
+    assert "warning" not in capsys.readouterr().err
 
 
 @pytest.mark.cuda

@@ -332,10 +332,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
         )
     budget = Budget(fps=args.fps, p99_ms=args.p99_ms, min_fps_ratio=args.min_fps_ratio)
     profile = load_profile(args.profile)
-    profile.curve(args.precision, args.resolution)  # ProfileError names what the profile has
+    curve = profile.curve(args.precision, args.resolution)  # ProfileError names what it has
     check_file("--json", args.json)  # every output before the search's seconds
     check_file("--plot", args.plot)
     export = _writable_dir(args.export) if args.export else None
+    if curve.noisy:  # planned all the same: the user decides
+        print(
+            f"batchscope: warning: {profile.name} {curve.label}: its sweep flagged it, "
+            f"{curve.noisy}; the plan is only as sound as this curve",
+            file=sys.stderr,
+        )
     out = sys.stderr if args.json == "-" else sys.stdout
     result = plan(
         profile,

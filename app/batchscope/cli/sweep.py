@@ -36,7 +36,9 @@ def describe(profile: DeviceProfile) -> list[str]:
         pts = "  ".join(f"b{p.batch} {p.ms:.2f} ms" for p in c.measured)
         failed = [p for p in c.points if p.ms is None]
         lines.append(
-            f"    {c.label}:  {pts}" + (f"  ({len(failed)} failed point(s))" if failed else "")
+            f"    {c.label}:  {pts}"
+            + (f"  ({len(failed)} failed point(s))" if failed else "")
+            + ("  (flagged noisy)" if c.noisy else "")
         )
     return lines
 
@@ -146,6 +148,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     curves = run_sweep(plan, progress)
     profile = build_profile(plan, name, curves, label, total_mb, facts, PeakMemory(device).metric)
     print(markdown_table(profile))  # first: a failed save must not lose what was measured
+    for curve in profile.curves:
+        if curve.noisy:
+            print(
+                f"batchscope: warning: {curve.label}: {curve.noisy}; measure it again on a "
+                "quieter machine (the profile keeps the flag, and plan warns on it)",
+                file=sys.stderr,
+            )
     try:
         path = profile.save(out)
     except OSError as exc:

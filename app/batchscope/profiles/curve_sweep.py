@@ -249,8 +249,10 @@ def run_sweep(plan: SweepPlan, progress: Callable[[str], None]) -> list[BatchCur
                         f"[{done}/{len(plan.points)}] {where} batch {batch}: "
                         f"{_describe(point)} · {elapsed:.1f} s elapsed, ~{left:.0f} s left"
                     )
-                points = _settle(points, measure, partial(_prefixed, progress, where))
-                curves.append(BatchCurve(precision, resolution, tuple(points), runtime, provider))
+                points, noisy = _settle(points, measure, partial(_prefixed, progress, where))
+                curves.append(
+                    BatchCurve(precision, resolution, tuple(points), runtime, provider, noisy)
+                )
             del model
     return curves
 
@@ -307,39 +309,91 @@ def _falls(points: list[CurvePoint]) -> list[tuple[CurvePoint, CurvePoint]]:
 
 def _settle(
     points: list[CurvePoint], measure: Callable[[int], CurvePoint], progress: Callable[[str], None]
-) -> list[CurvePoint]:
+) -> tuple[list[CurvePoint], str | None]:
     """Make the curve one that profiles accept: time must not fall as the batch grows.
+    Returns the points and, for a curve that is not monotone within its noise, why (the
+    profile's ``noisy``: ``plan`` warns on such a curve), else None.
 
     Why: a larger batch cannot really run faster than a smaller one, so a fall is
     noise (another process on the device, a cold first point); ``parse_profile``
-    rejects such curves. Both points of each fall are measured once more; a fall
-    that survives that is left out: the later point keeps its measured time in its
-    ``error`` and no ``ms`` (the curve interpolates over it).
+    rejects such curves. Both points of each fall are measured once more, and each then
+    has two readings, either of which may be the noisy one: on a loaded machine a fresh
+    reading can be far off too (batch 4: 173.7 ms, then 3,468 ms). The curve keeps, of
+    all the ways to take one reading or none per point, the one that is monotone and keeps
+    the most points; then the most fresh readings; then the earliest points. A curve that
+    needed an old reading or to leave a point out is flagged: re-measuring did not
+    settle it. A point left out keeps its readings in its ``error`` and has no ``ms`` (the
+    curve interpolates over it).
     """
     falls = _falls(points)
     if not falls:
-        return points
+        return points, None
     again = sorted({p.batch for pair in falls for p in pair})
     seen = ", ".join(f"b{a.batch} {a.ms:.2f} ms > b{b.batch} {b.ms:.2f} ms" for a, b in falls)
     progress(f"time falls ({seen}); measuring batch {', '.join(map(str, again))} again")
     fresh = {b: measure(b) for b in again}
-    points = [fresh.get(p.batch, p) for p in points]
-    kept: list[CurvePoint] = []
-    last: tuple[int, float] | None = None  # (batch, ms) of the last point kept with a time
+    # each point's readings, the preferred first: (point, is it the fresh reading)
+    options: list[list[tuple[CurvePoint, bool]]] = []
     for p in points:
-        if p.ms is not None and last is not None and p.ms < last[1]:
-            p = CurvePoint(
-                p.batch,
-                None,
-                p.peak_mb,
-                error=f"measured {p.ms:.2f} ms, less than batch {last[0]}'s "
-                f"{last[1]:.2f} ms twice: left out as noise",
-            )
-            progress(f"batch {p.batch}: {p.error}")
-        elif p.ms is not None:
-            last = (p.batch, p.ms)
-        kept.append(p)
-    return kept
+        if p.batch in fresh:
+            options.append([(fresh[p.batch], True), (p, False)])
+        else:
+            options.append([(p, False)])
+    chosen = _monotone_choice(options)
+    kept: list[CurvePoint] = []
+    notes: list[str] = []
+    for i, p in enumerate(points):
+        readings = [q.ms for q, _ in options[i] if q.ms is not None]
+        pick = chosen.get(i)
+        if pick is not None:
+            point, is_fresh = options[i][pick]
+            if p.batch in fresh and not is_fresh and fresh[p.batch].ms is not None:
+                notes.append(
+                    f"b{p.batch} read {p.ms:.2f} then {fresh[p.batch].ms:.2f} ms (the first kept)"
+                )
+            kept.append(point)
+        elif not readings:
+            kept.append(options[i][0][0])  # failed to measure (its error says why)
+        else:
+            shown = ", then ".join(f"{ms:.2f} ms" for ms in reversed(readings))
+            error = f"measured {shown}, out of line with its neighbours twice: left out as noise"
+            notes.append(f"b{p.batch} left out ({shown})")
+            kept.append(CurvePoint(p.batch, None, p.peak_mb, error=error))
+            progress(f"batch {p.batch}: {error}")
+    if not notes:
+        return kept, None
+    noisy = "not monotone within its noise: " + "; ".join(notes)
+    progress(f"flagged: {noisy}")
+    return kept, noisy
+
+
+def _monotone_choice(options: list[list[tuple[CurvePoint, bool]]]) -> dict[int, int]:
+    """Point index -> which of its readings to keep, for the monotone choice that keeps
+    the most points, then the most fresh readings, then the earliest points (a longest
+    non-decreasing chain over the readings; a few points, two readings each)."""
+    # best[(i, k)]: the score of the best chain ending with reading k of point i, and the
+    # reading before it; a score adds (1, fresh, -i) per point kept: compared as tuples
+    best: dict[tuple[int, int], tuple[tuple[int, int, int], tuple[int, int] | None]] = {}
+    for i, readings in enumerate(options):
+        for k, (point, is_fresh) in enumerate(readings):
+            if point.ms is None:
+                continue
+            own = (1, int(is_fresh), -i)
+            score, before = own, None
+            for (j, m), (prior, _) in best.items():
+                if j < i and options[j][m][0].ms <= point.ms:  # type: ignore[operator]
+                    total = (prior[0] + own[0], prior[1] + own[1], prior[2] + own[2])
+                    if total > score:
+                        score, before = total, (j, m)
+            best[(i, k)] = (score, before)
+    if not best:
+        return {}
+    end: tuple[int, int] | None = max(best, key=lambda key: best[key][0])
+    chosen: dict[int, int] = {}
+    while end is not None:
+        chosen[end[0]] = end[1]
+        end = best[end][1]
+    return chosen
 
 
 def _cost(resolution: tuple[int, int], batch: int) -> float:

@@ -18,7 +18,9 @@ A profile is a JSON file:
 
 A curve's ``runtime`` says what ran the model (``torch`` or ``onnxruntime``; a file
 without it means torch, as every file written before runtimes existed), and
-``provider`` which ONNX Runtime execution provider did (absent for torch).
+``provider`` which ONNX Runtime execution provider did (absent for torch). ``noisy``
+(absent on a clean curve) says why ``sweep`` could not settle the curve by measuring
+again: it was not monotone within its noise (``plan`` warns when it plans on it).
 
 A point may also carry ``peak_mb`` (device memory at that batch) and
 ``error`` (the point failed to measure, e.g. out of memory; it then has no
@@ -62,6 +64,7 @@ class BatchCurve:
     points: tuple[CurvePoint, ...]
     runtime: str = "torch"
     provider: str | None = None  # "CPUExecutionProvider", comma-separated if several
+    noisy: str | None = None  # why its sweep flagged it (not monotone within its noise)
 
     @property
     def label(self) -> str:
@@ -141,6 +144,7 @@ class DeviceProfile:
                     "resolution": list(c.resolution),
                     "runtime": c.runtime,
                     **({"provider": c.provider} if c.provider else {}),
+                    **({"noisy": c.noisy} if c.noisy else {}),
                     "points": [
                         {
                             k: v
@@ -216,6 +220,9 @@ def parse_profile(data: Any, origin: str) -> DeviceProfile:
         provider = raw.get("provider")
         if provider is not None and not isinstance(provider, str):
             raise fail(f"{where}.provider", f"expected a name, got {provider!r}")
+        noisy = raw.get("noisy")
+        if noisy is not None and not isinstance(noisy, str):
+            raise fail(f"{where}.noisy", f"expected a text, got {noisy!r}")
         points = []
         for j, p in enumerate(raw["points"] if isinstance(raw["points"], list) else []):
             pw = f"{where}.points[{j}]"
@@ -249,7 +256,7 @@ def parse_profile(data: Any, origin: str) -> DeviceProfile:
                     f" batch {b_batch} (must not decrease)",
                 )
         curves.append(
-            BatchCurve(raw["precision"], (res[0], res[1]), tuple(points), runtime, provider)
+            BatchCurve(raw["precision"], (res[0], res[1]), tuple(points), runtime, provider, noisy)
         )
     known = {"format", "name", "device", "memory_total_mb", "source", "curves"}
     return DeviceProfile(
@@ -306,7 +313,7 @@ def mig_slice(whole: DeviceProfile, k: int) -> DeviceProfile:
         last = c.measured[-1].batch
         top = max(2, math.ceil(last * k / MIG_COMPUTE) + 1)
         points = tuple(CurvePoint(n, c.ms(n * MIG_COMPUTE / k)) for n in range(1, top + 1))
-        curves.append(BatchCurve(c.precision, c.resolution, points, c.runtime, c.provider))
+        curves.append(BatchCurve(c.precision, c.resolution, points, c.runtime, c.provider, c.noisy))
     eighths = MIG_SLICES[k]
     memory = None if whole.memory_total_mb is None else whole.memory_total_mb * eighths / 8
     return DeviceProfile(
