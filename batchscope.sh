@@ -2,10 +2,11 @@
 # BatchScope's two commands on a fresh Linux or macOS machine (README, first lines):
 #   ./batchscope.sh demo [GUI OPTIONS…]    set up (first time only), open the app on its demo
 #                                          (options: batchscope gui --help)
-#   ./batchscope.sh test [PYTEST OPTIONS…] set up (first time only), run the tests
+#   ./batchscope.sh test [PYTEST OPTIONS…] set up (first time only), run the fast tier of tests
+#   ./batchscope.sh test --all [OPTIONS…]  every test, the slow tier too (what .ci/run calls)
 #   ./batchscope.sh setup                  the set-up alone
 #   ./batchscope.sh triton                 set up Triton's server for --backend triton
-#                                          (`test` does it too, on Linux x86_64)
+#                                          (`test --all` does it too, on Linux x86_64)
 # Set-up: a .venv made by python3 (3.11+; PYTHON=python3.12 picks another), torch==2.13.0
 # (CI's CPU pin) unless the venv already has a torch (your CUDA build is kept), then
 # `pip install -e ".[dev]"`. A marker in .venv records what was installed for which
@@ -105,12 +106,18 @@ demo)
     ;;
 test)
     setup
-    if [ "$(uname -s)-$(uname -m)" = Linux-x86_64 ]; then
-        triton_setup
-    else
-        say "no Triton on $(uname -s) $(uname -m): its tests skip"
-    fi
-    say "running the tests: python -m pytest $*"
+    case " $* " in
+    *" --all "*)
+        # the slow tier has Triton's tests (the fast one none): its server, set up once
+        if [ "$(uname -s)-$(uname -m)" = Linux-x86_64 ]; then
+            triton_setup
+        else
+            say "no Triton on $(uname -s) $(uname -m): its tests skip"
+        fi
+        say "running every test: python -m pytest $*"
+        ;;
+    *) say "running the fast tier: python -m pytest $* (--all: every test)" ;;
+    esac
     exec "$VENV/bin/python" -m pytest "$@"
     ;;
 setup) setup ;;

@@ -14,6 +14,37 @@ if os.environ.get("QT_QPA_PLATFORM", "offscreen") == "offscreen":
 
 import pytest
 
+#: The tiers (README): ``pytest`` alone runs the fast one, every test not marked ``slow``;
+#: ``pytest --all`` (``./batchscope.sh test --all``, what ``.ci/run`` calls) runs them all.
+#: An explicit ``-m`` chooses for itself.
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--all",
+        action="store_true",
+        help="run every test, the slow tier too (real engines on wall-clock threads, Ray, "
+        "Triton, the real model, the window's fit at every size, mypy): what CI runs",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--all") or config.getoption("markexpr"):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow") is not None]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if item.get_closest_marker("slow") is None]
+        config._batchscope_slow_left = len(slow)  # type: ignore[attr-defined]
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    left = getattr(config, "_batchscope_slow_left", 0)
+    if left:
+        terminalreporter.write_line(
+            f"the fast tier: {left} slow tests left out (./batchscope.sh test --all runs them)"
+        )
+
 
 @pytest.fixture(scope="session")
 def tiny_video(tmp_path_factory: pytest.TempPathFactory) -> Path:
