@@ -200,13 +200,22 @@ def test_a_killed_batchscope_leaves_no_triton_behind(tmp_path):
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
-    """plan --export's folder with the export-onnx command it names run (fp32 256x144)."""
+    """plan --export's folder with the export-onnx command it names run (fp32 256x144), for
+    a profile swept on this CPU with ONNX Runtime (a GPU's export serves its curve)."""
     from batchscope.cli import main
 
     folder = tmp_path_factory.mktemp("deploy")
-    assert main(["plan", "--profile", "laptop-8gb", "--precision", "fp32", "--resolution",
+    profile = folder / "cpu.json"
+    points = [{"batch": b, "ms": ms} for b, ms in ((1, 8.0), (2, 14.0), (4, 26.0))]
+    profile.write_text(json.dumps({
+        "name": "cpu-test", "device": "CPU", "device_id": "cpu", "threads": 2,
+        "curves": [{"precision": "fp32", "resolution": [256, 144], "runtime": "onnxruntime",
+                    "points": points}],
+    }))  # fmt: skip
+    assert main(["plan", "--profile", str(profile), "--precision", "fp32", "--resolution",
                  "256x144", "--p99-ms", "60", "--policies", "dynamic", "--seeds", "1",
-                 "--duration", "5", "--export", str(folder)]) == 0  # fmt: skip
+                 "--duration", "5", "--runtime", "onnxruntime",
+                 "--export", str(folder)]) == 0  # fmt: skip
     onnx = folder / "triton" / MODEL / "1" / "model.onnx"
     assert main(["export-onnx", "--out", str(onnx), "--precision", "fp32",
                  "--resolution", "256x144"]) == 0  # fmt: skip
@@ -243,6 +252,39 @@ def test_the_exported_repository_loads_with_the_setting_of_policy_json(exported)
     )
     assert int(batching.get("max_queue_delay_microseconds", 0)) == delay_us
     assert config["backend"] == "python"
+
+
+def test_the_exported_model_runs_with_the_threading_its_curve_was_measured_with(exported):
+    _, _, client = exported
+    parameters = client.get_model_config(MODEL, as_json=True)["config"]["parameters"]
+    threads = {k: v["string_value"] for k, v in parameters.items()}
+    assert threads == {"runner": "onnxruntime", "intra_op_threads": "2", "inter_op_threads": "1"}
+
+
+def test_a_gpu_profile_s_export_serves_its_curve_in_the_real_server(tmp_path):
+    """Issue 46: a laptop-8gb plan's repository served the real model on the CPU (155.8 ms
+    a request where the curve says 4.69); it serves the curve now, no model.onnx needed."""
+    import time
+
+    from batchscope.cli import main
+
+    assert main(["plan", "--profile", "laptop-8gb", "--precision", "fp16", "--resolution",
+                 "256x144", "--p99-ms", "50", "--policies", "oldest", "--seeds", "1",
+                 "--duration", "5", "--export", str(tmp_path)]) == 0  # fmt: skip
+    server = TritonServer(tmp_path / "triton")
+    client = grpcclient.InferenceServerClient(server.url)
+    try:
+        client.load_model(MODEL)
+        took = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            heatmaps = infer(client, frames(1)).as_numpy("heatmaps")
+            took.append((time.perf_counter() - t0) * 1000)
+        assert heatmaps.shape == (1, 3, 144, 256) and not heatmaps.any()  # no model ran
+        assert 4.69 <= min(took) < 100  # the curve's wait, not a CPU model's 150 ms
+    finally:
+        client.close()
+        server.close()
 
 
 def test_a_batch_over_the_cap_is_refused(exported):

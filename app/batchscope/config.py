@@ -40,7 +40,8 @@ SERVING_REFUSALS: dict[str, dict[str, str]] = {
 FITS = ("letterbox", "stretch")
 """How a source frame of another aspect becomes a model frame: scaled to fit and padded
 (the default, so a portrait clip keeps its shape), or stretched to the model's size."""
-#: What runs the real model (torch backend): torch itself, or its ONNX export in ONNX Runtime.
+#: What runs the real model: torch itself, or its ONNX export in ONNX Runtime. An emulated
+#: device replays the profile's curve measured on that runtime (curves carry it).
 RUNTIMES = ("torch", "onnxruntime")
 STREAM_TRANSPORTS = ("tcp", "udp", "auto")
 """How an RTSP stream's packets travel: interleaved in the RTSP connection (the default: no
@@ -497,8 +498,10 @@ class RunConfig:
     compile: bool = _field(False, BACKEND)
     # replay each batch size as a captured CUDA graph (CUDA only)
     cuda_graphs: bool = _field(False, BACKEND)
-    # torch or onnxruntime (the exported model); torch backend only
-    runtime: str = _field("torch", BACKEND, CONTROL)
+    # torch or onnxruntime (the exported model) runs the real model; an emulated device
+    # replays the profile's curve of that runtime (a setting file carries it: the curve
+    # it was planned on, the runtime its export serves)
+    runtime: str = _field("torch", BACKEND, CONTROL, SETTING)
     # the Ray cluster to serve on (ray backend): None starts a local one on loopback
     ray_address: str | None = _field(None, BACKEND)
     #: devices serving the sessions: emulated devices of ``profile`` or the real model on
@@ -583,10 +586,6 @@ class RunConfig:
             for name in ("compile", "cuda_graphs", "channels_last"):
                 if getattr(self, name):
                     raise ConfigError(name, True, f"is a torch option; runtime is {self.runtime}")
-            if self.runner != "torch":
-                raise ConfigError(
-                    "runtime", self.runtime, "runs the real model: needs the torch backend"
-                )
         if (self.checkpoint or "").endswith(".onnx") and self.runtime != "onnxruntime":
             raise ConfigError(
                 "checkpoint", self.checkpoint, "an ONNX file needs --runtime onnxruntime"

@@ -10,12 +10,22 @@ that say *how to serve* (not what to measure)::
       "batch": 4, "slo_ms": 50.0,                      # every knob, used or not
       "sessions": 5, "fps": 30.0,
       "precision": "fp16", "resolution": "512x288", "profile": "server-24gb",
+      "runtime": "torch",                              # the curve it was planned on
       "planned": {...}                                 # optional: what the planner measured
     }
 
+``profile`` is a name ``load_profile`` finds, or the absolute path of a profile file
+that is not in the profile folders (``plan --export`` writes the one it planned on).
+``runtime`` is the runtime of the curve the setting was planned on (absent: the run's
+own): the real model runs on it, an emulated device replays that curve.
+
 :func:`load_setting` reads it back as a RunConfig (the other fields keep their
 defaults); ``batchscope run --config policy.json`` and the app's File → Open
-settings… use it. Unknown keys are refused (a typo must not run the defaults
+settings… use it. The engine is the run's: without ``--device`` the profile's curve is
+replayed (on BatchScope's worker, Ray or Triton as ``--backend`` says); with
+``--device`` the real model runs there and the file's ``profile`` stays what the plan
+was made on, not applied (a profile in a serving engine's config means "replay it").
+Unknown keys are refused (a typo must not run the defaults
 silently); ``planned`` is kept for reading, never applied. Every error is one
 line naming the file and the field (:class:`SettingError`).
 
@@ -33,6 +43,7 @@ CPU instance (``KIND_CPU``), any other by one GPU.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +53,7 @@ from batchscope.config import (
     POLICIES,
     POLICY_PARAMS,
     PRECISIONS,
+    RUNTIMES,
     SETTING_FIELDS,
     ConfigError,
     RunConfig,
@@ -115,6 +127,32 @@ def precision_note(precision: str, cpu: bool) -> str | None:
     )
 
 
+@dataclass(frozen=True)
+class TritonRunner:
+    """What an exported Python-backend model (``model.py``) runs, and the words that say so.
+
+    ``name`` is model.py's ``runner`` parameter: ``onnxruntime`` (the ONNX export on the
+    CPU) or ``emulated`` (a profile's curve as timed waits); ``parameters`` are its other
+    parameters (threads, the curve); ``says`` goes into config.pbtxt's comments and
+    ``plan --export``'s output, so that nobody serves one thing believing it another.
+    """
+
+    name: str
+    says: str
+    parameters: dict[str, str] = field(default_factory=dict)
+
+    def all_parameters(self) -> dict[str, str]:
+        return {"runner": self.name, **self.parameters}
+
+
+#: model.py's default: the ONNX export on the CPU, threads as ``sweep`` measures them
+ONNX_ON_CPU = TritonRunner(
+    "onnxruntime",
+    "the ONNX export through ONNX Runtime on the CPU (as many intra-op threads as the "
+    "server's cores, one inter-op thread, idle threads not spinning: as `sweep` measures)",
+)
+
+
 class SettingError(ValueError):
     """A setting file that cannot be used; ``str()`` is one line: file, field, reason."""
 
@@ -152,6 +190,12 @@ def load_setting(path: str | Path, base: RunConfig | None = None) -> RunConfig:
         raise SettingError(f"{where}: not a text file") from None
     except json.JSONDecodeError as exc:
         raise SettingError(f"{where}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    return setting_from_json(data, where, base)
+
+
+def setting_from_json(data: Any, where: str, base: RunConfig | None = None) -> RunConfig:
+    """:func:`load_setting` of a policy.json already read (``where`` names it in errors):
+    a Ray Serve config (``serve_config.yaml``) carries the setting this way."""
     if not isinstance(data, dict):
         raise SettingError(f"{where}: expected a JSON object")
     if data.get("kind") != KIND:
@@ -169,6 +213,8 @@ def load_setting(path: str | Path, base: RunConfig | None = None) -> RunConfig:
     for name in SETTING_FIELDS:
         if name in data:
             changes[name] = _field(where, name, data[name])
+    if (base or RunConfig()).runner != "emulated":
+        changes.pop("profile", None)  # the real model is measured, not replayed
     try:
         return (base or RunConfig()).with_changes(**changes)
     except ConfigError as exc:
@@ -185,6 +231,10 @@ def _field(where: str, name: str, value: Any) -> Any:
         if name == "precision":
             if value not in PRECISIONS:
                 raise ConfigError(name, value, f"choose from {', '.join(PRECISIONS)}")
+            return value
+        if name == "runtime":
+            if value not in RUNTIMES:
+                raise ConfigError(name, value, f"choose from {', '.join(RUNTIMES)}")
             return value
         if name == "resolution":
             if not isinstance(value, str | list):
@@ -205,6 +255,7 @@ def triton_config(
     model_name: str = "blurball",
     cpu: bool = False,
     python_backend: bool = False,
+    runner: TritonRunner = ONNX_ON_CPU,
 ) -> str:
     """``config`` as a Triton model configuration (config.pbtxt text), the mapping in comments.
 
@@ -213,7 +264,8 @@ def triton_config(
     measured on a CPU, so a CPU instance serves it. ``python_backend``: the model is
     Triton's Python backend running ``model.onnx`` through ONNX Runtime on the CPU (the
     generated ``model.py``, :data:`PYTHON_MODEL_FILE`): for a Triton without its ONNX
-    Runtime backend, such as the server the nvidia-pytriton wheel ships.
+    Runtime backend, such as the server the nvidia-pytriton wheel ships; ``runner`` says
+    what that model.py runs (its parameters are written into the configuration).
     """
     policy = config.policy
     cap = (settled_cap or config.max_batch) if policy == "adaptive" else config.max_batch
@@ -227,14 +279,22 @@ def triton_config(
     cpu = cpu or python_backend
     device = "CPU" if cpu else "GPU"
     instance = ["    kind: KIND_CPU"] if cpu else ["    kind: KIND_GPU", "    gpus: [ 0 ]"]
+    parameters: list[str] = []
     if python_backend:
         runs = [
-            "# The model: Triton's Python backend runs model.py, which runs the ONNX export",
-            f"# ({model_name}/1/{MODEL_FILE}) through ONNX Runtime on the CPU, the batch as",
-            "# Triton's dynamic batcher formed it. For a GPU Triton with its own ONNX Runtime",
-            "# backend, use the onnxruntime_onnx config.pbtxt exported beside this repository.",
+            "# The model: Triton's Python backend runs model.py, which serves",
+            *_comment(runner.says + "."),
+            "# For a GPU Triton with its own ONNX Runtime backend, use the onnxruntime_onnx",
+            "# config.pbtxt exported beside this repository.",
         ]
         platform = 'backend: "python"'
+        for key, value in runner.all_parameters().items():
+            parameters += [
+                "parameters {",
+                f'  key: "{key}"',
+                f"  value: {{ string_value: {json.dumps(value)} }}",
+                "}",
+            ]
     else:
         runs, platform = [], 'platform: "onnxruntime_onnx"'
     lines = [
@@ -287,6 +347,7 @@ def triton_config(
         *instance,
         "  }",
         "]",
+        *parameters,
     ]
     return "\n".join(lines) + "\n"
 

@@ -4,8 +4,9 @@ The search is :func:`batchscope.sim.planner.plan` (its module doc has the grid, 
 session-count search and the recommendation rule). This command prints the table
 (one row per policy), a progress bar on stderr (one line per policy when stderr is
 not a terminal), and on request the JSON (``--json``), a plot (``--plot``), the
-recommended setting for deployment (``--export DIR``: policy.json and Triton's
-config.pbtxt) and a 10 s check of it on the live emulated worker (``--verify``).
+recommended setting for deployment (``--export DIR``: policy.json, Triton's config.pbtxt
+and model repository, Ray Serve's serve_config.yaml) and a 10 s check of it on the live
+emulated worker (``--verify``). ``--runtime`` picks the profile's curve of that runtime.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from batchscope.config import (
     KNOBS,
     POLICIES,
     PRECISIONS,
+    RUNTIMES,
     ConfigError,
     format_resolution,
 )
@@ -85,6 +87,13 @@ def add_plan_command(sub: Any) -> None:
     )
     p.add_argument("--precision", choices=PRECISIONS, default="fp16")
     p.add_argument("--resolution", type=resolution, default=DEFAULT_RESOLUTION, metavar="WxH")
+    p.add_argument(
+        "--runtime",
+        choices=RUNTIMES,
+        help="plan on the profile's curve measured on this runtime (`sweep --runtime`); the "
+        "export serves with it (default: torch's curve where the profile has one, else the "
+        "runtime it was measured on)",
+    )
     add_knob(p, "fps", help="frames/s each session sends (default %(default)g)")
     p.add_argument(
         "--p99-ms", type=_positive_ms, required=True, metavar="MS", help="p99 latency budget"
@@ -130,8 +139,10 @@ def add_plan_command(sub: Any) -> None:
     p.add_argument(
         "--export",
         metavar="DIR",
-        help="write the recommendation as policy.json and Triton's config.pbtxt (for the "
-        "ONNX export it names; a CPU instance for a profile measured on the CPU)",
+        help="write the recommendation as policy.json (`run --config`), Triton's config.pbtxt "
+        "(for the ONNX export it names; a CPU instance for a profile measured on the CPU), "
+        "a Triton model repository (triton/: the ONNX export on the CPU for a CPU profile, "
+        "else the profile's curve) and a Ray Serve config (serve_config.yaml)",
     )
     p.add_argument(
         "--verify",
@@ -242,7 +253,8 @@ def format_plan(result: Plan) -> str:
         f"{'p99 ms':>8}{'mean fps':>9}{'thru w/s':>9}{'bound':>6}{'runs':>6}"
     )
     lines = [
-        f"plan: {result.profile} · {result.precision} {format_resolution(result.resolution)} · "
+        f"plan: {result.profile} · {result.precision} {format_resolution(result.resolution)} "
+        f"{result.runtime} · "
         f"budget: every session ≥ {b.min_fps:g} fps ({b.min_fps_ratio:g} × {b.fps:g}), "
         f"p99 ≤ {b.p99_ms:g} ms · {result.seeds} phase seeds × {result.duration_s:g} s",
         head,
@@ -332,7 +344,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         )
     budget = Budget(fps=args.fps, p99_ms=args.p99_ms, min_fps_ratio=args.min_fps_ratio)
     profile = load_profile(args.profile)
-    curve = profile.curve(args.precision, args.resolution)  # ProfileError names what it has
+    runtime = args.runtime or profile.runtime_for(args.precision, args.resolution)
+    curve = profile.curve(args.precision, args.resolution, runtime)  # ProfileError: what it has
     check_file("--json", args.json)  # every output before the search's seconds
     check_file("--plot", args.plot)
     export = _writable_dir(args.export) if args.export else None
@@ -354,6 +367,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         seeds=args.seeds,
         progress=ProgressBar(sys.stderr),
         jitter=load_host_jitter(args.host_jitter),
+        runtime=runtime,
     )
     print(format_plan(result), file=out)
     data = result.to_json()
@@ -390,26 +404,38 @@ def cmd_plan(args: argparse.Namespace) -> int:
             raise CliError(f"--plot {exc}") from None
         print(f"plot: {args.plot}", file=out)
     if export is not None:
-        config = result.config()
+        # the profile as `run --config` finds it again: a file's path, not only its name
+        config = result.config().with_changes(profile=profile.reference)
         rec = result.recommended
+        cap = rec.at_max.settled_cap
         planned = {"max_sessions": rec.max_sessions, "at_max": rec.at_max.to_json()}
-        from batchscope.engine.serving.triton_backend import write_repository
+        from batchscope.engine.serving.serve_config import SERVE_CONFIG_FILE, serve_config_yaml
+        from batchscope.engine.serving.triton_backend import export_runner, write_repository
 
-        triton = triton_config(config, rec.at_max.settled_cap, cpu=profile.on_cpu)
+        triton = triton_config(config, cap, cpu=profile.on_cpu)
+        runner = export_runner(config, profile)
         try:
             save_setting(config, export / "policy.json", planned)
             (export / "config.pbtxt").write_text(triton)
-            model = write_repository(export / "triton", config, None, rec.at_max.settled_cap)
+            model = write_repository(export / "triton", config, None, cap, runner)
+            (export / SERVE_CONFIG_FILE).write_text(serve_config_yaml(config, profile, cap))
         except OSError as exc:
             raise CliError(f"--export {args.export}: cannot write ({exc.strerror})") from None
-        print(f"exported: {export / 'policy.json'}, {export / 'config.pbtxt'}", file=out)
-        precision = export_precision(config.precision, cpu=True)
         print(
-            f"Triton model repository (Python backend, CPU): {export / 'triton'}; add the model "
-            f"with: batchscope export-onnx --out {model / '1' / MODEL_FILE} --precision "
-            f"{precision} --resolution {format_resolution(config.resolution)}",
+            f"exported: {export / 'policy.json'}, {export / 'config.pbtxt'}, "
+            f"{export / SERVE_CONFIG_FILE} (Ray Serve)",
             file=out,
         )
+        print(f"Triton model repository (Python backend, CPU): {export / 'triton'}", file=out)
+        print(f"  it serves {runner.says}", file=out)
+        if runner.name == "onnxruntime":
+            precision = export_precision(config.precision, cpu=True)
+            print(
+                f"  add the model with: batchscope export-onnx --out "
+                f"{model / '1' / MODEL_FILE} --precision {precision} --resolution "
+                f"{format_resolution(config.resolution)}",
+                file=out,
+            )
         note = precision_note(config.precision, profile.on_cpu)
         if note:
             print(f"note: {note}", file=out)

@@ -22,7 +22,8 @@ without it means torch, as every file written before runtimes existed), and
 (absent on a clean curve) says why ``sweep`` could not settle the curve by measuring
 again: it was not monotone within its noise (``plan`` warns when it plans on it).
 
-A point may also carry ``peak_mb`` (device memory at that batch) and
+A point may also carry ``peak_mb`` (device memory at that batch), ``best_ms`` (the
+best round's median, beside ``ms``, the median of the rounds' medians) and
 ``error`` (the point failed to measure, e.g. out of memory; it then has no
 ``ms`` and is left out of the curve). Between points the time is linearly
 interpolated; past the last two it is linearly extrapolated; below the first
@@ -55,6 +56,7 @@ class CurvePoint:
     ms: float | None
     peak_mb: float | None = None
     error: str | None = None
+    best_ms: float | None = None  # the best round's median (``ms`` is the rounds' median)
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,32 @@ class DeviceProfile:
             f"{on} (it has: {have})"
         )
 
+    def runtime_for(self, precision: str, resolution: tuple[int, int]) -> str:
+        """The runtime whose curve a plan uses when none is named: torch where the profile
+        has that curve (files from before runtimes are all torch), else the one it has
+        (a profile from ``sweep --runtime onnxruntime``)."""
+        point = (precision, tuple(resolution))
+        runtimes = [c.runtime for c in self.curves if (c.precision, c.resolution) == point]
+        return "torch" if "torch" in runtimes or not runtimes else runtimes[0]
+
+    @property
+    def reference(self) -> str:
+        """What a setting file names it by so that ``load_profile`` finds this profile again
+        on this machine: its name where that finds it, else its file's absolute path."""
+        if self.path is None or self.meta.get("mig"):
+            return self.name
+        try:
+            found = load_profile(self.name)
+        except ProfileError:
+            found = None
+        if (
+            found is not None
+            and found.path is not None
+            and found.path.resolve() == self.path.resolve()
+        ):
+            return self.name
+        return str(self.path.resolve())
+
     @property
     def on_cpu(self) -> bool:
         """Whether it was measured on a CPU: ``sweep`` records the ``device_id`` it ran on
@@ -153,6 +181,7 @@ class DeviceProfile:
                                 ("ms", p.ms),
                                 ("peak_mb", p.peak_mb),
                                 ("error", p.error),
+                                ("best_ms", p.best_ms),
                             )
                             if v is not None
                         }
@@ -235,12 +264,14 @@ def parse_profile(data: Any, origin: str) -> DeviceProfile:
             if ms is None and not p.get("error"):
                 raise fail(f"{pw}.ms", "missing field")
             peak = p.get("peak_mb")  # 0 is a reading: a CPU point's RSS may not rise
+            best = p.get("best_ms")
             points.append(
                 CurvePoint(
                     batch=batch,
                     ms=None if ms is None else number(ms, f"{pw}.ms"),
                     peak_mb=None if peak is None else number(peak, f"{pw}.peak_mb", zero=True),
                     error=p.get("error"),
+                    best_ms=None if best is None else number(best, f"{pw}.best_ms"),
                 )
             )
         measured = [(p.batch, p.ms) for p in points if p.ms is not None]

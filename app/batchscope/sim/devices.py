@@ -134,7 +134,9 @@ def mixed_shapes(
             "resolutions", len(resolutions), f"give one per session ({config.sessions})"
         )
     kinds = list(dict.fromkeys(resolutions))
-    curves = tuple(tuple(d.profile.curve(config.precision, r) for r in kinds) for d in devices)
+    curves = tuple(
+        tuple(d.profile.curve(config.precision, r, config.runtime) for r in kinds) for d in devices
+    )
     return Shapes(tuple(kinds.index(r) for r in resolutions), curves)
 
 
@@ -146,7 +148,7 @@ class Device:
     profile: DeviceProfile
 
     def curve(self, config: RunConfig) -> BatchCurve:
-        return self.profile.curve(config.precision, config.resolution)
+        return self.profile.curve(config.precision, config.resolution, config.runtime)
 
 
 def load_devices(names: Sequence[str], known: DeviceProfile | None = None) -> list[Device]:

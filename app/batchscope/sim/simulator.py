@@ -145,7 +145,7 @@ class ProfileCurves:
         return self._profiles[config.profile]
 
     def __call__(self, config: RunConfig) -> BatchCurve:
-        return self.profile(config).curve(config.precision, config.resolution)
+        return self.profile(config).curve(config.precision, config.resolution, config.runtime)
 
 
 def one_step(config: RunConfig) -> Experiment:

@@ -55,6 +55,7 @@ def make_backend(
             config.precision,
             config.resolution,
             oom_above=oom_above,
+            runtime=config.runtime,
             neighbours=Neighbours(config.neighbours, config.neighbour_duty, config.seed),
         )
     if config.runtime == "onnxruntime":

@@ -41,9 +41,10 @@ class EmulatedBackend(Backend):
         resolution: tuple[int, int],
         oom_above: int | None = None,
         neighbours: Neighbours | None = None,
+        runtime: str = "torch",
     ) -> None:
         try:
-            self.curve = profile.curve(precision, resolution)
+            self.curve = profile.curve(precision, resolution, runtime)
         except ProfileError as exc:
             raise BackendError(str(exc)) from None
         self.profile = profile

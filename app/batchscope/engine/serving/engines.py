@@ -24,7 +24,9 @@ def serving_backend(config: RunConfig, progress: Callable[[str], None]) -> Servi
     engine starts (seconds)."""
     if config.runner == "emulated":
         try:
-            load_profile(config.profile or "").curve(config.precision, config.resolution)
+            load_profile(config.profile or "").curve(
+                config.precision, config.resolution, config.runtime
+            )
         except ProfileError as exc:
             raise BackendError(str(exc)) from None
     if config.serving == "triton":

@@ -12,7 +12,9 @@ request reached the replica and the batch's stage times, all on the replica's
 client knows whether it shares it.
 
 The batching knobs change live through ``@serve.batch``'s setters (``set_batching``), in
-the same replica: no redeploy, no new process.
+the same replica: no redeploy, no new process. A deployment from ``plan --export``'s
+``serve_config.yaml`` is built by :func:`app_from_args` and gets its knobs as Ray Serve's
+``user_config`` (``reconfigure``), so ``serve deploy`` with new values changes them live too.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ray import serve
+from ray.serve import Application
 
 from batchscope.config import RunConfig
 from batchscope.engine.serving.wire import MAX_BATCH_SIZE, Served, boot_id
@@ -88,6 +91,12 @@ class BatchScopeReplica:
         self._knobs = (max_batch_size, wait_s)
         return os.getpid()
 
+    def reconfigure(self, user_config: dict[str, Any]) -> None:
+        """Ray Serve's ``user_config`` (serve_config.yaml): the batching knobs, live."""
+        self.set_batching(
+            int(user_config["max_batch_size"]), float(user_config["batch_wait_timeout_s"])
+        )
+
     def stats(self) -> dict[str, Any]:
         """The batches this replica formed, by size, its batching knobs, runner and PID."""
         return {
@@ -127,3 +136,21 @@ class BatchScopeReplica:
             )
             for det, (_, arrived) in zip(result.detections, requests, strict=True)
         ]
+
+
+def app_from_args(args: dict[str, Any]) -> Application:
+    """The application ``serve run serve_config.yaml`` deploys (``serve_config.py``):
+    ``args["setting"]`` is the policy.json setting; ``args["device"]`` where the real model
+    runs (its runtime the setting's), or None to replay the setting's profile curve;
+    ``args["grpc_on_loopback"]`` keeps the replica's gRPC server on 127.0.0.1. The
+    batching knobs come after, as the deployment's ``user_config``."""
+    from batchscope.setting import setting_from_json
+
+    setting = setting_from_json(args["setting"], "serve_config.yaml: args.setting")
+    device = args.get("device")
+    if device:
+        config = setting.with_changes(backend="torch", device=device, profile=None)
+    else:
+        config = setting.with_changes(backend="emulated")
+    loopback = bool(args.get("grpc_on_loopback", False))
+    return BatchScopeReplica.bind(config, MAX_BATCH_SIZE, 0.0, loopback)  # type: ignore[attr-defined]

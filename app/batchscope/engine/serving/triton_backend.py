@@ -46,13 +46,15 @@ from batchscope.engine.serving.base import ServingBackend
 from batchscope.engine.serving.triton_server import TritonServer
 from batchscope.engine.serving.wire import MAX_BATCH_SIZE, Served
 from batchscope.engine.session import Window
-from batchscope.profiles.profile import ProfileError, load_profile
+from batchscope.profiles.profile import BatchCurve, DeviceProfile, ProfileError, load_profile
 from batchscope.setting import (
     MODEL_FILE,
+    ONNX_ON_CPU,
     PYTHON_MODEL_FILE,
     TRITON_DTYPES,
     TRITON_INPUT,
     TRITON_OUTPUT,
+    TritonRunner,
     export_precision,
     triton_batching,
     triton_config,
@@ -108,20 +110,71 @@ def served_config(
 
 
 def write_repository(
-    folder: Path, config: RunConfig, onnx: bytes | None, settled_cap: int | None = None
+    folder: Path,
+    config: RunConfig,
+    onnx: bytes | None,
+    settled_cap: int | None = None,
+    runner: TritonRunner = ONNX_ON_CPU,
 ) -> Path:
     """A model repository in ``folder``: ``blurball/config.pbtxt`` (the setting for the
-    Python backend, its mapping in comments), ``blurball/1/model.py`` and, given its bytes,
-    ``blurball/1/model.onnx``. Returns the model's folder."""
+    Python backend, its mapping and what ``runner`` serves in comments, the runner's
+    parameters), ``blurball/1/model.py`` and, given its bytes, ``blurball/1/model.onnx``.
+    Returns the model's folder."""
     model = folder / MODEL
     (model / "1").mkdir(parents=True, exist_ok=True)
     (model / "config.pbtxt").write_text(
-        triton_config(config, settled_cap, MODEL, cpu=True, python_backend=True)
+        triton_config(config, settled_cap, MODEL, cpu=True, python_backend=True, runner=runner)
     )
     shutil.copyfile(triton_model.__file__, model / "1" / PYTHON_MODEL_FILE)
     if onnx is not None:
         (model / "1" / MODEL_FILE).write_bytes(onnx)
     return model
+
+
+def export_runner(config: RunConfig, profile: DeviceProfile) -> TritonRunner:
+    """What an exported repository serves for ``config``, planned on ``profile``'s curve.
+
+    A profile measured on this kind of CPU (``sweep --device cpu``): the ONNX export on the
+    CPU with the threading its curves were measured with (the intra-op threads the sweep
+    recorded, one inter-op thread, no spinning); a plan on torch's curve says that its
+    figures are not what is served. Any other profile (a GPU's, a built-in one): its curve
+    replayed as timed waits, the ``runner=emulated`` mode BatchScope's own Triton runs use,
+    so that Triton's batcher can be tried on the plan's timing on any machine (perf_analyzer).
+    """
+    if profile.on_cpu:
+        threads = profile.meta.get("threads")
+        parameters = {"inter_op_threads": "1"}
+        if isinstance(threads, int) and threads > 0:
+            parameters["intra_op_threads"] = str(threads)
+        measured = (
+            f"{threads} intra-op threads" if "intra_op_threads" in parameters else "the cores"
+        )
+        says = (
+            "the ONNX export through ONNX Runtime on the CPU, with the threading "
+            f"{profile.name}'s curves were measured with ({measured}, one inter-op thread, "
+            "idle threads not spinning)"
+        )
+        if config.runtime != "onnxruntime":
+            says += (
+                f". The plan's figures are {config.runtime}'s curve, not ONNX Runtime's: "
+                "sweep --runtime onnxruntime and plan --runtime onnxruntime for figures of "
+                "what is served"
+            )
+        return TritonRunner("onnxruntime", says, parameters)
+    try:
+        curve = profile.curve(config.precision, config.resolution, config.runtime)
+    except ProfileError as exc:
+        raise BackendError(str(exc)) from None
+    curve_ms = curve_table(curve)
+    says = (
+        f"no model: the curve of {profile.name} ({profile.device}, {curve.label}) replayed "
+        "as a timed wait per batch, heatmaps all zeros (runner emulated, curve_ms the ms of "
+        "a batch of 1, 2, ...): Triton's batcher on the plan's timing, on any machine (e.g. "
+        "with perf_analyzer). To serve the real model on this CPU instead (at the CPU's "
+        "speed, not the plan's), set runner to onnxruntime, remove curve_ms and add "
+        f"1/{MODEL_FILE}"
+    )
+    return TritonRunner("emulated", says, {"curve_ms": json.dumps(curve_ms)})
 
 
 def frames_tensor(window: Window) -> np.ndarray:
@@ -390,9 +443,15 @@ def _curve_ms(config: RunConfig) -> list[float]:
     """The profile's batch curve as the ms of a batch of 1 … MAX_BATCH_SIZE (the emulated
     model's table); a bad profile or curve is said before Triton starts."""
     try:
-        curve = load_profile(config.profile or "").curve(config.precision, config.resolution)
+        profile = load_profile(config.profile or "")
+        curve = profile.curve(config.precision, config.resolution, config.runtime)
     except ProfileError as exc:
         raise BackendError(str(exc)) from None
+    return curve_table(curve)
+
+
+def curve_table(curve: BatchCurve) -> list[float]:
+    """The emulated model's table: the ms of a batch of 1 … MAX_BATCH_SIZE."""
     return [round(curve.ms(n), 4) for n in range(1, MAX_BATCH_SIZE + 1)]
 
 

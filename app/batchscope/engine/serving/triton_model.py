@@ -9,7 +9,11 @@ It runs each batch Triton's dynamic batcher formed, as one call:
 
 - ``runner`` ``onnxruntime`` (the default): ``model.onnx`` beside this file (BlurBall's
   ONNX export: uint8 ``frames [batch, 9, H, W]`` in, ``heatmaps [batch, 3, H, W]`` logits
-  out) through ONNX Runtime on the CPU;
+  out) through ONNX Runtime on the CPU, with the threading ``batchscope sweep`` measures
+  its curves with: ``intra_op_threads`` (default: the machine's cores), ``inter_op_threads``
+  (default 1), operators run one after another, idle threads not spinning. ONNX Runtime's
+  own default (spinning threads, one per physical core) fights Triton's and the clients'
+  threads for the cores: 77-132 ms a request under load against 38-55 ms (issue 46);
 - ``runner`` ``emulated``: a device profile's batch curve replayed as a timed wait
   (``curve_ms``: the ms of a batch of 1, 2, … as BatchScope's curve gives them), so a
   laptop can serve a GPU's timing; heatmaps, if asked for, are zeros.
@@ -56,11 +60,9 @@ class TritonPythonModel:
         import onnxruntime as ort
 
         path = os.path.join(args["model_repository"], args["model_version"], "model.onnx")
-        options = ort.SessionOptions()
-        threads = int(params.get("threads") or 0)
-        if threads:
-            options.intra_op_num_threads = threads
-        self.session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        self.session = ort.InferenceSession(
+            path, session_options(ort, params), providers=["CPUExecutionProvider"]
+        )
 
     def execute(self, requests: list[Any]) -> list[Any]:
         pb = self.pb
@@ -104,6 +106,16 @@ class TritonPythonModel:
             responses.append(pb.InferenceResponse(output_tensors=tensors))
             offset += size
         return responses
+
+
+def session_options(ort: Any, params: dict[str, str]) -> Any:
+    """ONNX Runtime's options with the sweep's threading (see the module doc)."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = int(params.get("intra_op_threads") or os.cpu_count() or 1)
+    options.inter_op_num_threads = int(params.get("inter_op_threads") or 1)
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return options
 
 
 def sleep_until(deadline: float) -> None:

@@ -122,6 +122,8 @@ class Plan:
     duration_s: float
     #: the search's simulations, kept so that :func:`series` reuses them
     runs: Any = field(default=None, compare=False, repr=False)
+    #: the runtime of the curve it planned on (``plan --runtime``; what its export serves)
+    runtime: str = "torch"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -130,6 +132,7 @@ class Plan:
             "profile": self.profile,
             "precision": self.precision,
             "resolution": list(self.resolution),
+            "runtime": self.runtime,
             "seeds": self.seeds,
             "duration_s": self.duration_s,
             "policies": [p.to_json() for p in self.policies],
@@ -150,6 +153,7 @@ class Plan:
             profile=self.profile,
             precision=self.precision,
             resolution=self.resolution,
+            runtime=self.runtime,
             backend="emulated",
             **knobs(rec.policy, rec.params),
         )

@@ -269,12 +269,14 @@ def plan(
     progress: Progress | None = None,
     cancelled: Cancelled | None = None,
     jitter: HostJitter | None = None,
+    runtime: str = "torch",
 ) -> Plan:
     """Search every policy in ``policies`` (see the module doc); raises ProfileError when
     the profile has no curve for ``precision`` at ``resolution``, ConfigError on a bad
     value, PlanCancelled when ``cancelled()`` turns true. ``jitter``: a measured host's
-    lateness, replayed in every run (``plan --host-jitter``: runs then play to their end)."""
-    curve = profile.curve(precision, resolution)
+    lateness, replayed in every run (``plan --host-jitter``: runs then play to their end).
+    ``runtime``: the profile's curve measured on that runtime (``plan --runtime``)."""
+    curve = profile.curve(precision, resolution, runtime)
     KNOBS["sessions"].check(max_sessions)
     KNOBS["duration_s"].check(duration_s)
     if not (isinstance(seeds, int) and seeds >= 1):
@@ -289,6 +291,7 @@ def plan(
         profile=profile.name,
         precision=precision,
         resolution=curve.resolution,
+        runtime=runtime,
         backend="emulated",
         duration_s=duration_s,
     )
@@ -308,4 +311,5 @@ def plan(
         seeds=seeds,
         duration_s=duration_s,
         runs=evaluator,
+        runtime=runtime,
     )

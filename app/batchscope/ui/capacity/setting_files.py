@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from batchscope.config import RunConfig
-from batchscope.engine.serving.triton_backend import write_repository
+from batchscope.device.checks import BackendError
+from batchscope.engine.serving.triton_backend import export_runner, write_repository
 from batchscope.profiles.profile import ProfileError, load_profile
-from batchscope.setting import SettingError, load_setting, save_setting, triton_config
+from batchscope.setting import ONNX_ON_CPU, SettingError, load_setting, save_setting, triton_config
 
 POLICY_FILE, TRITON_FILE = "policy.json", "config.pbtxt"
 TRITON_REPOSITORY = "triton"  # the Python-backend model repository (model.onnx to be added)
@@ -30,7 +31,9 @@ def export_setting(
 
     ``planned`` (what the planner measured for it) goes into policy.json, and
     ``settled_cap`` (an adaptive setting's cap in the simulation) into config.pbtxt,
-    served by a CPU instance when the setting was measured on a CPU (:func:`_on_cpu`).
+    served by a CPU instance when the setting was measured on a CPU (:func:`_on_cpu`). The
+    repository serves what ``plan --export``'s does (``triton_backend.export_runner``): an
+    emulated run's curve unless its profile was measured on a CPU; a real run's model.
     Raises SettingError, one line naming the folder, when it cannot be written.
     """
     folder = Path(folder)
@@ -40,11 +43,17 @@ def export_setting(
             "its own); choose one under Controls first"
         )
     triton = triton_config(config, settled_cap, cpu=_on_cpu(config, folder))
+    runner = ONNX_ON_CPU
+    if config.backend == "emulated":
+        try:
+            runner = export_runner(config, load_profile(config.profile or ""))
+        except (ProfileError, BackendError) as exc:
+            raise SettingError(f"{folder}: profile: {exc}") from None
     try:
         folder.mkdir(parents=True, exist_ok=True)
         save_setting(config, folder / POLICY_FILE, planned)
         (folder / TRITON_FILE).write_text(triton)
-        write_repository(folder / TRITON_REPOSITORY, config, None, settled_cap)
+        write_repository(folder / TRITON_REPOSITORY, config, None, settled_cap, runner)
     except OSError as exc:
         raise SettingError(f"{folder}: cannot write ({exc.strerror or exc})") from None
     return folder

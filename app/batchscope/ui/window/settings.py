@@ -51,7 +51,9 @@ def check_available(config: RunConfig) -> None:
     if config.backend == "emulated":
         from batchscope.profiles.profile import load_profile
 
-        load_profile(config.profile or "").curve(config.precision, config.resolution)
+        load_profile(config.profile or "").curve(
+            config.precision, config.resolution, config.runtime
+        )
     else:
         from batchscope.device.checks import check_device
 
