@@ -118,8 +118,7 @@ def test_an_unwritable_report_is_one_line(tmp_path, capsys):
     target = tmp_path / "missing" / "r.html"
     code = main(["simulate", "--experiment", "bus-or-taxi", "--report", str(target)])
     err = capsys.readouterr().err
-    assert (
-        code == 2
-        and err.strip()
-        == f"batchscope: error: {target}: cannot write the report (No such file or directory)"
+    # refused before the simulations run (issue 44): the flag, the path, the reason
+    assert code == 2 and err.strip() == (
+        f"batchscope: error: --report {target}: the folder {target.parent} does not exist"
     )
