@@ -21,6 +21,7 @@ import atexit
 import contextlib
 import logging
 import os
+import socket
 import threading
 import time
 from collections import Counter
@@ -58,6 +59,15 @@ RAY_ENV = {
 
 
 RAY_MISSING = "Ray Serve is not installed: pip install 'ray[serve]'"
+#: How long ``--ray-address`` may take to answer a TCP connect, in s: Ray's own wait for a
+#: GCS (``gcs_rpc_server_connect_timeout_s``). Past it Ray itself retries without end.
+CONNECT_S = 5.0
+#: Ray Client's port when a ``ray://`` address names none
+RAY_CLIENT_PORT = 10001
+#: The level of Ray's (and Serve's) loggers in this process: their WARNING and INFO lines
+#: (the SIGTERM handler, token auth, "Started Serve", "Application ... is ready") are Ray's
+#: bookkeeping, said around BatchScope's own lines and report; its errors still show.
+RAY_LOG_LEVEL = logging.ERROR
 
 
 def ray_available() -> str | None:
@@ -111,6 +121,67 @@ def _ray_env_read_late() -> None:
             float(RAY_ENV["LISTEN_FOR_CHANGE_REQUEST_TIMEOUT_S_LOWER_BOUND"]),
             float(RAY_ENV["LISTEN_FOR_CHANGE_REQUEST_TIMEOUT_S_UPPER_BOUND"]),
         )
+
+
+def _quiet_ray() -> None:
+    """Keep Ray's own lines off the terminal: Serve's logger (configured at its import, at
+    INFO, with its own handler) to :data:`RAY_LOG_LEVEL`, and the driver's printing of the
+    errors the cluster publishes (``(raylet) Task ServeController.listen_for_change
+    failed ...`` when Serve shuts down under its own long poll): Ray prints those through
+    the switch its debugger uses to silence worker output. What fails for BatchScope still
+    raises where it is called, and is said in one line."""
+    logging.getLogger("ray.serve").setLevel(RAY_LOG_LEVEL)
+    with contextlib.suppress(ImportError, AttributeError):
+        from ray._private import worker
+
+        worker._worker_logs_enabled = False
+
+
+def _one_line(exc: Exception) -> str:
+    """What Ray raised, in one line: its first (Ray's own can be a page: the last lines of
+    its logs, a traceback; they stay in /tmp/ray/session_latest/logs)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+
+
+def _dialled(address: str) -> tuple[str, int]:
+    """The (host, port) that Ray dials for ``address``: a ``ray://`` address's own (Ray
+    Client), else the GCS address as Ray resolves it (``auto`` found on this machine, and
+    127.0.0.1 or localhost swapped for the machine's interface address, as Ray does unless
+    it runs a single-machine node). Raises what Ray raises for an address it cannot
+    read."""
+    if address.startswith("ray://"):
+        hostport = address.removeprefix("ray://").split("/", 1)[0]
+        if ":" not in hostport or hostport.endswith("]"):  # no port: Ray Client's
+            return hostport.strip("[]"), RAY_CLIENT_PORT
+        host, _, port = hostport.rpartition(":")
+    else:
+        from ray._private.services import canonicalize_bootstrap_address_or_die
+
+        host, _, port = canonicalize_bootstrap_address_or_die(address).rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def check_answers(address: str, timeout: float = CONNECT_S) -> None:
+    """Refuse ``--ray-address`` when nothing answers there: a TCP connect to the port Ray
+    would dial, within ``timeout`` s. Ray's own connect retries a dead address without end
+    (its warnings every few seconds); this says so in one line. It checks that something
+    listens, not that it is Ray: a port that answers is left to Ray's connect."""
+    try:
+        host, port = _dialled(address)
+    except Exception as exc:
+        raise BackendError(f"--ray-address {address}: {type(exc).__name__}: {exc}") from None
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+        return
+    except TimeoutError:
+        why = f"no answer within {timeout:g} s"
+    except OSError as exc:
+        why = (exc.strerror or type(exc).__name__).lower()
+    dialled = f"{host}:{port}"
+    if dialled != address.removeprefix("ray://").split("/", 1)[0]:
+        why = f"Ray dials {dialled}: {why}"  # the address Ray swapped in, or found
+    raise BackendError(f"--ray-address {address}: nothing answers there ({why})")
 
 
 def _ray_processes() -> set[int]:
@@ -232,19 +303,22 @@ class RayCluster:
                     num_cpus=os.cpu_count() or 1,
                     include_dashboard=False,
                     log_to_driver=False,
-                    logging_level=logging.WARNING,
+                    logging_level=RAY_LOG_LEVEL,
                 )
             except Exception as exc:
-                raise BackendError(f"Ray did not start: {type(exc).__name__}: {exc}") from None
+                raise BackendError(f"Ray did not start: {_one_line(exc)}") from None
         else:
             progress(f"connecting to the Ray cluster at {self.address}…")
+            assert self.address is not None
+            check_answers(self.address)
             try:
-                ray.init(address=self.address, log_to_driver=False, logging_level=logging.WARNING)
+                ray.init(address=self.address, log_to_driver=False, logging_level=RAY_LOG_LEVEL)
             except Exception as exc:
                 raise BackendError(
-                    f"--ray-address {self.address}: cannot connect ({type(exc).__name__}: {exc})"
+                    f"--ray-address {self.address}: cannot connect ({_one_line(exc)})"
                 ) from None
         self.ray_s = time.monotonic() - t0
+        _quiet_ray()
         self.reaper = Reaper() if self.started_here else None
         self.watch()
         progress("starting Ray Serve…")
