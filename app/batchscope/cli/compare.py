@@ -15,10 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from batchscope.cli.args import CliError
+from batchscope.config import KNOBS, ConfigError
 from batchscope.engine.report.phrases import change_phrase, segment_phrase
 from batchscope.engine.report.rows import FIGURES
 from batchscope.engine.report.segment import too_short
 from batchscope.engine.segments import MIN_MEASURED_S
+from batchscope.sim.planner.results import DEFAULT_MIN_FPS_RATIO, Budget
+from batchscope.sim.planner.verdict import figures_verdict
 
 #: Config keys not worth a line of difference (they say how, not what, was run).
 QUIET_KEYS = ("duration_s", "seed", "weights")
@@ -44,6 +47,21 @@ def add_compare_command(sub: Any) -> None:
         metavar="I[,J]",
         type=_pair,
         help="which report of a list (a simulate grid): I of both, or I of A and J of B",
+    )
+    p.add_argument(
+        "--p99-ms",
+        type=float,
+        metavar="MS",
+        help="the p99 budget (ms): one line for each of A and B says pass or fail against it "
+        "and the fps floor, with the margins",
+    )
+    p.add_argument(
+        "--min-fps-ratio",
+        type=float,
+        default=DEFAULT_MIN_FPS_RATIO,
+        metavar="R",
+        help="with --p99-ms: every session must get R × the run's fps "
+        f"(default {DEFAULT_MIN_FPS_RATIO:g}, as plan's)",
     )
     p.set_defaults(handler=cmd_compare)
 
@@ -146,7 +164,23 @@ def format_compare(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def check_budget(p99_ms: float, min_fps_ratio: float) -> None:
+    """The budget's own checks (the planner's); CliError naming the flag."""
+    try:
+        Budget(KNOBS["fps"].default, p99_ms, min_fps_ratio)
+    except ConfigError as exc:
+        raise CliError(f"--{exc.field.replace('_', '-')} {exc.value}: {exc.reason}") from None
+
+
+def budget_line(run: Mapping[str, Any], p99_ms: float, min_fps_ratio: float) -> str:
+    """Pass or fail of a report's (or a segment's) figures against the budget asked for:
+    the p99, and the slowest session against ``min_fps_ratio`` × the fps it ran at."""
+    return figures_verdict(run["overall"], run["config"].get("fps"), p99_ms, min_fps_ratio)
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
+    if args.p99_ms is not None:
+        check_budget(args.p99_ms, args.min_fps_ratio)
     ia, ib = args.index if args.index else (None, None)
     ra, rb = load_report(args.a, ia), load_report(args.b, ib)
     sa = sb = None
@@ -158,6 +192,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     print(f"B  {describe(rb, args.b, sb)}")
     print()
     print(format_compare(a, b))
+    if args.p99_ms is not None:
+        print()
+        for name, figures in (("A", a), ("B", b)):
+            print(f"{name}  {budget_line(figures, args.p99_ms, args.min_fps_ratio)}")
     diff = config_difference(a["config"], b["config"])
     print("\nconfig A → B:" if diff else "\nsame config")
     if diff:

@@ -69,6 +69,12 @@ class Point:
     fits: bool
     overall: dict[str, Any] = field(default_factory=dict, compare=False)  # worst seed's report
     settled_cap: int | None = None  # adaptive: the most frequent batch size (its settled cap)
+    p99_best: float | None = None  # ms, overall p99, best seed (None: not measured)
+
+    @property
+    def p99_spread(self) -> float:
+        """How far apart the seeds' p99s are (ms): what the phases alone move it by."""
+        return 0.0 if self.p99_best is None else self.p99_worst - self.p99_best
 
     def shortfall(self, budget: Budget) -> float:
         """How far outside the budget (0 inside): the larger relative miss."""
@@ -83,6 +89,7 @@ class Point:
                 "min_fps_worst": self.min_fps_worst,
                 "min_fps_median": self.min_fps_median,
                 "p99_worst": self.p99_worst,
+                **({} if self.p99_best is None else {"p99_best": self.p99_best}),
             },
         }
         if self.settled_cap is not None:

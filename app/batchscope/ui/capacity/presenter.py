@@ -108,6 +108,7 @@ class CapacityPresenter(QObject):
     note = Signal(str)  # a line about the inputs ("" when fine), e.g. no frame rate
     verifying = Signal(str)  # what a verification does now ("" once it ended)
     verified = Signal(str, bool)  # planned vs served (the table), or why not; whether it ran
+    budget_changed = Signal(float, float)  # (p99 ms, min fps ratio), once valid
 
     def __init__(
         self,
@@ -145,6 +146,7 @@ class CapacityPresenter(QObject):
             self.p99_ms, self.min_fps_ratio = parse_budget(p99_text, ratio_text)
         except ConfigError as exc:
             return str(exc)
+        self.budget_changed.emit(self.p99_ms, self.min_fps_ratio)
         self.refresh()
         return None
 

@@ -11,7 +11,7 @@ both side by side with the figures' ratios.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -32,8 +32,9 @@ from PySide6.QtWidgets import (
 
 from batchscope.config import RunConfig
 from batchscope.engine.report.host import host_verdict
-from batchscope.engine.report.rows import ACCURACY_KEYS, TEXT_KEYS, has_accuracy
+from batchscope.engine.report.rows import ACCURACY_KEYS, TEXT_KEYS, has_accuracy, has_figures
 from batchscope.engine.snapshot import Snapshot
+from batchscope.sim.planner.verdict import figures_verdict
 from batchscope.ui.plain_text import plain_label, plain_tip
 from batchscope.ui.plots import LatencyHistogram, StageBars
 from batchscope.ui.segment_table.cells import COLUMNS, compare, host_marked, segment_row
@@ -121,6 +122,12 @@ class SegmentTable(QWidget):
             QHeaderView.ResizeMode.ResizeToContents
         )
         self.comparison.hide()
+        # under the comparison: each segment against the budget (the Capacity tab's)
+        self.verdict = plain_label()
+        self.verdict.setObjectName("verdict")
+        self.verdict.setWordWrap(True)
+        self.verdict.hide()
+        self.budget: tuple[float, float] | None = None  # (p99 ms, min fps ratio)
         self.detail = QSplitter(Qt.Orientation.Horizontal)
         for w in self.plots:
             self.detail.addWidget(w)
@@ -132,6 +139,7 @@ class SegmentTable(QWidget):
         llay.addLayout(bar)
         llay.addWidget(self.table, 1)
         llay.addWidget(self.comparison)
+        llay.addWidget(self.verdict)
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(left)
         split.addWidget(self.detail)
@@ -237,6 +245,9 @@ class SegmentTable(QWidget):
         for i, plots in enumerate(self.plots):
             plots.setVisible(i < len(chosen))
         self.comparison.setVisible(len(chosen) == 2)
+        self.verdict.setVisible(len(chosen) == 2 and self.budget is not None)
+        if len(chosen) == 2 and self.budget is not None:
+            self.verdict.setText(verdict_lines(chosen, *self.budget))
         if len(chosen) == 2:
             figures = compare(*chosen)
             self.comparison.setColumnCount(len(figures))
@@ -253,6 +264,11 @@ class SegmentTable(QWidget):
             rows = sum(view.rowHeight(r) for r in range(view.rowCount()))
             head = view.horizontalHeader().sizeHint().height()
             view.setFixedHeight(head + rows + 2 * view.frameWidth() + 4)  # all three rows
+
+    def set_budget(self, p99_ms: float, min_fps_ratio: float) -> None:
+        """The budget two compared segments are judged against (the Capacity tab's)."""
+        self.budget = (p99_ms, min_fps_ratio)
+        self._show_selection()
 
     def set_look(self, look: Look) -> None:
         """Recolour the rows and size them for the look's font (F11 makes them readable
@@ -300,6 +316,20 @@ class SegmentTable(QWidget):
         head = self.table.horizontalHeader().sizeHint().height()
         scroll = self.table.horizontalScrollBar().sizeHint().height()
         return min(share, chrome + head + rows + scroll + 2 * self.table.frameWidth() + 24)
+
+
+def verdict_lines(segments: Sequence[Mapping[str, Any]], p99_ms: float, ratio: float) -> str:
+    """One line per segment (A, B): pass or fail against the budget, with the margins;
+    a segment with no figures yet says so."""
+    lines = []
+    for name, seg in zip("AB", segments, strict=False):
+        said = (
+            figures_verdict(seg["overall"], seg["config"].get("fps"), p99_ms, ratio)
+            if has_figures(seg)
+            else "no figures yet: nothing to judge"
+        )
+        lines.append(f"{name}: seg {seg['index']} {said}")
+    return "\n".join(lines)
 
 
 def _empty() -> Snapshot:

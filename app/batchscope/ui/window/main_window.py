@@ -184,6 +184,10 @@ class MainWindow(QMainWindow):
         p.commands.finished.connect(self._on_command_done)
         self.headline.scope_changed.connect(self.set_scope)
         self.segment_table.export_requested.connect(self._export_segments)
+        # two segments compared are judged against the budget the Capacity tab asks for
+        budget = self.capacity.presenter
+        self.segment_table.set_budget(budget.p99_ms, budget.min_fps_ratio)
+        budget.budget_changed.connect(self.segment_table.set_budget)
 
         self.timer = QTimer(self)
         self.timer.setInterval(1000 // TICK_HZ)
