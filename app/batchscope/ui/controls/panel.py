@@ -55,6 +55,10 @@ from batchscope.ui.controls.device_options import (
 )
 from batchscope.ui.plain_text import add_item, plain_label, plain_tip
 
+#: The longest reason the controls show for a change not applied (about three lines of the
+#: panel); the rest is in its tooltip
+ERROR_CHARS = 160
+
 POLICY_LABELS = {
     "oldest": "Oldest first (1 at a time)",
     "round-robin": "Round robin (1 at a time)",
@@ -378,7 +382,15 @@ class ControlsPanel(QWidget):
             self.drop_warning.setVisible(bool(text))
 
     def show_error(self, message: str) -> None:
-        self.error.setText(message)
+        """Why the last change was not applied, under the controls: its first line, at
+        most :data:`ERROR_CHARS` characters; the whole in its tooltip (and in the status
+        line and the events). An engine that did not start can say a page (Ray: its log's
+        last lines and a traceback), which filled the panel and cut the controls off."""
+        first = message.splitlines()[0] if message else ""
+        if len(first) > ERROR_CHARS:
+            first = first[: ERROR_CHARS - 1].rstrip() + "…"
+        self.error.setText(first)
+        self.error.setToolTip(plain_tip(message) if first != message else "")
         self.error.setVisible(bool(message))
 
     def _device_key(self, config: RunConfig) -> str:

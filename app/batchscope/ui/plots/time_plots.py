@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from batchscope.engine.metrics import Event, TimelineSample
+from batchscope.engine.metrics import MONITOR_PERIOD_S, Event, TimelineSample
 from batchscope.engine.snapshot import Snapshot
 from batchscope.render.palette import session_colour
 from batchscope.ui.plain_text import CardTitle
@@ -36,6 +36,10 @@ from batchscope.ui.plots.notes import EventMarkers
 from batchscope.ui.theme import MEMORY_SERIES, Look
 
 SPAN_S = 60.0
+#: Samples further apart than this (s; the monitor samples every MONITOR_PERIOD_S) have no
+#: data between them: the lines break there. Joined, a stall (a process-wide pause while
+#: a serving engine started) drew a fall from 20 to 0 fps that never happened.
+GAP_S = 4 * MONITOR_PERIOD_S
 
 
 @dataclass
@@ -50,6 +54,8 @@ class TimeWindow:
 
 
 def time_window(timeline: Sequence[TimelineSample], now: float, span: float = SPAN_S) -> TimeWindow:
+    """The samples of the last ``span`` s as arrays; where two are more than ``GAP_S``
+    apart, one NaN sample between them (every curve draws ``connect="finite"``: a gap)."""
     start = now - span
     i = len(timeline)
     while i > 0 and timeline[i - 1].t >= start:
@@ -66,11 +72,17 @@ def time_window(timeline: Sequence[TimelineSample], now: float, span: float = SP
         k: np.fromiter((s.memory.get(k, np.nan) for s in samples), float, len(samples))
         for k in keys
     }
+    throughput = np.fromiter((s.throughput_wps for s in samples), float, len(samples))
+    gaps = np.flatnonzero(np.diff(t) > GAP_S) + 1  # the first sample after each gap
+
+    def broken(values: np.ndarray) -> np.ndarray:
+        return np.insert(values, gaps, np.nan)
+
     return TimeWindow(
-        t,
-        fps,
-        np.fromiter((s.throughput_wps for s in samples), float, len(samples)),
-        memory,
+        np.insert(t, gaps, t[gaps - 1] + MONITOR_PERIOD_S),
+        {sid: broken(v) for sid, v in fps.items()},
+        broken(throughput),
+        {k: broken(v) for k, v in memory.items()},
         (max(0.0, now - span), max(span, now)),
     )
 
@@ -503,7 +515,7 @@ class ThroughputPlot(TimePlot):
     """Windows processed per second, against what the sessions offer (sessions × fps)."""
 
     def __init__(self, look: Look) -> None:
-        self.curve = pg.PlotCurveItem()
+        self.curve = pg.PlotCurveItem(connect="finite")
         self.offered = pg.InfiniteLine(pos=0, angle=0, movable=False)
         super().__init__("Throughput", look, "windows/s", labelled=False)
         pg.InfLineLabel(
@@ -530,7 +542,8 @@ class ThroughputPlot(TimePlot):
         if self.offered.value() != offered:
             self.offered.setValue(offered)
         self.curve.setData(window.t, window.throughput)
-        top = max(offered, float(window.throughput.max()) if len(window.throughput) else 0.0)
+        seen = window.throughput[np.isfinite(window.throughput)]
+        top = max(offered, float(seen.max()) if len(seen) else 0.0)
         self.plot.setYRange(0, max(1.0, top) * 1.15, padding=0)
         self.set_title(f"Throughput — {snap.throughput_wps:.0f} w/s (offered {offered:.0f})")
         self.scroll(window)
