@@ -29,6 +29,7 @@ from batchscope.cli.args import (
     resolution,
     write_json,
 )
+from batchscope.cli.metrics_port import add_metrics_flag, metrics_served, serve_metrics_of
 from batchscope.cli.outputs import check_file, write_each
 from batchscope.cli.reports import print_experiment_report, print_host, write_csv, write_report
 from batchscope.config import (
@@ -68,7 +69,7 @@ from batchscope.sim.simulator import DEFAULT_WARMUP_S
 from batchscope.urls import mask_credentials
 
 #: The flags ``run --experiment`` accepts; the others set the config, which the file sets.
-EXPERIMENT_FLAGS = ("experiment", "json", "csv", "report", "record", "quiet")
+EXPERIMENT_FLAGS = ("experiment", "json", "csv", "report", "record", "quiet", "metrics_port")
 
 #: The exit status of a run that Ctrl-C ended (128 + SIGINT, as a shell reports it); its
 #: report of what was measured is still printed and written, marked ``"interrupted"``.
@@ -83,7 +84,8 @@ def add_run_command(sub: Any) -> None:
         "run",
         help="run the live worker headless and report",
         epilog="With --experiment NAME|PATH the experiment file sets the whole config and "
-        "its steps; only --json, --csv, --report, --record and --quiet may be added "
+        "its steps; only --json, --csv, --report, --record, --quiet and --metrics-port may "
+        "be added "
         "(a config flag or a source is refused with one line, never ignored). Ctrl-C ends "
         "the run early: its report of what was measured is still printed and written, "
         'marked "interrupted": true (exit 130).',
@@ -245,6 +247,7 @@ def add_run_command(sub: Any) -> None:
         "recording at a whole line, not the run)",
     )
     run.add_argument("--quiet", action="store_true", help="no live status line")
+    add_metrics_flag(run)
     run.add_argument(
         "--config",
         metavar="POLICY.json",
@@ -545,8 +548,13 @@ def warn_idle_drop(engine: Engine, configs: Sequence[RunConfig]) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    if args.experiment:
-        return cmd_run_experiment(args)
+    with metrics_served(args):  # --metrics-port: taken before the run (in use: exit 2)
+        if args.experiment:
+            return cmd_run_experiment(args)
+        return cmd_run_live(args)
+
+
+def cmd_run_live(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     check_outputs(args)
     if config.backend == "torch" or config.device_list:  # the real model on the CPU too
@@ -559,6 +567,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         else f"opening {len(config.sources) or 'sample'} source(s) and {config.device_label}…",
         args.warmup + config.duration_s,
     )
+    serve_metrics_of(args, engine)
     warn_idle_drop(engine, [config])
     interrupted = False
     try:
@@ -629,6 +638,7 @@ def cmd_run_experiment(args: argparse.Namespace) -> int:
         f"on {config.device_label}…",
         experiment.duration,
     )
+    serve_metrics_of(args, engine)
     warn_idle_drop(engine, experiment.configs)
     player = ExperimentPlayer(engine, experiment, on_step=on_step)
     buses: dict[int, BusRecords] = {}  # each segment's last seconds, for the report's bus view

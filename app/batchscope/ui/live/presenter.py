@@ -23,6 +23,7 @@ from PySide6.QtCore import QObject, Signal
 
 from batchscope.config import BACKEND_FIELDS, ConfigError
 from batchscope.engine.metrics import Event
+from batchscope.engine.metrics_export import MetricsPortError, MetricsServer
 from batchscope.engine.player import ExperimentPlayer, first_config
 from batchscope.engine.recorder import RecordingError
 from batchscope.engine.report.phrases import fault_phrase
@@ -124,6 +125,7 @@ class Presenter(QObject):
         self._events: deque[Event] = deque(maxlen=1000)
         engine.subscribe(self._events.append)  # any thread; deque.append is atomic
         self._pending_experiment: Experiment | None = None
+        self.metrics: MetricsServer | None = None  # View → Serve metrics… (loopback)
         self._closed = False
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -164,6 +166,7 @@ class Presenter(QObject):
         if player is not None:
             player.stop(0.0)  # flag it; a step blocked in apply ends with the engine
         self.commands.terminate()  # no job starts after this
+        self.serve_metrics(None)
         self.engine.stop()  # ends what a running job waits for (a build, an open)
         if player is not None:
             player.stop()
@@ -277,6 +280,25 @@ class Presenter(QObject):
             return None
         self.status.emit(f"Recording to {folder}", "info")
         return folder
+
+    def serve_metrics(self, port: int | None) -> str | None:
+        """Serve the run's figures as a Prometheus endpoint on 127.0.0.1:``port`` (0: any
+        free port), or stop serving (None). Returns the URL while serving; the status line
+        says it, or why the port could not be served."""
+        if self.metrics is not None:
+            server, self.metrics = self.metrics, None
+            server.stop()
+            if port is None:
+                self.status.emit(f"Metrics no longer served ({server.url})", "info")
+        if port is None:
+            return None
+        try:
+            self.metrics = MetricsServer(port, self.engine)
+        except MetricsPortError as exc:
+            self.status.emit(f"Cannot serve metrics: {exc}", "error")
+            return None
+        self.status.emit(f"Metrics at {self.metrics.url}", "ok")
+        return self.metrics.url
 
     # -- experiments -----------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QFrame,
     QGroupBox,
+    QInputDialog,
     QMainWindow,
     QScrollArea,
     QSizePolicy,
@@ -388,6 +389,14 @@ class MainWindow(QMainWindow):
         view.addSeparator()
         view.addAction(self.segments_action)
         view.addAction(self.presentation_action)
+        view.addSeparator()
+        self.metrics_action = view.addAction("Serve metrics…")
+        self.metrics_action.setCheckable(True)
+        self.metrics_action.setToolTip(
+            "Serve the run's figures as a Prometheus endpoint on 127.0.0.1 (latency and "
+            "batch-size histograms, fps, overwritten, expired, device busy)"
+        )
+        self.metrics_action.triggered.connect(self._toggle_metrics)
 
     # -- running ------------------------------------------------------------------------------
 
@@ -601,6 +610,22 @@ class MainWindow(QMainWindow):
                 self.record_action.setChecked(False)
                 return
         self.set_recording(self.presenter.toggle_recording(parent))
+
+    def _toggle_metrics(self) -> None:
+        port = None
+        if self.presenter.metrics is None:
+            port, ok = QInputDialog.getInt(
+                self, "Serve metrics", "Port on 127.0.0.1 (0: any free port):", 0, 0, 65535
+            )
+            if not ok:
+                self.metrics_action.setChecked(False)
+                return
+        self.set_metrics(self.presenter.serve_metrics(port))
+
+    def set_metrics(self, url: str | None) -> None:
+        """Reflect the endpoint on the action (checked, and its URL, while serving)."""
+        self.metrics_action.setChecked(url is not None)
+        self.metrics_action.setText(f"Serving metrics → {url}" if url else "Serve metrics…")
 
     def set_recording(self, folder: Path | None) -> None:
         """Reflect the recording state on the action (checked and named while recording)."""
