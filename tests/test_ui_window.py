@@ -147,7 +147,7 @@ def test_bad_dropped_file_shows_error_and_others_keep_running(dashboard, qtbot, 
         return None
 
     qtbot.waitUntil(lambda: error_row() is not None, timeout=CHANGE_MS)
-    assert "notes.mp4" in table.item(error_row(), 1).text()
+    assert table.item(error_row(), 1).text().endswith("notes")  # the file, its .mp4 left out
     running = {
         s.id: s.delivered for s in dashboard.engine.snapshot().sessions if s.state == "running"
     }

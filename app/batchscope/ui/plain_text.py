@@ -69,7 +69,8 @@ class _FittedLabel(QLabel):
 class ElidedLabel(_FittedLabel):
     """A plain-text label that fits any width: cut with "…" when it must be, the whole
     text in its tooltip. Its size hint is the whole text; it may shrink to ``min_chars``
-    characters (for the status bar's parts, which share one line)."""
+    characters (for the status bar's parts, which share one line), or not at all
+    (``whole``: what must be read, the host's warning)."""
 
     def __init__(
         self,
@@ -77,11 +78,13 @@ class ElidedLabel(_FittedLabel):
         min_chars: int = 6,
         parent: QWidget | None = None,
         tip: str = "",
+        whole: bool = False,
     ) -> None:
         super().__init__(parent)
         self.setTextFormat(Qt.TextFormat.PlainText)
         self._full = ""
         self._min_chars = min_chars
+        self._whole = whole  # never cut: its neighbours give way first (a warning)
         self._tip = tip  # said under the whole text in the tooltip
         self.setText(text)
 
@@ -97,12 +100,21 @@ class ElidedLabel(_FittedLabel):
         return self._full
 
     def sizeHint(self) -> QSize:
-        hint = super().sizeHint()
-        return QSize(self.fontMetrics().horizontalAdvance(self._full) + 2, hint.height())
+        # the padding a style sheet gives it is inside its width, outside its text's room
+        # (it was left out: the whole text then got 8-10 px less than it needs, and was cut)
+        width = self._outside() + self.fontMetrics().horizontalAdvance(self._full) + 2
+        return QSize(width, super().sizeHint().height())
 
     def minimumSizeHint(self) -> QSize:
-        width = self.fontMetrics().horizontalAdvance("M" * self._min_chars)
+        if self._whole:
+            return self.sizeHint()
+        width = self._outside() + self.fontMetrics().horizontalAdvance("M" * self._min_chars)
         return QSize(min(width, self.sizeHint().width()), super().minimumSizeHint().height())
+
+    def _outside(self) -> int:
+        """The width around the text's room: margins (a style sheet's padding), frame."""
+        margins = self.contentsMargins()
+        return margins.left() + margins.right() + 2 * self.frameWidth()
 
     def _fit(self) -> None:
         room = self.contentsRect().width()

@@ -11,7 +11,7 @@ people read is made here. Plain text, no Qt.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from batchscope.config import KNOBS, POSTPROCESSING
@@ -26,10 +26,17 @@ NAMES = {
     "max_delay_ms": "max delay",
     "slo_ms": "latency objective",
     "drop_after_ms": "drop after",
-    "duration_s": "duration",
+    "duration_s": "run length",
+    "warmup_s": "warm-up",
+    "skip_bad_sources": "skip sources that fail to open",
     "cudnn_benchmark": "cuDNN benchmark",
     "cuda_graphs": "CUDA graphs",
 }
+#: Fields that say how long or how forgivingly a run plays, not what it plays (an
+#: experiment from the menu sets them with its first config: "duration 20 → 30 s, skip
+#: bad sources off" read as changes to the run on screen). A phrase names them only when
+#: nothing else changed.
+BACKSTAGE = ("duration_s", "warmup_s", "skip_bad_sources")
 #: What "none" means, per field (others: the knob's word on the command line, or "none").
 NONE_WORDS = {
     "max_batch": "no cap",
@@ -140,7 +147,13 @@ def changes_phrase(diff: Mapping[str, tuple[Any, Any]]) -> str:
 
     ``diff``: field -> (before, after), as :meth:`RunConfig.diff` gives them.
     """
-    return ", ".join(change_phrase(k, a, b) for k, (a, b) in diff.items())
+    return ", ".join(change_phrase(k, *diff[k]) for k in worth_saying(diff))
+
+
+def worth_saying(keys: Iterable[str]) -> list[str]:
+    """``keys`` without the :data:`BACKSTAGE` fields, unless those are all there is."""
+    keys = list(keys)
+    return [k for k in keys if k not in BACKSTAGE] or keys
 
 
 def segment_phrase(segment: Mapping[str, Any], previous: Mapping[str, Any] | None = None) -> str:
@@ -155,8 +168,10 @@ def segment_phrase(segment: Mapping[str, Any], previous: Mapping[str, Any] | Non
     fault = changes.pop("fault", None)
     before = (previous or {}).get("config") or {}
     parts = [
-        change_phrase(k, before[k], v) if k in before and before[k] != v else set_phrase(k, v)
-        for k, v in changes.items()
+        change_phrase(k, before[k], changes[k])
+        if k in before and before[k] != changes[k]
+        else set_phrase(k, changes[k])
+        for k in worth_saying(changes)
     ]
     if fault:
         parts.append(faults_phrase(fault))

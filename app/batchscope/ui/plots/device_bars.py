@@ -4,7 +4,7 @@ One bar per device, its busy share over the scope (the same figures as the repor
 ``devices`` list: :func:`~batchscope.engine.stats.device_entries`), and above the bar its
 sessions and mean batch (and its name, when the devices differ); the title says the mean
 busy share, how many devices of each kind and the router. With one device it says how to
-get several (the Devices control).
+get several (the Devices control), under the one device's bar.
 """
 
 from __future__ import annotations
@@ -47,6 +47,17 @@ def fleet(devices: list[dict[str, Any]]) -> str:
     return " + ".join(f"{n} × {name}" if n > 1 else name for name, n in kinds.items())
 
 
+def one_device(snap: Snapshot) -> dict[str, Any]:
+    """The one device of a run on one, as a ``devices`` entry: its busy share, sessions
+    and batches over the snapshot's scope."""
+    return {
+        "device": snap.device,
+        "sessions": len(snap.sessions),
+        "busy": snap.busy,
+        "batch_sizes": {str(k): n for k, n in snap.batch_sizes.items()},
+    }
+
+
 def device_line(d: int, entry: dict[str, Any]) -> str:
     """One device in words: busy share, sessions, mean batch."""
     return (
@@ -79,10 +90,17 @@ class DeviceBars(ScopedCard):
 
     def update_from(self, snap: Snapshot) -> None:
         devices = snap.devices
-        if not devices:
-            self._show([])
-            self.set_scoped_title("Devices — one device", snap.scope_label)
-            self.title.setToolTip(ONE_DEVICE_TIP)
+        if not devices:  # one device: its bar from the snapshot's own figures (an empty
+            # card read as broken); the title says how to get more
+            one = one_device(snap)
+            self._show([one])
+            state = SETTLING if snap.settling else f"busy {100 * snap.busy:.0f}%"
+            self.set_scoped_title(
+                f"Devices — {state} · one device · set Devices > 1 for more",
+                snap.scope_label,
+                keep=2,
+            )
+            self.title.setToolTip(f"{device_line(0, one)}\n{ONE_DEVICE_TIP}")
             return
         self._show(devices)
         if snap.settling:

@@ -15,12 +15,14 @@ from batchscope.engine.snapshot import Snapshot
 from batchscope.engine.stats import STAGES, latency_summary
 from batchscope.render.palette import session_colour
 from batchscope.ui.plain_text import CardTitle
-from batchscope.ui.plots.notes import LEFT, RIGHT, ROW_AIR_PX, TOP_PX, Note, place_notes
+from batchscope.ui.plots.notes import LEFT, RIGHT, ROW_AIR_PX, TOP_PX
 from batchscope.ui.plots.time_plots import PlotCard, pen, style_labels
 from batchscope.ui.theme import STAGE_COLOURS, Look
 
 BINS = 60
 PERCENTILES = ("p50", "p95", "p99")  # marked on the histogram (from latency_summary)
+#: The labels shown on 1, 2 and 3 rows (or more), top row first
+STAIRS = (("p99",), ("p50", "p99"), PERCENTILES)
 EMPTY_RANGE_MS = 100.0  # the latency axis before any window came back, ms
 SETTLING = "settling…"  # shown instead of figures while a new segment settles
 RANK_ABOVE = 12  # sessions: above this the overwritten bars are sorted, by rank
@@ -92,46 +94,40 @@ class LatencyHistogram(ScopedCard):
         self.plot.setXRange(0, EMPTY_RANGE_MS, padding=0)
 
     def _stack_labels(self) -> None:
-        """Place the percentile labels so that none covers another or leaves the plot.
-
-        The time plots' notes layout (:func:`~batchscope.ui.plots.notes.place_notes`),
-        in the order p99, p50, p95: each right of its line if there is room, else left
-        of it, on the highest free row; one that finds no room whole (a low plot with
-        the three lines close together) is hidden, its figure in the title's tooltip.
+        """Place the percentile labels in a staircase: p50 on the top row, p95 on the
+        next, p99 on the one under it, each right of its line where the plot has room,
+        else left of it. Top to bottom reads as left to right, in order, and no two
+        labels share a row, so none covers another (placed where each found room, p99
+        went above p95 and p50 beside p99). A plot too low for three rows drops p95,
+        then p50 (the title says p50 and p99; its tooltip all three); a label with no
+        room on either side of its line is hidden.
         """
         view = self.plot.getViewBox()
         width, height = view.width(), view.height()
         (x_lo, x_hi), _ = view.viewRange()
-        order = ("p99", "p50", "p95")  # the title's two first; p95 gives way
-        labels = [
-            (self.markers[name], child)
-            for name in order
-            for child in self.markers[name].childItems()
+        labels = {
+            name: child
+            for name, line in self.markers.items()
+            for child in line.childItems()
             if isinstance(child, pg.InfLineLabel)
-        ]
+        }
         if width <= 0 or height <= 0 or x_hi <= x_lo or not labels:
             return
-        text_item = labels[0][1].textItem
+        text_item = labels["p50"].textItem
         metrics = QFontMetricsF(text_item.font())
         margin = 2 * text_item.document().documentMargin()
         row_h = metrics.height() + margin + ROW_AIR_PX
         rows = max(1, int((height - TOP_PX) // row_h))
-        notes = [
-            Note(
-                (line.value() - x_lo) / (x_hi - x_lo) * width,
-                metrics.horizontalAdvance(label.textItem.toPlainText()) + margin,
-            )
-            for line, label in labels
-        ]
-        for note, (_, label), spot in zip(
-            notes, labels, place_notes(notes, width, rows), strict=True
-        ):
-            whole = spot.row is not None and spot.room >= note.need
-            label.setVisible(whole)
-            if not whole:
+        shown = STAIRS[min(rows, len(STAIRS)) - 1]
+        for name, label in labels.items():
+            x = (self.markers[name].value() - x_lo) / (x_hi - x_lo) * width
+            need = metrics.horizontalAdvance(label.textItem.toPlainText()) + margin
+            right, left = x + need <= width, x - need >= 0
+            label.setVisible(name in shown and (right or left))
+            if not label.isVisible():
                 continue
-            anchor = LEFT if spot.left else RIGHT
-            position = 1.0 - (TOP_PX + spot.row * row_h) / height
+            anchor = RIGHT if right else LEFT
+            position = 1.0 - (TOP_PX + shown.index(name) * row_h) / height
             if (label.orthoPos, tuple(label.anchor)) != (position, anchor):
                 label.anchors = [anchor, anchor]
                 label.setAnchor(anchor)

@@ -266,7 +266,7 @@ class StatusLine(QStatusBar):
         self.device = ElidedLabel()
         self.weights = ElidedLabel()
         self.rate = ElidedLabel()
-        self.host = ElidedLabel()
+        self.host = ElidedLabel(whole=True)  # a warning: the other parts give way first
         self.policy = ElidedLabel()
         self.message.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.addWidget(self.message, 1)

@@ -49,6 +49,20 @@ SESSIONS = KNOBS["sessions"]
 NOT_PLAYED_TIP = "opened, but no session plays it: raise the session count to play it"
 NOTE_MARK = " *"  # after the state of a session whose source has a note: see the tooltip
 MIN_ROWS = 4  # the sessions table shows at least this many rows
+EXPIRED = COLUMNS.index("Expired")
+STATE = COLUMNS.index("State")
+#: The State column's widest (in its font): a longer state (an error) is cut, whole in
+#: its tip; the Source column has the rest of the row
+STATE_SAMPLE = "reconnecting (9) *"
+#: File extensions a Source cell leaves out ("rally_a", not "ral…mp4" three times over:
+#: cut in the middle, three clips that differ by one letter read the same)
+VIDEO_SUFFIXES = (".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v")
+
+
+def source_cell(name: str) -> str:
+    """A source's name as its cell shows it: a video file without its extension."""
+    stem, dot, suffix = name.rpartition(".")
+    return stem if dot and stem and f".{suffix.lower()}" in VIDEO_SUFFIXES else name
 
 
 @dataclass(frozen=True)
@@ -120,8 +134,11 @@ class SessionsPanel(QWidget):
         # fixed number columns: resize-to-contents would re-measure every row on each update
         header.setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
-        header.setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
+        # the state as wide as its words (the source takes the rest): two stretched
+        # columns cut both ("ral…mp4", "runnin…") in a 400 px panel
         self._size_columns()
+        # no deadline drop has expired a window: the column would read 0s
+        self.table.setColumnHidden(EXPIRED, True)
         layout.addWidget(self.table, 1)
 
         buttons = QHBoxLayout()
@@ -189,7 +206,8 @@ class SessionsPanel(QWidget):
             (3, "000.0"),
             (4, "p50 ms"),
             (5, "Overwr."),
-            (6, "Expired"),
+            (EXPIRED, "Expired"),
+            (STATE, STATE_SAMPLE),
         ):
             self.table.setColumnWidth(col, fm.horizontalAdvance(sample) + 18)
 
@@ -205,6 +223,8 @@ class SessionsPanel(QWidget):
         rows = [self._session_row(s, slots) for s in sessions]
         played = {s.id % len(slots) for s in sessions} if slots else set()
         rows += [self._slot_row(i, slot) for i, slot in enumerate(slots) if i not in played]
+        if any(s.expired for s in sessions) and self.table.isColumnHidden(EXPIRED):
+            self.table.setColumnHidden(EXPIRED, False)  # once a window expired, it stays
         if self.table.rowCount() != len(rows):
             self.table.setRowCount(len(rows))
             self._rows = [()] * len(rows)
@@ -219,7 +239,7 @@ class SessionsPanel(QWidget):
         measured = not errored and s.latency_ms.get("max", 0.0) > 0
         cells = (
             f"S{s.id}",
-            s.source,
+            source_cell(s.source),
             state,
             f"{s.fps:.1f}",
             f"{s.latency_ms['p50']:.0f}" if measured else "–",
@@ -247,7 +267,7 @@ class SessionsPanel(QWidget):
             state, tip, colour = "not played", NOT_PLAYED_TIP, t.muted
         if _note(slot):
             state, tip = state + NOTE_MARK, f"{tip}\n{_note(slot)}"
-        cells = ("–", name, state, "–", "–", "–", "–")
+        cells = ("–", source_cell(name), state, "–", "–", "–", "–")
         return _Row(cells, index, shown, tip, colour, None, _note(slot))
 
     def _paint_row(self, row: int, spec: _Row) -> None:

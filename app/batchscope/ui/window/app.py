@@ -43,10 +43,10 @@ from batchscope.experiment import Experiment, ExperimentError, load_experiment
 from batchscope.paths import assets_dir
 from batchscope.ui.experiments_menu import on_sources
 from batchscope.ui.theme import Look, apply_palette, look_from_name
-from batchscope.ui.window import startup_log
 from batchscope.ui.window.qt_platform import display_problem, prepare_qt_platform
 from batchscope.ui.window.settings import initial_config, on_engine
 from batchscope.ui.window.starting import WINDOW_TITLE, StartingView
+from batchscope.ui.window.startup_log import note as note_startup
 
 if TYPE_CHECKING:
     from batchscope.ui.window.main_window import MainWindow
@@ -95,7 +95,7 @@ def run_gui(args: argparse.Namespace) -> int:
     starting = StartingView(starting_title(args, settings, experiment))
     starting.setWindowTitle(WINDOW_TITLE)
     starting.say("Loading the dashboard…")
-    starting.painted.connect(lambda: startup_log.note("window_painted"))
+    starting.painted.connect(lambda: note_startup("window_painted"))
     show_painted(starting, settings, look, getattr(args, "size", None))
     if not starting.isVisible():  # closed before there was anything else to show
         return 0

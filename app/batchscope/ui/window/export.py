@@ -112,3 +112,19 @@ def export_segments(segments: Sequence[Mapping[str, Any]], path: str | Path) -> 
     except OSError as exc:
         raise ExportError(f"{path}: cannot write the segment table ({exc.strerror})") from None
     return path
+
+
+#: Where Record… opens its folder dialog, under the home folder
+RECORDINGS = "BatchScope recordings"
+
+
+def recordings_folder(home: Path) -> Path:
+    """The folder Record… offers: ``home``/``RECORDINGS``, made if missing (a dialog on a
+    folder that does not exist opens in its parent with Choose greyed out until one
+    clicks elsewhere); ``home`` itself where it cannot be made."""
+    folder = home / RECORDINGS
+    try:
+        folder.mkdir(exist_ok=True)
+    except OSError:
+        return home
+    return folder

@@ -75,6 +75,7 @@ from batchscope.ui.window.export import (
     export_report,
     export_segments,
     html_path,
+    recordings_folder,
 )
 from batchscope.ui.window.faults_menu import add_faults_menu, ended_fault, fault_status
 from batchscope.ui.window.settings import save_config
@@ -82,6 +83,9 @@ from batchscope.ui.window.starting import WINDOW_TITLE, StartingView
 from batchscope.ui.window.startup_log import note
 
 TICK_HZ = 15
+#: In presentation mode an experiment opens the Segments dock only in a window this tall
+#: (px): at 800 the dock, the banner and the larger type left the fps plot 55 px of data
+PRESENTATION_DOCK_MIN_H = 1000
 REPORT_JOB = "report"  # the command-thread label of an HTML report export (then its path)
 
 
@@ -408,7 +412,7 @@ class MainWindow(QMainWindow):
         """
         self._start_note = note
         if experiment is not None:
-            self.show_segments()
+            self._segments_for_experiment()
         self.starting.say(self._starting_line())
         self.presenter.start_engine(experiment)
 
@@ -542,7 +546,7 @@ class MainWindow(QMainWindow):
     def _on_experiment(self, name: str) -> None:
         self.stop_experiment_action.setEnabled(bool(name))
         if name:
-            self.show_segments()
+            self._segments_for_experiment()
         self._refresh_segments()
 
     def show_tab(self, view: QWidget) -> None:
@@ -554,6 +558,14 @@ class MainWindow(QMainWindow):
                     tabs.setCurrentIndex(i)
                     return
         raise ValueError(f"{type(view).__name__} is not in a tab")
+
+    def _segments_for_experiment(self) -> None:
+        """An experiment opens the segment table where the window has room for it beside
+        the plots; in presentation mode on a short screen (1280×800: the fps plot kept
+        55 px of data) it stays shut, and View › Segments opens it."""
+        if self.look.presentation and self.height() < PRESENTATION_DOCK_MIN_H:
+            return
+        self.show_segments()
 
     def show_segments(self) -> None:
         """Show the segment table at a height that leaves the plots most of the window."""
@@ -604,7 +616,7 @@ class MainWindow(QMainWindow):
     def _toggle_recording(self) -> None:
         parent = ""
         if self.engine.recorder is None:
-            default = str(Path.home() / "BatchScope recordings")
+            default = str(recordings_folder(Path.home()))
             parent = QFileDialog.getExistingDirectory(self, "Record into folder", default)
             if not parent:
                 self.record_action.setChecked(False)
