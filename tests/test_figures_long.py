@@ -44,7 +44,8 @@ def random_records(rng: np.random.Generator, n: int, sessions: int = 6):
     items["detected"] = scored & (rng.random(n) < 0.8)
     items["hit"] = items["visible"] & items["detected"] & (rng.random(n) < 0.9)
     items["error_px"] = np.where(scored, rng.exponential(3.0, n), np.nan)
-    items["fresh_px"] = np.where(scored, rng.exponential(5.0, n), np.nan)
+    # freshness also where nothing is scored (the emulated device's: the ball's travel)
+    items["fresh_px"] = np.where(rng.random(n) < 0.8, rng.exponential(5.0, n), np.nan)
     order = np.argsort(items["result"], kind="stable")
     items = items[order]
     m = n // 3
@@ -102,6 +103,22 @@ def test_a_tally_fed_in_pieces_gives_the_records_figures():
         assert tally.device_sessions(d) == records.device_sessions(d)
         assert tally.device_batch_sizes(d) == records.device_batch_sizes(d)
         assert tally.compute_s(d) == pytest.approx(records.compute_s(d))
+
+
+def test_freshness_counts_where_nothing_is_scored():
+    """The emulated device scores nothing, yet each window has a freshness (the ball's own
+    travel during its latency): the tally's median is the records'."""
+    rng = np.random.default_rng(5)
+    items, _, _ = random_records(rng, 900, sessions=3)
+    items["scored"] = items["visible"] = items["detected"] = items["hit"] = False
+    items["error_px"] = np.nan
+    tally = Tally(0.0)
+    tally.add(items, np.zeros(0, BATCH_DTYPE), *[np.zeros(0, OVERWRITE_DTYPE)] * 2)
+    records = RecordFigures(items, np.zeros(0, BATCH_DTYPE), {})
+    for sid in range(3):
+        got, want = tally.accuracy([sid]), records.accuracy([sid])
+        assert got["scored"] == want["scored"] == 0
+        assert got["median_freshness_px"] == pytest.approx(want["median_freshness_px"], abs=0.01)
 
 
 def test_a_tally_keeps_bounded_bins_however_many_windows():

@@ -97,17 +97,17 @@ def calls(checkout: Path) -> list[str]:
 
 @pytest.mark.skipif(sys.platform == "win32", reason="a POSIX sh script")
 def test_setup_installs_once_then_skips_until_pyproject_changes(checkout: Path):
-    first = script(checkout, "test", "-k", "x")
+    first = script(checkout, "test", "--all", "-k", "x")
     assert first.returncode == 0, first.stderr
     assert calls(checkout) == [
         "-c import torch",
         "-m pip install torch==2.13.0",
         "-m pip install -e .[dev]",
-        "-m pytest -k x",
+        "-m pytest --all -k x",
     ]
     assert "batchscope.sh: installing torch==2.13.0 into .venv" in first.stdout
     assert first.stdout.endswith("pytest ran\n")
-    if LINUX_X86_64:  # the test command sets Triton's server up too, once
+    if LINUX_X86_64:  # every test (--all) sets Triton's server up too, once
         assert triton_calls(checkout) == [
             f"-m pip install {TRITON_PACKAGES}",
             '-c import sys; print("%d.%d" % sys.version_info[:2])',
@@ -134,9 +134,12 @@ def test_setup_installs_once_then_skips_until_pyproject_changes(checkout: Path):
     assert "batchscope.sh: torch is already in .venv: keeping it" in changed.stdout
     if LINUX_X86_64:  # Triton's set-up has its own marker: nothing to redo
         assert len(triton_calls(checkout)) == 2  # neither the demo nor setup touched it
-        tested = script(checkout, "test")
+        tested = script(checkout, "test", "--all")
         assert "Triton set-up is up to date (.venv-triton)" in tested.stdout
         assert len(triton_calls(checkout)) == 2
+        fast = script(checkout, "test")  # the fast tier has no Triton test: no set-up
+        assert "Triton" not in fast.stdout and "running the fast tier" in fast.stdout
+        assert calls(checkout)[-1] == "-m pytest"
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="a POSIX sh script")
@@ -162,7 +165,7 @@ def test_setup_failures_end_with_one_clear_line(checkout: Path, tmp_path: Path):
 
 def test_ci_runs_the_test_command():
     lines = [ln for ln in (ROOT / ".ci" / "run").read_text().splitlines() if ln[:1] not in "#"]
-    assert "sh ./batchscope.sh test" in lines
+    assert "sh ./batchscope.sh test --all" in lines  # every test, the slow tier too
 
 
 # -- xcb: one line naming what is missing ------------------------------------------------

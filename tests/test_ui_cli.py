@@ -44,7 +44,10 @@ def test_screenshot_to_an_unwritable_path_fails_with_one_line(tmp_path: Path, ti
     proc = run_gui([str(tiny_video), "--screenshot", str(out), "--after", "0"], tmp_path)
     assert proc.returncode == 2
     errors = [line for line in proc.stderr.splitlines() if line.startswith("batchscope:")]
-    assert errors == [f"batchscope: error: {out}: cannot write the screenshot"]
+    # refused before the window opens (issue 44): the flag, the path, the reason
+    assert errors == [
+        f"batchscope: error: --screenshot {out}: the folder {out.parent} does not exist"
+    ]
 
 
 def test_unknown_experiment_is_one_line_and_scenario_is_its_old_name(tmp_path: Path):

@@ -219,18 +219,22 @@ class Tally:
         self._late.add(sid, late)
         self._all_late.add(np.zeros_like(sid), late)
         scored = items["scored"]
+        self._accuracy = np.concatenate(
+            [self._accuracy, np.zeros((n - self._accuracy.shape[0], 5), np.int64)]
+        )
         if scored.any():
             visible = scored & items["visible"]
             no_ball = scored & ~items["visible"]
             flags = (scored, visible, no_ball, items["hit"] & visible, items["detected"] & no_ball)
-            self._accuracy = np.concatenate(
-                [self._accuracy, np.zeros((n - self._accuracy.shape[0], 5), np.int64)]
-            )
             for j, flag in enumerate(flags):
                 self._accuracy[:, j] += np.bincount(sid[flag], minlength=n)
-            for counts, px in ((self._error, items["error_px"]), (self._fresh, items["fresh_px"])):
-                keep = ~np.isnan(px) & (scored if counts is self._error else True)
-                counts.add(sid[keep], np.rint(px[keep] * PX_QUANTUM).astype(np.int64))
+            error = items["error_px"]
+            keep = scored & ~np.isnan(error)
+            self._error.add(sid[keep], np.rint(error[keep] * PX_QUANTUM).astype(np.int64))
+        # freshness with or without a score (the emulated device: the ball's own travel)
+        fresh = items["fresh_px"]
+        keep = ~np.isnan(fresh)
+        self._fresh.add(sid[keep], np.rint(fresh[keep] * PX_QUANTUM).astype(np.int64))
         pairs = np.unique(items["device"].astype(np.int64) << 32 | sid)
         self._served.update((int(p >> 32), int(p & 0xFFFFFFFF)) for p in pairs)
 
