@@ -1,12 +1,15 @@
 """Accuracy of the demo weights through the app's own pipeline, and freshness by policy.
 
-Part 1 (``--accuracy``): for each resolution and precision, the torch backend on the CPU
-(the engine's TorchBackend: the demo weights, normalisation, post-processing and the
-letterbox mapping the app uses) runs every ``--stride``-th window of the synthetic scene's
-loop for seeds 0..``--seeds``-1 (seed 0 is the demo; training never saw seeds below 10 000),
-and each result is scored as the live worker scores it (``engine/accuracy.py``: a hit is a
-detection within 5 source px of a visible ball, or none when the ball is out of view).
-Windows are run one at a time, unpaced: accuracy does not depend on timing.
+Part 1 (``--accuracy``): for each resolution and precision (``--precision``, default
+fp32,bf16), the engine's own backend on the CPU (the demo weights, normalisation,
+post-processing and the letterbox mapping the app uses) in the precision's runtime
+(``--runtime``; default each precision's own: int8 in ONNX Runtime, bf16 in torch, fp32 in
+the CPU default, ONNX Runtime) runs every ``--stride``-th window of the synthetic scene's
+loop for seeds 0..``--seeds``-1 (seed 0 is the demo; training never saw seeds below 10 000,
+the int8 calibration uses 5000 and 5001), and each result is scored as the live worker
+scores it (``engine/accuracy.py``: a hit is a detection within 5 source px of a visible
+ball, or none when the ball is out of view). Windows are run one at a time (the frame
+pool holds one window per session), unpaced: accuracy does not depend on timing.
 
 Part 1b (``--variants``): the demo weights off the training look. Each variant changes one
 thing of the default scene (ball or table colour, mirroring, JPEG compression, sensor noise,
@@ -23,7 +26,8 @@ positions, so freshness is the ground-truth distance between the window's frame 
 frame current when its result arrives (the ball's travel during the measured latency).
 
 Usage: python benchmarks/accuracy.py [--accuracy] [--variants] [--freshness] [--seeds 2]
-       [--stride 3] [--checkpoint FILE]
+       [--stride 3] [--checkpoint FILE] [--precision fp32,int8,bf16] [--runtime R]
+       [--resolution 128x72,256x144]
 """
 
 from __future__ import annotations
@@ -40,8 +44,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "app"))
 import cv2
 import numpy as np
 
-from batchscope.config import RunConfig
+from batchscope.config import RunConfig, default_runtime, parse_resolution
 from batchscope.engine.accuracy import HIT_RADIUS_PX, score
+from batchscope.engine.backends.onnx_backend import OnnxBackend
 from batchscope.engine.backends.torch_backend import TorchBackend
 from batchscope.engine.engine import Engine
 from batchscope.engine.session import Session
@@ -62,9 +67,21 @@ def records(scores: list) -> np.ndarray:
     return items
 
 
-def accuracy(resolution, precision, seeds: int, stride: int, checkpoint: str | None) -> dict:
-    backend = TorchBackend("cpu", precision, resolution, checkpoint=checkpoint)
+def accuracy(
+    resolution,
+    precision,
+    seeds: int,
+    stride: int,
+    checkpoint: str | None,
+    runtime: str | None = None,
+) -> dict:
+    runtime = runtime or default_runtime("cpu", precision)
+    if runtime == "onnxruntime":
+        backend = OnnxBackend("cpu", precision, resolution, checkpoint=checkpoint, said=print_said)
+    else:
+        backend = TorchBackend("cpu", precision, resolution, checkpoint=checkpoint)
     scores, took = [], []
+    false_detections = 0
     for seed in range(seeds):
         source = SyntheticSource(resolution, seed=seed)
         session = Session(0, source)
@@ -73,17 +90,25 @@ def accuracy(resolution, precision, seeds: int, stride: int, checkpoint: str | N
             t = time.perf_counter()
             (det,) = backend.run([window]).detections
             took.append(time.perf_counter() - t)
-            scores.append(score(det, source.truth(window.frame_index), None, True))
+            truth = source.truth(window.frame_index)
+            scores.append(score(det, truth, None, True))
+            false_detections += det is not None and not truth.visible
     backend.close()
     summary = accuracy_summary(records(scores))
     return {
         "resolution": f"{resolution[0]}x{resolution[1]}",
         "precision": precision,
+        "runtime": runtime,
         "weights": backend.weights,
         **{k: summary[k] for k in ("visible", "hit_rate", "median_error_px", "no_ball")},
         "false_detection_rate": summary["false_detection_rate"],
+        "false_detections": int(false_detections),
         "ms_per_window": round(1000 * float(np.median(took)), 1),
     }
+
+
+def print_said(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True)
@@ -250,19 +275,37 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--stride", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--precision", default=",".join(PRECISIONS), help="P[,P…] for --accuracy")
+    ap.add_argument("--runtime", default=None, help="default: each precision's own")
+    ap.add_argument(
+        "--resolution",
+        default=",".join(f"{w}x{h}" for w, h in RESOLUTIONS),
+        help="WxH[,…] for --accuracy",
+    )
     args = ap.parse_args()
     if not (args.accuracy or args.variants or args.freshness):
         args.accuracy = args.variants = args.freshness = True
     if args.accuracy:
-        print("resolution precision  visible  hit %  median err px  no-ball  false %  ms/window")
-        for resolution in RESOLUTIONS:
-            for precision in PRECISIONS:
-                r = accuracy(resolution, precision, args.seeds, args.stride, args.checkpoint)
+        print(
+            "resolution precision runtime      visible  hit %  median err px  no-ball  false"
+            "  false %  ms/window"
+        )
+        for resolution in (parse_resolution(r) for r in args.resolution.split(",")):
+            for precision in args.precision.split(","):
+                r = accuracy(
+                    resolution,
+                    precision,
+                    args.seeds,
+                    args.stride,
+                    args.checkpoint,
+                    args.runtime,
+                )
                 err = "–" if r["median_error_px"] is None else f"{r['median_error_px']:.2f}"
                 false = r["false_detection_rate"]
                 print(
-                    f"{r['resolution']:>10} {precision:>9} {r['visible']:>8} "
+                    f"{r['resolution']:>10} {precision:>9} {r['runtime']:<12} {r['visible']:>8} "
                     f"{100 * r['hit_rate']:>6.1f} {err:>14} {r['no_ball']:>8} "
+                    f"{r['false_detections']:>6} "
                     f"{'–' if false is None else f'{100 * false:.1f}':>8} "
                     f"{r['ms_per_window']:>10.1f}",
                     flush=True,

@@ -20,9 +20,13 @@ POLICIES = ("oldest", "round-robin", "all", "dynamic", "fixed", "adaptive")
 ROUTERS = ("pinned", "least-loaded")
 #: The router unless one is given: Ray Serve's rule, the one a Ray run can have
 DEFAULT_ROUTER = "least-loaded"
-PRECISIONS = ("fp32", "fp16", "bf16")
-#: Precisions an ONNX export can have: ONNX Runtime's CPU provider has no bf16 convolutions.
-EXPORT_PRECISIONS = ("fp32", "fp16")
+PRECISIONS = ("fp32", "fp16", "bf16", "int8")
+"""int8 is the ONNX export statically quantized (models/onnx_quantize.py), run by ONNX
+Runtime on the CPU; bf16 on the CPU is torch's (channels_last, autocast, oneDNN), where
+the CPU has AVX512-BF16 or AMX (device/cpu_features.py)."""
+#: Precisions an ONNX export can have: ONNX Runtime's CPU provider has no bf16 convolutions;
+#: int8 is the fp32 export quantized.
+EXPORT_PRECISIONS = ("fp32", "fp16", "int8")
 BACKENDS = ("torch", "emulated", "ray", "triton")
 """What runs the batches: BatchScope's own worker on the real model (torch) or on a profile's
 curve (emulated), or a real Ray Serve deployment (ray) that forms its own batches and runs
@@ -95,20 +99,48 @@ def weights_kind(checkpoint: str | None) -> str:
     return "untrained" if checkpoint == UNTRAINED else "checkpoint"
 
 
-def default_runtime(device: str) -> str:
-    """The runtime the real model uses on ``device`` when none is asked for.
-
-    On the CPU, ONNX Runtime when it is installed: measured 1.8–2.9× the windows/s of
-    torch eager at 256×144, batch 1–4, and 0.9–2.0× at 128×72 (docs/BENCHMARKS.md,
-    "Runtimes": two runs, best rounds; torch.compile is faster at 128×72 but builds for
-    30–100 s).
-    On a GPU, torch (ONNX Runtime's CUDA provider is not measured yet).
-    """
+def onnxruntime_installed() -> bool:
+    """Whether ONNX Runtime and the exporter's onnxscript import (asked without importing)."""
     from importlib.util import find_spec
 
-    if device == "cpu" and all(find_spec(m) is not None for m in ("onnxruntime", "onnxscript")):
+    return all(find_spec(m) is not None for m in ("onnxruntime", "onnxscript"))
+
+
+def default_runtime(device: str, precision: str | None = None) -> str:
+    """The runtime the real model uses on ``device`` (at ``precision``) when none is asked for.
+
+    A precision only one runtime has picks it: int8 is ONNX Runtime's, bf16 on the CPU
+    torch's. Otherwise, on the CPU, ONNX Runtime when it is installed: measured 1.8–2.9×
+    the windows/s of torch eager at 256×144, batch 1–4, and 0.9–2.0× at 128×72
+    (docs/BENCHMARKS.md, "Runtimes": two runs, best rounds; torch.compile is faster at
+    128×72 but builds for 30–100 s).
+    On a GPU, torch (ONNX Runtime's CUDA provider is not measured yet).
+    """
+    if precision == "int8":
+        return "onnxruntime"
+    if device == "cpu" and precision != "bf16" and onnxruntime_installed():
         return "onnxruntime"
     return "torch"
+
+
+def default_cpu_precision() -> str:
+    """The precision of the fastest measured CPU path on this CPU (int8 with VNNI, else
+    fp32; ``device.cpu_features.fastest_cpu_path`` says why)."""
+    from batchscope.device.cpu_features import fastest_cpu_path
+
+    return fastest_cpu_path(onnxruntime_installed())[1]
+
+
+def precision_refusal(precision: str, runtime: str, device: str) -> str | None:
+    """Why the real model cannot run at ``precision`` in ``runtime`` on ``device`` (None:
+    it can, as far as the config can tell; the CPU's own features are the backend's)."""
+    if precision == "int8" and runtime != "onnxruntime":
+        return "int8 is the ONNX export statically quantized: use --runtime onnxruntime"
+    if precision == "int8" and device != "cpu":
+        return "int8 runs on the CPU (ONNX Runtime's CPU provider): use --device cpu"
+    if precision == "bf16" and runtime == "onnxruntime":
+        return "ONNX Runtime has no bf16 convolutions: use --runtime torch"
+    return None
 
 
 class ConfigError(ValueError):
@@ -586,6 +618,9 @@ class RunConfig:
             for name in ("compile", "cuda_graphs", "channels_last"):
                 if getattr(self, name):
                     raise ConfigError(name, True, f"is a torch option; runtime is {self.runtime}")
+        why = precision_refusal(self.precision, self.runtime, self.device)
+        if why and self.runner == "torch" and self.backend != "triton":
+            raise ConfigError("precision", self.precision, why)
         if (self.checkpoint or "").endswith(".onnx") and self.runtime != "onnxruntime":
             raise ConfigError(
                 "checkpoint", self.checkpoint, "an ONNX file needs --runtime onnxruntime"

@@ -43,3 +43,10 @@ def user_config_dir() -> Path:
 def user_profiles_dir() -> Path:
     """Profiles written by ``batchscope sweep`` when no path is given."""
     return user_config_dir() / "profiles"
+
+
+def user_cache_dir() -> Path:
+    """Files BatchScope makes and can make again (the int8 ONNX models):
+    $XDG_CACHE_HOME/batchscope, else ~/.cache/batchscope."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "batchscope"

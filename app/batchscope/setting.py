@@ -67,7 +67,11 @@ VERSION = 1
 #: checks they agree: this module sits below models and cannot import them).
 TRITON_INPUT, TRITON_OUTPUT = "frames", "heatmaps"
 #: The export's output type per precision (it has no bf16: see :func:`export_precision`).
-TRITON_DTYPES = {"fp32": "TYPE_FP32", "fp16": "TYPE_FP16"}
+TRITON_DTYPES = {
+    "fp32": "TYPE_FP32",
+    "fp16": "TYPE_FP16",
+    "int8": "TYPE_FP32",
+}  # int8: float logits
 #: The ONNX file the recommended ``export-onnx`` writes, and where Triton looks for it.
 MODEL_FILE = "model.onnx"
 #: The Python backend's model file in a repository (``python_backend``), beside MODEL_FILE.

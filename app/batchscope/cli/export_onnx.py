@@ -26,7 +26,8 @@ def add_export_onnx_command(sub: Any) -> None:
         help="export BlurBall as an ONNX model (uint8 frames in, logits out)",
         description="Exports BlurBall with its input normalisation inside the graph: input "
         "'frames' uint8 [batch, 9, H, W] (three RGB frames, oldest first), output "
-        "'heatmaps' [batch, 3, H, W] logits (float32 or float16 as the precision). The "
+        "'heatmaps' [batch, 3, H, W] logits (float16 for fp16, else float32; int8 is the "
+        "fp32 export statically quantized, calibrated on the synthetic scene). The "
         "batch axis is dynamic, the resolution fixed. Then runs it once in ONNX Runtime "
         "beside torch and prints the largest difference.",
     )
@@ -53,10 +54,11 @@ def cmd_export_onnx(args: argparse.Namespace) -> int:
     from batchscope.models.onnx_export import (
         ExportError,
         check_writable,
-        export_model,
+        export_blurball,
         exportable,
         write_onnx,
     )
+    from batchscope.models.onnx_quantize import QuantizeError
     from batchscope.models.weights import resolve_weights
 
     if args.checkpoint and args.no_weights:
@@ -70,17 +72,21 @@ def cmd_export_onnx(args: argparse.Namespace) -> int:
             file=sys.stderr,
             flush=True,
         )
-        data = export_model(model, args.resolution)
+        data = export_blurball(args.precision, args.resolution, path, args.lean, say)
         write_onnx(data, out)
-    except ExportError as exc:
+    except (ExportError, QuantizeError) as exc:
         raise CliError(str(exc)) from None
     w, h = args.resolution
-    kind = "float32" if args.precision == "fp32" else "float16"
+    kind = "float16" if args.precision == "fp16" else "float32"
     print(f"wrote {out} ({len(data) / 2**20:.1f} MB, {weights})")
     print(f"  input  frames   uint8 [batch, 9, {h}, {w}]")
     print(f"  output heatmaps {kind} [batch, 3, {h}, {w}] (logits)")
     print(f"  {check_in_onnxruntime(model, data, args.resolution)}")
     return 0
+
+
+def say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def check_in_onnxruntime(model: Any, data: bytes, res: tuple[int, int]) -> str:

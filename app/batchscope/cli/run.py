@@ -48,6 +48,7 @@ from batchscope.config import (
     UNTRAINED,
     ConfigError,
     RunConfig,
+    default_cpu_precision,
     default_runtime,
     drop_after_warning,
     format_resolution,
@@ -152,7 +153,9 @@ def add_run_command(sub: Any) -> None:
         "--precision",
         choices=PRECISIONS,
         default=None,
-        help="default: fp16 on emulated/CUDA, fp32 on CPU",
+        help="default: fp16 on emulated/CUDA; on CPU int8 (ONNX Runtime) where the CPU has "
+        "VNNI, else fp32. int8: the ONNX export statically quantized (CPU, onnxruntime); "
+        "bf16 on CPU: torch, where the CPU has AVX512-BF16 or AMX",
     )
     run.add_argument(
         "--resolution",
@@ -189,8 +192,8 @@ def add_run_command(sub: Any) -> None:
         choices=RUNTIMES,
         default=None,
         help="what runs the real model: torch, or its ONNX export in onnxruntime; default: "
-        "onnxruntime on cpu when installed (measured faster there), torch on cuda and with "
-        "--compile, --cuda-graphs or --channels-last",
+        "onnxruntime on cpu when installed (measured faster there) and for int8, torch on "
+        "cuda, for bf16 and with --compile, --cuda-graphs or --channels-last",
     )
     run.add_argument(
         "--checkpoint",
@@ -305,7 +308,6 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     runner = "torch" if real else "emulated"
     device = args.device or "cpu"
     on_cpu = "cpu" in (listed or ()) or (runner == "torch" and device == "cpu")
-    precision = args.precision or ("fp32" if on_cpu else "fp16")
     model = runner == "torch" or listed is not None  # the real model runs somewhere
     if args.warmup < 0:
         raise ConfigError("warmup", args.warmup, "must be 0 or more seconds")
@@ -324,6 +326,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     if args.checkpoint and no_weights:
         raise ConfigError("no_weights", True, "give --checkpoint or --no-weights, not both")
     runtime = args.runtime or _runtime_for(args, runner, device)
+    precision = args.precision or _precision_for(on_cpu, listed is None, runner, runtime)
     devices, profiles = (
         (len(listed), ()) if listed else _devices_of(args.devices, args.profile, backend)
     )
@@ -407,7 +410,18 @@ def _runtime_for(args: argparse.Namespace, backend: str, device: str) -> str:
         return "torch"
     if (args.checkpoint or "").endswith(".onnx"):
         return "onnxruntime"
-    return default_runtime(device)
+    return default_runtime(device, args.precision)
+
+
+def _precision_for(on_cpu: bool, one_device: bool, runner: str, runtime: str) -> str:
+    """The precision when ``--precision`` is not given: fp16 on an emulated device or a GPU;
+    on the CPU the fastest measured path's (``config.default_cpu_precision``: int8 where
+    the CPU has VNNI) when ONNX Runtime runs the model there, else fp32."""
+    if not on_cpu:
+        return "fp16"
+    if one_device and runner == "torch" and runtime == "onnxruntime":
+        return default_cpu_precision()
+    return "fp32"
 
 
 def status_line(report: dict[str, Any], t: float, total: float) -> str:

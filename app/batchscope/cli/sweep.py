@@ -103,6 +103,15 @@ def add_sweep_command(sub: Any) -> None:
         help="what runs the model: torch, onnxruntime (its ONNX export), or both, each "
         "with its own curves (default torch)",
     )
+    p.add_argument(
+        "--curves",
+        type=csv(str),
+        default=None,
+        metavar="R:P[,…]",
+        help="only these runtime:precision curves (e.g. onnxruntime:fp32,onnxruntime:int8,"
+        "torch:bf16: the CPU's three side by side); default every runtime with every "
+        "precision it runs",
+    )
     p.add_argument("--channels-last", action="store_true")
     p.add_argument(
         "--lean",
@@ -121,7 +130,12 @@ def add_sweep_command(sub: Any) -> None:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     on_cuda = args.device.startswith("cuda")
-    precisions = args.precision or (["fp16", "fp32"] if on_cuda else ["fp32"])
+    curves = [tuple(c.split(":", 1)) for c in args.curves or []]
+    if any(len(c) != 2 for c in curves):
+        raise CliError("--curves: give runtime:precision pairs, e.g. onnxruntime:int8")
+    precisions = args.precision or (
+        list(dict.fromkeys(p for _, p in curves)) or (["fp16", "fp32"] if on_cuda else ["fp32"])
+    )
     plan = SweepPlan(
         device=args.device,
         precisions=tuple(precisions),
@@ -132,7 +146,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         rounds=args.rounds,
         channels_last=args.channels_last,
         lean=args.lean,
-        runtimes=tuple(args.runtime),
+        runtimes=tuple(
+            args.runtime
+            if not curves or "--runtime" in args.argv
+            else dict.fromkeys(r for r, _ in curves)
+        ),
+        curves=tuple((r, p) for r, p in curves),
     )
     device = check_device(plan.device)  # BackendError, one line, before any work
     configure_threads()

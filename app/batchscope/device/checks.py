@@ -64,23 +64,33 @@ def supported_precisions(device: str) -> dict[str, str | None]:
     """precision -> None if the device can run it, else the reason it cannot."""
     import torch
 
-    out: dict[str, str | None] = {"fp32": None, "fp16": None, "bf16": None}
+    out: dict[str, str | None] = {"fp32": None, "fp16": None, "bf16": None, "int8": None}
     if device.startswith("cuda") and torch.cuda.is_available():
         if not torch.cuda.is_bf16_supported():
             out["bf16"] = "this GPU has no bf16 support (needs compute capability 8.0+)"
+        out["int8"] = "int8 runs on the CPU (ONNX Runtime's CPU provider)"
     elif device == "cpu":
+        from batchscope.device.cpu_features import bf16_refusal
+
         out["fp16"] = "fp16 convolutions on CPU are emulated and very slow; use fp32 or bf16"
+        out["bf16"] = bf16_refusal()
     return out
 
 
 def check_precision(precision: str, device: Any) -> Any:
-    """The torch dtype of ``precision`` on ``device``; BackendError if a GPU cannot run it.
+    """The torch dtype of ``precision`` on ``device``; BackendError if the device cannot
+    run it: a GPU without bf16, a CPU without AVX512-BF16 or AMX for bf16, int8 (ONNX
+    Runtime's, not torch's).
 
-    On the CPU a slow precision is allowed (the reason is only advice there).
+    fp16 on the CPU is allowed (slow: the reason is only advice there).
     """
     import torch
 
+    if precision == "int8":
+        raise BackendError(
+            "precision int8: the ONNX export statically quantized; use --runtime onnxruntime"
+        )
     why = supported_precisions(str(device) if device.type == "cuda" else "cpu").get(precision)
-    if why and device.type == "cuda":
-        raise BackendError(f"precision {precision}: {why}")
+    if why and (device.type == "cuda" or precision == "bf16"):
+        raise BackendError(f"precision {precision} on {device}: {why}")
     return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[precision]

@@ -577,7 +577,7 @@ class Engine:
             return serving_backend(config, self.said)
         try:
             return self.worker.build_backend(
-                lambda cancelled: make_backend(config, oom_above, cancelled)
+                lambda cancelled: make_backend(config, oom_above, cancelled, self.said)
             )
         except BuildCancelled:
             raise EngineStopped() from None

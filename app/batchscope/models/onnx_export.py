@@ -7,6 +7,7 @@ config rely on:
   first (channels R, G, B of frame 0, then of frame 1, then of frame 2);
 - output ``heatmaps``: ``[batch, 3, H, W]`` logits, one per frame, float32 for an fp32
   export and float16 for fp16 (sigmoid is post-processing, as in the torch model);
+  float32 for int8, the fp32 export statically quantized (``models.onnx_quantize``);
 - the batch axis is dynamic; H and W are fixed at export (one file per resolution, as
   the torch backend builds one model per resolution; docs/BENCHMARKS.md has the
   measurement); opset :data:`OPSET`.
@@ -26,6 +27,7 @@ import logging
 import os
 import tempfile
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -67,20 +69,31 @@ def export_blurball(
     resolution: tuple[int, int],
     checkpoint: str | None = None,
     lean: bool = False,
+    progress: Callable[[str], None] = lambda _: None,
 ) -> bytes:
     """The serialised ONNX model of BlurBall (with ``checkpoint``'s weights, if given).
 
     Raises ExportError for a precision the export cannot have, CheckpointError for a
-    bad checkpoint. Takes a few seconds (about 7 s on a 2-core CPU): the graph is traced
-    by torch.export, then translated and optimised.
+    bad checkpoint, QuantizeError for an int8 model ONNX Runtime cannot quantize. Takes a
+    few seconds (about 7 s on a 2-core CPU): the graph is traced by torch.export, then
+    translated and optimised. int8: the fp32 export quantized, read from the user's cache
+    when it was made before (else tens of seconds; ``progress`` hears how far).
     """
-    return export_model(exportable(precision, checkpoint, lean), resolution)
+    model = exportable(precision, checkpoint, lean)
+    if precision == "int8":
+        from batchscope.models.onnx_quantize import int8_model
+
+        return int8_model(
+            checkpoint, resolution, lean, lambda: export_model(model, resolution), progress
+        )
+    return export_model(model, resolution)
 
 
 def exportable(
     precision: str, checkpoint: str | None = None, lean: bool = False
 ) -> NormalisedBlurBall:
-    """BlurBall at ``precision`` behind its normalisation, in eval mode: what is exported."""
+    """BlurBall at ``precision`` behind its normalisation, in eval mode: what is exported
+    (for int8, the fp32 model it is quantized from)."""
     from batchscope.models.weights import load_checkpoint
 
     if precision not in EXPORT_PRECISIONS:
@@ -90,7 +103,7 @@ def exportable(
     model = BlurBall(lean=lean).eval()
     if checkpoint:
         load_checkpoint(model, checkpoint)  # CheckpointError, one line
-    dtype = DTYPES[precision]
+    dtype = DTYPES.get(precision, torch.float32)
     return NormalisedBlurBall(model, dtype).to(dtype).eval()
 
 

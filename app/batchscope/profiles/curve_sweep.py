@@ -38,7 +38,13 @@ from functools import partial
 from itertools import pairwise
 from typing import Any
 
-from batchscope.config import RUNTIMES, ConfigError, format_resolution, parse_resolution
+from batchscope.config import (
+    RUNTIMES,
+    ConfigError,
+    format_resolution,
+    parse_resolution,
+    precision_refusal,
+)
 from batchscope.device.checks import check_device, check_precision, supported_precisions
 from batchscope.device.onnx_runtime import (
     import_onnxruntime,
@@ -66,20 +72,31 @@ class SweepPlan:
     channels_last: bool = False
     lean: bool = False
     runtimes: tuple[str, ...] = ("torch",)
+    #: the (runtime, precision) curves to measure, if not every pair the two lists make
+    curves: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
+        for runtime, precision in self.curves:
+            if runtime not in self.runtimes or precision not in self.precisions:
+                raise ConfigError(
+                    "curves", f"{runtime}:{precision}", "not in --runtime/--precision"
+                )
+            why = precision_refusal(precision, runtime, _kind(self.device))
+            if why:
+                raise ConfigError("curves", f"{runtime}:{precision}", why)
         for runtime in self.runtimes:
             if runtime not in RUNTIMES:
                 raise ConfigError("runtime", runtime, f"choose from {', '.join(RUNTIMES)}")
         if not self.runtimes or len(set(self.runtimes)) != len(self.runtimes):
             raise ConfigError("runtime", list(self.runtimes), "give each runtime once")
-        if "onnxruntime" in self.runtimes:
-            if self.channels_last:
-                raise ConfigError("channels_last", True, "is a torch option; not for onnxruntime")
-            if "bf16" in self.precisions:
-                raise ConfigError("precision", "bf16", "the ONNX export is fp32 or fp16")
+        if "onnxruntime" in self.runtimes and self.channels_last:
+            raise ConfigError("channels_last", True, "is a torch option; not for onnxruntime")
         if not re.fullmatch(r"cpu|cuda(:\d+)?", self.device):
             raise ConfigError("device", self.device, "expected cpu or cuda:N")
+        for precision in self.precisions:
+            whys = [precision_refusal(precision, rt, _kind(self.device)) for rt in self.runtimes]
+            if all(whys):
+                raise ConfigError("precision", precision, str(whys[0]))
         if not self.precisions:
             raise ConfigError("precision", "", "give at least one precision")
         if not self.resolutions:
@@ -98,14 +115,26 @@ class SweepPlan:
             raise ConfigError("rounds", self.rounds, "must be at least 1 round")
 
     @property
-    def points(self) -> list[tuple[str, str, tuple[int, int], int]]:
-        """(runtime, precision, resolution, batch) in the order they are measured."""
+    def pairs(self) -> list[tuple[str, str]]:
+        """(runtime, precision) of each curve per resolution: every runtime with every
+        precision it runs (``sweep --runtime onnxruntime,torch --precision fp32,int8,bf16``
+        measures fp32 in both, int8 in ONNX Runtime, bf16 in torch)."""
+        kind = _kind(self.device)
+        if self.curves:
+            return list(self.curves)
         return [
-            (rt, p, r, b)
+            (rt, p)
             for rt in self.runtimes
             for p in self.precisions
-            for r in self.resolutions
-            for b in self.batches
+            if precision_refusal(p, rt, kind) is None
+        ]
+
+    @property
+    def points(self) -> list[tuple[str, str, tuple[int, int], int]]:
+        """(runtime, precision, resolution, batch) in the order they are measured: each
+        resolution and batch in turn, all curves' points of it side by side."""
+        return [
+            (rt, p, r, b) for r in self.resolutions for b in self.batches for rt, p in self.pairs
         ]
 
     def method(self) -> str:
@@ -118,12 +147,30 @@ class SweepPlan:
             if "onnxruntime" in self.runtimes
             else ""
         )
+        int8 = (
+            "; int8: the demo weights' export statically quantized (models/onnx_quantize.py)"
+            if ("onnxruntime", "int8") in self.pairs
+            else ""
+        )
+        bf16 = (
+            "; bf16 on cpu: fp32 model in channels_last under torch.autocast(bfloat16)"
+            if ("torch", "bf16") in self.pairs and self.device == "cpu"
+            else ""
+        )
+        side = (
+            " (each point's curves side by side, rounds interleaved)" if len(self.pairs) > 1 else ""
+        )
         return (
             f"batchscope sweep: bare BlurBall (3-frame window{layout}{lean}), eval + "
-            f"inference_mode{cudnn}, input made on the device{ort}; median of "
-            f"{self.rounds}x{self.repeat} runs (median of round medians) after "
-            f"{self.warmup} warm-ups per point"
+            f"inference_mode{cudnn}, input made on the device{ort}{int8}{bf16}; median of "
+            f"{self.rounds}x{self.repeat} runs (median of round medians; best_ms: the best "
+            f"round's) after {self.warmup} warm-ups per point{side}"
         )
+
+
+def _kind(device: str) -> str:
+    """``cpu`` or ``cuda``: what :func:`~batchscope.config.precision_refusal` asks."""
+    return "cpu" if device == "cpu" else "cuda"
 
 
 def time_round(model: Any, x: Any, repeat: int) -> float:
@@ -149,6 +196,90 @@ def time_round(model: Any, x: Any, repeat: int) -> float:
     return statistics.median(times)
 
 
+class _PointRun:
+    """One curve's point being measured: its input, its round medians, or what failed."""
+
+    def __init__(self, model: Any, batch: int) -> None:
+        self.model = model
+        self.batch = batch
+        self.x: Any = None
+        self.medians: list[float] = []
+        self.peak_mb: float | None = None
+        self.error: str | None = None
+
+    def fail(self, exc: BaseException) -> None:
+        import torch
+
+        self.x = None
+        if isinstance(exc, torch.OutOfMemoryError):
+            self.error = f"out of memory: {_first_line(exc)}"
+        else:
+            self.error = f"{type(exc).__name__}: {_first_line(exc)}"
+
+    def point(self) -> CurvePoint:
+        if self.error is not None:
+            return CurvePoint(self.batch, None, error=self.error)
+        median = round(statistics.median(self.medians), 4)
+        return CurvePoint(self.batch, median, self.peak_mb, best_ms=round(min(self.medians), 4))
+
+
+def measure_points(
+    models: list[tuple[Any, Any]],
+    plan: SweepPlan,
+    device: Any,
+    resolution: tuple[int, int],
+    batch: int,
+    memory: PeakMemory,
+) -> list[CurvePoint]:
+    """The point at ``batch`` of each of ``models`` ((model, input dtype) pairs), side by side.
+
+    Each model's input, warm-up and first round come alone (its peak memory is taken over
+    that round); the other rounds are interleaved over the models, so that a load coming
+    and going on a shared machine falls on every curve alike and their ratios hold. A
+    failure becomes a point with ``error`` (never raises).
+    """
+    import torch
+
+    w, h = resolution
+    runs = [_PointRun(model, batch) for model, _ in models]
+    with torch.inference_mode():
+        for run, (model, dtype) in zip(runs, models, strict=True):
+            try:
+                memory.before_input()
+                if isinstance(model, OnnxModel):
+                    run.x = torch.randint(
+                        0, 256, (batch, 9, h, w), dtype=torch.uint8, device=device
+                    )
+                else:
+                    run.x = torch.randn(batch, 9, h, w, device=device, dtype=dtype)
+                if plan.channels_last or getattr(model, "channels_last", False):
+                    run.x = run.x.contiguous(memory_format=torch.channels_last)
+                for _ in range(plan.warmup):
+                    model(run.x)
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+                memory.reset()
+                run.medians.append(time_round(model, run.x, plan.repeat))
+                run.peak_mb = round(memory.peak_mb(), 1)
+            except Exception as exc:  # one bad point must not end the sweep
+                run.fail(exc)
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
+        for _ in range(plan.rounds - 1):
+            for run in runs:
+                if run.error is not None:
+                    continue
+                try:
+                    run.medians.append(time_round(run.model, run.x, plan.repeat))
+                except Exception as exc:
+                    run.fail(exc)
+    points = [run.point() for run in runs]
+    del runs
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return points
+
+
 def measure_point(
     model: Any,
     plan: SweepPlan,
@@ -158,37 +289,8 @@ def measure_point(
     batch: int,
     memory: PeakMemory,
 ) -> CurvePoint:
-    """One point of the curve; a failure becomes a point with ``error`` (never raises)."""
-    import torch
-
-    w, h = resolution
-    x = None
-    try:
-        memory.before_input()
-        if isinstance(model, OnnxModel):
-            x = torch.randint(0, 256, (batch, 9, h, w), dtype=torch.uint8, device=device)
-        else:
-            x = torch.randn(batch, 9, h, w, device=device, dtype=dtype)
-        if plan.channels_last:
-            x = x.contiguous(memory_format=torch.channels_last)
-        with torch.inference_mode():
-            for _ in range(plan.warmup):
-                model(x)
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            memory.reset()
-            medians = [time_round(model, x, plan.repeat) for _ in range(plan.rounds)]
-        return CurvePoint(
-            batch, round(statistics.median(medians), 4), peak_mb=round(memory.peak_mb(), 1)
-        )
-    except torch.OutOfMemoryError as exc:
-        return CurvePoint(batch, None, error=f"out of memory: {_first_line(exc)}")
-    except Exception as exc:  # one bad point must not end the sweep
-        return CurvePoint(batch, None, error=f"{type(exc).__name__}: {_first_line(exc)}")
-    finally:
-        del x
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
+    """One point of one curve (a re-measured one: :func:`_settle`)."""
+    return measure_points([(model, dtype)], plan, device, resolution, batch, memory)[0]
 
 
 def _first_line(exc: BaseException) -> str:
@@ -199,18 +301,19 @@ def _first_line(exc: BaseException) -> str:
 def run_sweep(plan: SweepPlan, progress: Callable[[str], None]) -> list[BatchCurve]:
     """Measure every point of ``plan``; ``progress`` gets one line per point.
 
-    Raises BackendError (one line) if the device or a precision is not available.
+    Per resolution, every curve (runtime, precision) is built first, then each batch size
+    is measured on all of them side by side (:func:`measure_points`). Raises BackendError
+    (one line) if the device or a precision is not available.
     """
     import torch
 
-    from batchscope.models.blurball import BlurBall
-
     device = check_device(plan.device)
-    dtypes = {p: check_precision(p, device) for p in plan.precisions}
+    precisions = {p for _, p in plan.pairs}
+    dtypes = {p: check_precision(p, device) for p in precisions if p != "int8"}
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = True
     else:
-        for p in plan.precisions:
+        for p in sorted(precisions):
             why = supported_precisions("cpu").get(p)
             if why:
                 progress(f"note: {p} on cpu: {why}")
@@ -219,42 +322,83 @@ def run_sweep(plan: SweepPlan, progress: Callable[[str], None]) -> list[BatchCur
     memory = PeakMemory(device)
     total = sum(_cost(r, b) for _, _, r, b in plan.points)
     done_cost, done, t0 = 0.0, 0, time.perf_counter()
+    torch_models = {
+        p: _torch_model(plan, device, p, dtypes[p]) for rt, p in plan.pairs if rt == "torch"
+    }
     curves = []
-    for runtime in plan.runtimes:
-        for precision in plan.precisions:
-            model: BlurBall | OnnxModel | None = None
+    for resolution in plan.resolutions:
+        models: list[tuple[Any, Any]] = []
+        for runtime, precision in plan.pairs:
             if runtime == "torch":
-                model = BlurBall(lean=plan.lean).eval().to(device, dtypes[precision])
-                if plan.channels_last:
-                    # Module.to documents to(memory_format=...), but its overloads leave it out
-                    model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
-            for resolution in plan.resolutions:
-                if runtime == "onnxruntime":
-                    progress(f"onnxruntime {precision} {format_resolution(resolution)}: exporting…")
-                    model = OnnxModel.export(plan, device, precision, resolution)
-                measure = partial(
-                    measure_point, model, plan, device, dtypes[precision], resolution, memory=memory
-                )
-                provider = model.provider if isinstance(model, OnnxModel) else None
+                models.append((torch_models[precision], _input_dtype(device, precision, dtypes)))
+                continue
+            where = f"onnxruntime {precision} {format_resolution(resolution)}"
+            progress(f"{where}: exporting…")
+            say = partial(_prefixed, progress, where)
+            models.append((OnnxModel.export(plan, device, precision, resolution, say), None))
+        rows: list[list[CurvePoint]] = [[] for _ in plan.pairs]
+        for batch in plan.batches:
+            points = measure_points(models, plan, device, resolution, batch, memory)
+            done_cost += _cost(resolution, batch) * len(plan.pairs)
+            elapsed = time.perf_counter() - t0
+            left = elapsed * (total - done_cost) / done_cost
+            for (runtime, precision), row, point in zip(plan.pairs, rows, points, strict=True):
+                row.append(point)
+                done += 1
                 where = f"{runtime} {precision} {format_resolution(resolution)}"
-                points = []
-                for batch in plan.batches:
-                    point = measure(batch)
-                    points.append(point)
-                    done += 1
-                    done_cost += _cost(resolution, batch)
-                    elapsed = time.perf_counter() - t0
-                    left = elapsed * (total - done_cost) / done_cost
-                    progress(
-                        f"[{done}/{len(plan.points)}] {where} batch {batch}: "
-                        f"{_describe(point)} · {elapsed:.1f} s elapsed, ~{left:.0f} s left"
-                    )
-                points, noisy = _settle(points, measure, partial(_prefixed, progress, where))
-                curves.append(
-                    BatchCurve(precision, resolution, tuple(points), runtime, provider, noisy)
+                progress(
+                    f"[{done}/{len(plan.points)}] {where} batch {batch}: {_describe(point)} · "
+                    f"{elapsed:.1f} s elapsed, ~{left:.0f} s left"
                 )
-            del model
+        for (runtime, precision), row, (model, dtype) in zip(plan.pairs, rows, models, strict=True):
+            measure = partial(measure_point, model, plan, device, dtype, resolution, memory=memory)
+            where = f"{runtime} {precision} {format_resolution(resolution)}"
+            points, noisy = _settle(row, measure, partial(_prefixed, progress, where))
+            provider = model.provider if isinstance(model, OnnxModel) else None
+            curves.append(
+                BatchCurve(precision, resolution, tuple(points), runtime, provider, noisy)
+            )
+        del models
     return curves
+
+
+def _torch_model(plan: SweepPlan, device: Any, precision: str, dtype: Any) -> Any:
+    """BlurBall as the torch backend runs it at ``precision`` (bf16 on the CPU: fp32
+    weights in channels_last under autocast, ``TorchBackend``'s way)."""
+    import torch
+
+    from batchscope.models.blurball import BlurBall
+
+    if device.type == "cpu" and precision == "bf16":
+        return CpuAutocast(BlurBall(lean=plan.lean).eval().to(device))
+    model = BlurBall(lean=plan.lean).eval().to(device, dtype)
+    if plan.channels_last:
+        # Module.to documents to(memory_format=...), but its overloads leave it out
+        model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+    return model
+
+
+def _input_dtype(device: Any, precision: str, dtypes: dict[str, Any]) -> Any:
+    import torch
+
+    return torch.float32 if device.type == "cpu" and precision == "bf16" else dtypes[precision]
+
+
+class CpuAutocast:
+    """An fp32 model in channels_last called under ``torch.autocast("cpu", bfloat16)``."""
+
+    channels_last = True
+
+    def __init__(self, model: Any) -> None:
+        import torch
+
+        self.model = model.to(memory_format=torch.channels_last)
+
+    def __call__(self, x: Any) -> Any:
+        import torch
+
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return self.model(x)
 
 
 class OnnxModel:
@@ -272,17 +416,32 @@ class OnnxModel:
 
     @classmethod
     def export(
-        cls, plan: SweepPlan, device: Any, precision: str, resolution: tuple[int, int]
+        cls,
+        plan: SweepPlan,
+        device: Any,
+        precision: str,
+        resolution: tuple[int, int],
+        progress: Callable[[str], None],
     ) -> OnnxModel:
+        """The export at ``precision`` (untrained weights: timing only), opened in ONNX
+        Runtime. int8 quantizes the demo weights' export instead (the model the app runs,
+        made once and cached; untrained weights would be quantized anew in each sweep)."""
         import torch
 
-        from batchscope.models.onnx_export import DTYPES, export_blurball
+        from batchscope.device.checks import BackendError
+        from batchscope.models.onnx_export import DTYPES, ExportError, export_blurball
+        from batchscope.models.onnx_quantize import QuantizeError
+        from batchscope.models.weights import resolve_weights
 
-        data = export_blurball(precision, resolution, lean=plan.lean)
+        checkpoint = resolve_weights(None)[0] if precision == "int8" else None
+        try:
+            data = export_blurball(precision, resolution, checkpoint, plan.lean, progress)
+        except (ExportError, QuantizeError) as exc:
+            raise BackendError(str(exc)) from None
         session, providers = open_session(
             data, device, torch.get_num_threads(), spinning=False, origin="the export"
         )
-        return cls(session, providers, device, DTYPES[precision])
+        return cls(session, providers, device, DTYPES.get(precision, torch.float32))
 
     def __call__(self, x: Any) -> Any:
         from batchscope.models.onnx_export import INPUT, OUTPUT
@@ -435,15 +594,23 @@ def build_profile(
 
 
 def markdown_table(profile: DeviceProfile) -> str:
-    """The study's table per resolution: ms per batch, then windows/s, per precision."""
+    """The study's table per resolution: ms per batch, then windows/s, per precision.
+
+    A sweep that kept each point's best round (``best_ms``) adds the best rounds'
+    windows/s, and with several curves each one's ratio to the first (medians).
+    """
     blocks = []
     resolutions = list(dict.fromkeys(c.resolution for c in profile.curves))
     for res in resolutions:
         curves = [c for c in profile.curves if c.resolution == res]
         named = any(c.runtime != "torch" for c in curves)  # one runtime: the old header
         precs = [c.precision.upper() + (f" {c.runtime}" if named else "") for c in curves]
+        best = any(p.best_ms is not None for c in curves for p in c.points)
         batches = sorted({p.batch for c in curves for p in c.points})
         head = ["batch"] + [f"{p} ms" for p in precs] + [f"{p} windows/s" for p in precs]
+        if best:
+            head += [f"{p} best windows/s" for p in precs]
+            head += [f"{p} × {precs[0]}" for p in precs[1:]]
         lines = [
             f"{profile.device}, {format_resolution(res)}:",
             "",
@@ -454,9 +621,26 @@ def markdown_table(profile: DeviceProfile) -> str:
             pts = [next((p for p in c.points if p.batch == b), None) for c in curves]
             ms = [_cell(p, lambda _, ms: f"{ms:.2f}") for p in pts]
             wps = [_cell(p, lambda batch, ms: f"{batch * 1000.0 / ms:.1f}") for p in pts]
-            lines.append("| " + " | ".join([str(b), *ms, *wps]) + " |")
+            cells = [str(b), *ms, *wps]
+            if best:
+                cells += [_best_cell(p) for p in pts]
+                cells += [_ratio_cell(pts[0], p) for p in pts[1:]]
+            lines.append("| " + " | ".join(cells) + " |")
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
+
+
+def _best_cell(point: CurvePoint | None) -> str:
+    if point is None or point.best_ms is None:
+        return "–"
+    return f"{point.batch * 1000.0 / point.best_ms:.1f}"
+
+
+def _ratio_cell(first: CurvePoint | None, point: CurvePoint | None) -> str:
+    """``point``'s windows/s over ``first``'s (the same batch: the ratio of their times)."""
+    if first is None or point is None or first.ms is None or point.ms is None:
+        return "–"
+    return f"{first.ms / point.ms:.2f}×"
 
 
 def _cell(point: CurvePoint | None, fmt: Callable[[int, float], str]) -> str:

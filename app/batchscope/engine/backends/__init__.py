@@ -44,10 +44,12 @@ def make_backend(
     config: RunConfig,
     oom_above: int | None = None,
     cancelled: Callable[[], bool] = lambda: False,
+    said: Callable[[str], None] = lambda _: None,
 ) -> Backend:
     """The backend a config asks for; BackendError/ProfileError/CheckpointError if it cannot.
 
     ``cancelled()`` is asked between warm-up runs; once true the build raises BuildCancelled.
+    ``said`` hears what a slow build is doing (an int8 model's calibration).
     """
     if config.backend == "emulated":
         return EmulatedBackend(
@@ -67,6 +69,7 @@ def make_backend(
             lean=config.lean,
             postprocess=config.postprocess,
             cancelled=cancelled,
+            said=said,
         )
     return TorchBackend(
         config.device,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
-from functools import lru_cache, partial
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +36,9 @@ from batchscope.engine.backends.torch_device import (
 from batchscope.engine.session import Window
 from batchscope.models.weights import resolve_weights
 
-#: The export's output type per precision (as ONNX Runtime names it).
-OUTPUT_TYPES = {"fp32": "tensor(float)", "fp16": "tensor(float16)"}
+#: The export's output type per precision (as ONNX Runtime names it); the int8 model
+#: dequantizes its last convolution's output: float logits.
+OUTPUT_TYPES = {"fp32": "tensor(float)", "fp16": "tensor(float16)", "int8": "tensor(float)"}
 
 
 class OnnxBackend(Backend):
@@ -49,6 +50,10 @@ class OnnxBackend(Backend):
     Runtime without a copy and the heatmaps come back as a numpy array that
     ``torch.from_numpy`` shares; on CUDA both are bound in place on the device (I/O
     binding), so the post-processing runs on the device as with torch.
+
+    ``int8`` runs the export statically quantized (``models.onnx_quantize``), on the CPU
+    only; its first build calibrates and quantizes (tens of seconds, said through
+    ``said``) and keeps the model in the user's cache for the next.
     """
 
     draws_detections = True
@@ -64,9 +69,11 @@ class OnnxBackend(Backend):
         spinning: bool = False,
         postprocess: str = POSTPROCESSING[0],
         cancelled: Callable[[], bool] = lambda: False,
+        said: Callable[[str], None] = lambda _: None,
     ) -> None:
         import torch
 
+        from batchscope.config import precision_refusal
         from batchscope.models.onnx_export import EXPORT_PRECISIONS
         from batchscope.models.postprocess import check_method
 
@@ -78,13 +85,16 @@ class OnnxBackend(Backend):
                 f"precision {precision}: ONNX Runtime runs the {' or '.join(EXPORT_PRECISIONS)}"
                 " export"
             )
+        why = precision_refusal(precision, "onnxruntime", self.device.type)
+        if why:
+            raise BackendError(f"precision {precision} on {device}: {why}")
         self.precision = precision
         self.resolution = resolution
         self.postprocess = check_method(postprocess)
         providers_for(import_onnxruntime(), self.device)  # before the export's seconds
         if not (checkpoint and checkpoint.endswith(".onnx")) and cancelled():
             raise BuildCancelled()  # the export cannot be interrupted: ask before it
-        data, self.weights, trained = onnx_model(checkpoint, precision, resolution, lean)
+        data, self.weights, trained = onnx_model(checkpoint, precision, resolution, lean, said)
         if not trained:
             self.draws_detections = False
         origin = checkpoint if checkpoint and checkpoint.endswith(".onnx") else "the export"
@@ -93,7 +103,9 @@ class OnnxBackend(Backend):
         )
         self._check_signature(origin)
         self.label = f"{device} onnxruntime ({provider_label(self.providers)})"
-        self._out_dtype = {"fp32": torch.float32, "fp16": torch.float16}[precision]
+        if precision == "int8":
+            self.label += " int8"
+        self._out_dtype = torch.float16 if precision == "fp16" else torch.float32
         self._frames = DeviceFrames(torch, self.device, resolution)
         warm_up(self.run, resolution, (1,), 3, cancelled, self.close)
         self._frames.forget()  # the sessions start with empty pool positions
@@ -172,18 +184,28 @@ class OnnxBackend(Backend):
         self._frames.release()
 
 
-@lru_cache(maxsize=4)
 def onnx_model(
-    checkpoint: str | None, precision: str, resolution: tuple[int, int], lean: bool = False
+    checkpoint: str | None,
+    precision: str,
+    resolution: tuple[int, int],
+    lean: bool = False,
+    said: Callable[[str], None] = lambda _: None,
 ) -> tuple[bytes, str, bool]:
     """The ONNX model a run's ``checkpoint`` names: (its bytes, what reports call the
     weights, whether they are trained). An ``.onnx`` file is read as it is; a torch
     checkpoint (or the demo weights, or none: untrained) is exported (seconds, once per
-    process). BackendError for a file that cannot be read or exported."""
+    process; int8: quantized too, ``said`` hears how far). BackendError for a file that
+    cannot be read, exported or quantized."""
     if checkpoint and checkpoint.endswith(".onnx"):
         return _read_onnx(checkpoint), f"ONNX file {checkpoint}", True
     path, weights = resolve_weights(checkpoint)
-    return _exported(precision, resolution, path, _stamp(path), lean), weights, bool(path)
+    data = _exported(precision, resolution, path, _stamp(path), lean, said)
+    return data, weights, bool(path)
+
+
+#: the newest exports, by (precision, resolution, checkpoint, stamp, lean)
+_EXPORTS: dict[tuple[Any, ...], bytes] = {}
+_KEPT_EXPORTS = 4
 
 
 def _exported(
@@ -192,22 +214,32 @@ def _exported(
     checkpoint: str | None,
     stamp: tuple[float, int] | None,
     lean: bool,
+    said: Callable[[str], None],
 ) -> bytes:
     """The export, once per process for each setting (a live change back costs nothing).
 
     ``stamp`` (the checkpoint's mtime and size) makes a rewritten checkpoint export anew.
+    ``said`` hears an int8 model's calibration; it is not part of the key.
     """
     from batchscope.models.onnx_export import ExportError, export_blurball
+    from batchscope.models.onnx_quantize import QuantizeError
 
+    key = (precision, resolution, checkpoint, stamp, lean)
+    if key in _EXPORTS:
+        return _EXPORTS[key]
     try:
-        return export_blurball(precision, resolution, checkpoint, lean)
-    except ExportError as exc:
+        data = export_blurball(precision, resolution, checkpoint, lean, said)
+    except (ExportError, QuantizeError) as exc:
         raise BackendError(str(exc)) from None
     except ImportError as exc:  # torch's exporter imports onnxscript (and onnx) on first use
         raise BackendError(
             f"runtime onnxruntime: the ONNX export needs onnxscript and onnx ({exc}); "
             "pip install onnxscript onnx, or give an exported --checkpoint FILE.onnx"
         ) from None
+    while len(_EXPORTS) >= _KEPT_EXPORTS:
+        _EXPORTS.pop(next(iter(_EXPORTS)))
+    _EXPORTS[key] = data
+    return data
 
 
 def _stamp(checkpoint: str | None) -> tuple[float, int] | None:

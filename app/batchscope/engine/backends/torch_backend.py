@@ -38,6 +38,12 @@ class TorchBackend(Backend):
     crops come back to the host. With ``cuda_graphs`` the model runs as one
     captured CUDA graph per batch size (captured on first use), which removes
     the per-kernel launch cost of eager PyTorch.
+
+    bf16 on the CPU is oneDNN's: the model stays fp32 in channels_last and runs under
+    ``torch.autocast("cpu", bfloat16)``, so convolutions take bf16 (AVX512-BF16 or AMX
+    dot products) and the rest stays fp32; refused where the CPU has neither
+    (``check_precision``). channels_last matters: oneDNN's bf16 convolutions in NCHW
+    reorder every tensor (measured 1.1-1.2x fp32 without it, docs/BENCHMARKS.md).
     """
 
     draws_detections = True
@@ -67,7 +73,10 @@ class TorchBackend(Backend):
         self.dtype = check_precision(precision, self.device)
         self.resolution = resolution
         self.postprocess = check_method(postprocess)
-        self.channels_last = channels_last
+        # bf16 on the CPU: an fp32 model under autocast, always channels_last
+        self._autocast = self.device.type == "cpu" and precision == "bf16"
+        self.channels_last = channels_last or self._autocast
+        weights_dtype = torch.float32 if self._autocast else self.dtype
         if cuda_graphs and self.device.type != "cuda":
             raise BackendError(f"CUDA graphs: need a CUDA device (device is {device})")
         if cuda_graphs and compile_model:
@@ -85,8 +94,8 @@ class TorchBackend(Backend):
             load_checkpoint(model, path)  # raises CheckpointError, one line
         else:
             self.draws_detections = False
-        model = model.to(self.device, self.dtype)
-        if channels_last:
+        model = model.to(self.device, weights_dtype)
+        if self.channels_last:
             # Module.to documents to(memory_format=...), but its overloads leave it out
             model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
         self.model: Callable[[Any], Any] | None = model  # None once closed
@@ -97,10 +106,13 @@ class TorchBackend(Backend):
             self.label += " compiled"
         if cuda_graphs:
             self.label += " graphs"
+        if self._autocast:
+            self.label += " bf16 (oneDNN autocast, channels_last)"
         self._compiled = compile_model
         self._graphs: dict[int, CapturedBatch] | None = {} if cuda_graphs else None
         self.captured: list[tuple[int, float]] = []  # (batch size, ms to capture) per graph
-        self._scale, self._shift = normalisation(self.dtype, self.device)
+        self._scale, self._shift = normalisation(weights_dtype, self.device)
+        self._input_dtype = weights_dtype
         self._frames = DeviceFrames(torch, self.device, resolution)
         self.warm_up(cancelled=cancelled)
 
@@ -125,7 +137,7 @@ class TorchBackend(Backend):
         n = len(windows)
         try:
             with torch.inference_mode():
-                x = padded(channels_first(self._assemble(windows)), pad).to(self.dtype)
+                x = padded(channels_first(self._assemble(windows)), pad).to(self._input_dtype)
                 x = x * self._scale + self._shift
                 if self.channels_last:
                     x = x.contiguous(memory_format=torch.channels_last)
@@ -133,7 +145,8 @@ class TorchBackend(Backend):
                 prep_end = time.perf_counter()
                 assert self.model is not None, "TorchBackend.run after close()"
                 graphs = self._graphs
-                heatmaps = self.model(x)[:, 2] if graphs is None else self._replay(x, graphs)
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self._autocast):
+                    heatmaps = self.model(x)[:, 2] if graphs is None else self._replay(x, graphs)
                 heatmaps = heatmaps[:n]  # the padding's results are dropped
                 self._sync()
                 compute_end = time.perf_counter()

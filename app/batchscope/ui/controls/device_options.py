@@ -16,8 +16,10 @@ from batchscope.config import (
     PRECISIONS,
     RUNTIMES,
     RunConfig,
+    default_cpu_precision,
     default_runtime,
     format_resolution,
+    precision_refusal,
 )
 from batchscope.device.checks import gpu_driver_found
 
@@ -85,7 +87,7 @@ def real_device_choices(device: str, name: str) -> list[DeviceChoice]:
         key = device if runtime == default else f"{device}/{runtime}"
         label = f"{name} · real model · {RUNTIME_LABELS[runtime]}"
         if runtime == default and device == "cpu" and runtime != "torch":
-            label += " (fastest here)"
+            label += f" (fastest here: {default_cpu_precision()})"
         out.append(
             DeviceChoice(key, label, "torch", device, runtime=runtime, unavailable=why.get(runtime))
         )
@@ -94,10 +96,11 @@ def real_device_choices(device: str, name: str) -> list[DeviceChoice]:
 
 def device_choices(gpus: list[str] | None = None) -> list[DeviceChoice]:
     """CPU, each CUDA GPU found (each with its runtimes), then each emulated profile."""
+    from batchscope.device.cpu_features import describe_cpu
     from batchscope.profiles.profile import DeviceProfile, list_profiles
 
     gpus = cuda_names() if gpus is None else gpus
-    out = real_device_choices("cpu", "CPU")
+    out = real_device_choices("cpu", f"CPU ({describe_cpu()})")
     for i, name in enumerate(gpus):
         out += real_device_choices(f"cuda:{i}", f"cuda:{i} · {name}")
     for _kind, profile in list_profiles():
@@ -128,7 +131,11 @@ def precision_reasons(choice: DeviceChoice, resolution: tuple[int, int]) -> dict
     if not choice.emulated:
         from batchscope.device.checks import supported_precisions
 
-        return supported_precisions(choice.device)
+        reasons = supported_precisions(choice.device)
+        for p, why in reasons.items():
+            refusal = precision_refusal(p, choice.runtime, choice.device.partition(":")[0])
+            reasons[p] = why or refusal
+        return reasons
     out: dict[str, str | None] = {}
     for p in PRECISIONS:
         if (p, tuple(resolution)) in choice.covers:
@@ -170,7 +177,7 @@ def fit(
                 if (precision, r) in choice.covers:
                     return precision, r
         preference = (
-            ("fp32", "bf16", "fp16")
+            (default_cpu_precision(), "fp32", "int8", "bf16", "fp16")
             if choice.device == "cpu" and not choice.emulated
             else _PRECISION_PREFERENCE
         )
