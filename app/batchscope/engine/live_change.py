@@ -145,9 +145,9 @@ class LiveChange:
             opens: tuple[RunConfig, dict[str, Any], str | None] | None = None
             try:
                 new = change if isinstance(change, RunConfig) else old.with_changes(**change)
-            except ConfigError as exc:
+            except ConfigError as exc:  # only a delta's with_changes raises it
                 new, error = old, str(exc)
-                tried = dict(change)
+                tried = dict(change if not isinstance(change, RunConfig) else {})
                 label = ", ".join(set_phrase(k, v) for k, v in tried.items())
                 engine.event("error", f"not applied ({label}): {error}")
                 if step:

@@ -152,6 +152,9 @@ class Snapshot:
     # on several devices, what each did over the scope: the report's ``devices`` entries
     # (engine/stats.py: device_entries), device 0 first; empty on one device
     devices: list[dict[str, Any]] = field(default_factory=list)
+    # stats.latency_summary of every current session's latencies over the scope (what the
+    # headline, the histogram and Capacity read: summed once here, not once each per tick)
+    latency_ms: dict[str, float] = field(default_factory=lambda: latency_summary([]))
     # False: the run is paused and nothing came since the last snapshot, which this one
     # repeats (its time and timeline aside); the views have drawn it already
     fresh: bool = True
@@ -278,6 +281,8 @@ def take_snapshot(store: MetricsStore, at: SnapshotInputs) -> Snapshot:
             )
         )
     last = timeline[-1] if timeline else None
+    parts = list(recent.values())
+    overall = latency_summary(np.concatenate(parts) if parts else np.empty(0))
     return Snapshot(
         t=at.now - at.t0,
         config=at.config,
@@ -301,6 +306,7 @@ def take_snapshot(store: MetricsStore, at: SnapshotInputs) -> Snapshot:
         bus=bus,
         host_late_ms=host_late,
         devices=devices,
+        latency_ms=overall,
     )
 
 

@@ -41,7 +41,8 @@ class LiveFigures:
     def __init__(self, store: MetricsStore, t0: float) -> None:
         self._store = store
         self._lock = threading.RLock()
-        self._cursors = (0, 0, 0, 0)  # records read of items, batches, overwrites, expiries
+        # records read of items, batches, overwrites, expiries (each ring's ``total``)
+        self._cursors: tuple[int, ...] = (0, 0, 0, 0)
         self.missed = 0  # records the rings overwrote before they were read (none expected)
         self.run = Tally(t0)
         self._open: dict[int, Tally] = {}

@@ -149,7 +149,8 @@ class Tally:
         fps = fps_figures(("running", d / duration) for d in self.counts.tolist())
         latencies = np.concatenate(self._latencies) if self._latencies else np.zeros(0)
         p99 = latency_summary(latencies)["p99"]
-        return fps["min_fps"], fps["mean_fps"], p99
+        # a planned run always serves its sessions: its fps figures are never None
+        return fps["min_fps"] or 0.0, fps["mean_fps"] or 0.0, p99
 
 
 class Evaluator:
@@ -322,7 +323,7 @@ def _windows_needed(budget: Budget, duration: float) -> int:
     budget's floor (``search.windows_needed``'s rule, on the trace's own duration)."""
 
     def enough(windows: int) -> bool:
-        return fps_figures([("running", windows / duration)])["min_fps"] >= budget.min_fps
+        return (fps_figures([("running", windows / duration)])["min_fps"] or 0.0) >= budget.min_fps
 
     windows = math.ceil(budget.min_fps * duration)
     while windows > 0 and enough(windows - 1):

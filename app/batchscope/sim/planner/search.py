@@ -160,7 +160,7 @@ def windows_needed(budget: Budget, duration_s: float) -> int:
     report rounds it (:func:`~batchscope.engine.stats.fps_figures`), to meet the budget."""
 
     def enough(windows: int) -> bool:
-        fps = fps_figures([("running", windows / duration_s)])["min_fps"]
+        fps = fps_figures([("running", windows / duration_s)])["min_fps"] or 0.0
         return budget.meets(fps, budget.p99_ms)  # the p99 at its limit: the fps decides
 
     windows = math.ceil(budget.min_fps * duration_s)

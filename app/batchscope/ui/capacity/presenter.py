@@ -18,11 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from PySide6.QtCore import QObject, Signal
 
 from batchscope.config import KNOBS, POLICY_PARAMS, ConfigError, RunConfig
-from batchscope.engine.stats import fps_figures, latency_summary, served
+from batchscope.engine.stats import fps_figures, served
 from batchscope.setting import SettingError
 from batchscope.sim.planner import (
     DEFAULT_MIN_FPS_RATIO,
@@ -65,13 +64,11 @@ def operating_point(snap: Snapshot) -> OperatingPoint | None:
     """The current segment's point (the headline's definitions); None while it settles."""
     if snap.settling or not any(served(s.state) for s in snap.sessions):
         return None
-    parts = list(snap.recent_latency_ms.values())
-    ms = np.concatenate(parts) if parts else np.empty(0)
-    if not ms.size:
+    if not any(len(ms) for ms in snap.recent_latency_ms.values()):
         return None
     fleet = fps_figures((s.state, s.fps) for s in snap.sessions)
     label = f"segment {snap.segment.index}" if snap.segment is not None else snap.scope_label
-    return OperatingPoint(len(snap.sessions), fleet["min_fps"], latency_summary(ms)["p99"], label)
+    return OperatingPoint(len(snap.sessions), fleet["min_fps"], snap.latency_ms["p99"], label)
 
 
 def parse_budget(p99_text: str, ratio_text: str) -> tuple[float, float]:

@@ -180,7 +180,11 @@ class LatencyHistogram(ScopedCard):
             state = SETTLING if snap.settling else "no results yet"
             self.set_scoped_title(f"Latency — {state}", scope)
             return
-        p = latency_summary(ms)
+        if sid == -1:
+            p = snap.latency_ms  # the snapshot's, summed once a tick
+        else:
+            p = next((s.latency_ms for s in snap.sessions if s.id == sid), None)
+            p = p if p is not None else latency_summary(ms)
         top = nice_ceiling(max(p["p99"] * 1.25, snap.config.slo_ms * 1.15 if adaptive else 0))
         counts, edges = np.histogram(np.clip(ms, 0, top), bins=BINS, range=(0, top))
         self.curve.setData(edges, counts.astype(float))

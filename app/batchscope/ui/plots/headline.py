@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-import numpy as np
 from PySide6.QtCore import QSize, Signal
 from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
@@ -22,7 +21,7 @@ from PySide6.QtWidgets import (
 from batchscope.engine.host_check import OTHERS_BUSY
 from batchscope.engine.report.host import BUSY_MS, host_word
 from batchscope.engine.snapshot import SCOPE_LABELS, SCOPES, SessionView, Snapshot
-from batchscope.engine.stats import fps_figures, latency_summary, served
+from batchscope.engine.stats import fps_figures, served
 from batchscope.ui.plain_text import ElidedLabel
 from batchscope.ui.theme import Look
 
@@ -58,17 +57,16 @@ def headline_numbers(snap: Snapshot) -> dict[str, str]:
         return dict.fromkeys((key for key, _ in KPIS), PENDING)
     fleet = fps_figures((s.state, s.fps) for s in snap.sessions)
     any_served = any(served(s.state) for s in snap.sessions)
-    parts = list(snap.recent_latency_ms.values())
-    ms = np.concatenate(parts) if parts else np.empty(0)
-    lat = latency_summary(ms)
+    lat = snap.latency_ms
+    windows = sum(len(ms) for ms in snap.recent_latency_ms.values())
     dash = "–"
     return {
         "throughput": f"{snap.throughput_wps:.0f}",
         "mean_fps": f"{fleet['mean_fps']:.1f}" if any_served else dash,
         "min_fps": f"{fleet['min_fps']:.1f}" if any_served else dash,
         "jain": f"{fleet['jain']:.2f}" if fleet["jain"] is not None else dash,
-        "p50": f"{lat['p50']:.0f}" if ms.size else dash,
-        "p99": f"{lat['p99']:.0f}" if ms.size else dash,
+        "p50": f"{lat['p50']:.0f}" if windows else dash,
+        "p99": f"{lat['p99']:.0f}" if windows else dash,
         "busy": f"{100 * snap.busy:.0f}%",
     }
 
