@@ -9,7 +9,9 @@ and returns a future of its :class:`~batchscope.engine.serving.replica.Served`.
 Loopback: Ray binds its node's address, which is the machine's interface unless Ray takes
 the node for a single-machine one (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, as on a Mac:
 then every Ray server binds 127.0.0.1); the replica's own gRPC server is kept there too
-(``replica.keep_on_loopback``). Usage statistics are off. ``close()`` shuts Ray down; Ray
+(``replica.keep_on_loopback``). Usage statistics are off. Starting Ray never holds the
+GIL for long: no workers are prestarted for our driver, whose registration waited for them
+inside C++ (:data:`LOCAL_RAY_ENV`). ``close()`` shuts Ray down; Ray
 ties its GCS server and raylet to us, and a reaper child (``reaper.py``) kills, by PID,
 what is left of the processes it started when we close or die, even by SIGKILL
 (tests/test_ray_backend.py checks both).
@@ -46,6 +48,11 @@ REACH_TRIES = 50
 LOCAL_RAY_ENV = {
     "RAY_USAGE_STATS_ENABLED": "0",  # no traffic off the machine
     "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # a single-machine node: binds 127.0.0.1
+    # The raylet answers its first driver's registration only once the workers it then
+    # prestarts (one per CPU) have registered, and ray.init waits for that answer inside
+    # C++ holding the GIL: every thread of ours (the window's too) stood still 0.7-2.5 s
+    # on two busy cores, about 30 s on a reporter's. Workers start when Serve needs them.
+    "RAY_prestart_worker_first_driver": "0",
 }
 #: Set whenever Ray is used: a Ray call after its shutdown (a stray thread's) raises rather
 #: than starting a new local Ray, unseen, on the interface address.
