@@ -28,7 +28,31 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+#: Whole files in the slow tier: nearly every test in them starts a real engine on
+#: wall-clock threads, runs the real model, or opens the app in a subprocess (seconds each
+#: on 2 cores; timed with ``--durations=0``). Tests elsewhere join it with ``@pytest.mark.slow``.
+SLOW_FILES = frozenset(
+    {
+        "test_accuracy.py", "test_blurball.py", "test_cli.py", "test_cli_display.py",
+        "test_cli_experiments.py", "test_deadline_drop.py", "test_demo_weights.py",
+        "test_devices_live.py", "test_devices_real.py", "test_engine.py",
+        "test_engine_switch.py", "test_experiment_afresh.py", "test_faults.py",
+        "test_faults_on_cue.py", "test_first_use.py", "test_hardening_engine.py",
+        "test_live_changes.py", "test_neighbours.py", "test_one_writer.py", "test_onnx.py",
+        "test_planner_speed.py", "test_player.py", "test_recorder.py",
+        "test_recording_full_disk.py", "test_segments_ui.py", "test_startup.py",
+        "test_streams.py", "test_sweep.py", "test_types.py", "test_ui_cli.py",
+        "test_ui_devices.py", "test_ui_experiments.py", "test_ui_export.py", "test_ui_fit.py",
+        "test_ui_hardening.py", "test_ui_presentation.py", "test_ui_starting.py",
+        "test_ui_window.py",
+    }
+)  # fmt: skip
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:  # `-m slow` / `-m "not slow"` see the whole tier
+        if item.path.name in SLOW_FILES:
+            item.add_marker(pytest.mark.slow)
     if config.getoption("--all") or config.getoption("markexpr"):
         return
     slow = [item for item in items if item.get_closest_marker("slow") is not None]

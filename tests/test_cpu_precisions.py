@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from batchscope import cpu_features
 from batchscope.cli import main
 from batchscope.config import (
     ConfigError,
@@ -17,7 +18,6 @@ from batchscope.config import (
     default_runtime,
     precision_refusal,
 )
-from batchscope.device import cpu_features
 from batchscope.device.checks import BackendError, check_precision, supported_precisions
 from batchscope.engine.backends import TorchBackend
 from batchscope.profiles.curve_sweep import SweepPlan, markdown_table, run_sweep
@@ -241,8 +241,23 @@ def test_the_int8_model_is_quantized_with_progress_and_cached(int8_cache, monkey
     assert {"QuantizeLinear", "DequantizeLinear", "Conv"} <= ops
     # a second build reads the file: no export, no calibration
     monkeypatch.setattr(onnx_quantize, "quantize", lambda *a, **k: pytest.fail("quantized again"))
-    again = onnx_quantize.int8_model(checkpoint, RES, False, lambda: b"", lambda _: None)
+    nothing = lambda *_: pytest.fail("written again")  # noqa: E731
+    again = onnx_quantize.int8_model(checkpoint, RES, False, lambda: b"", nothing)
     assert again == data
+
+
+def test_the_calibration_windows_are_the_synthetic_sources_frames():
+    """Calibrated on what the engine feeds: at 16:9 a window's frames are the synthetic
+    source's own (rendered by the scene, fitted the same way), seed by seed."""
+    from batchscope.engine.sources import SyntheticSource
+    from batchscope.models.onnx_quantize import CALIBRATION_SEEDS, calibration_windows
+
+    first = next(calibration_windows(RES))
+    frames = SyntheticSource(RES, seed=CALIBRATION_SEEDS[0])._frames
+    w, h = RES
+    want = frames[0:3].transpose(0, 3, 1, 2).reshape(1, 9, h, w)
+    assert first.shape == (1, 9, h, w) and first.dtype == np.uint8
+    assert np.array_equal(first, want)
 
 
 @pytest.mark.slow

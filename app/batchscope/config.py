@@ -23,7 +23,7 @@ DEFAULT_ROUTER = "least-loaded"
 PRECISIONS = ("fp32", "fp16", "bf16", "int8")
 """int8 is the ONNX export statically quantized (models/onnx_quantize.py), run by ONNX
 Runtime on the CPU; bf16 on the CPU is torch's (channels_last, autocast, oneDNN), where
-the CPU has AVX512-BF16 or AMX (device/cpu_features.py)."""
+the CPU has AVX512-BF16 or AMX (cpu_features.py)."""
 #: Precisions an ONNX export can have: ONNX Runtime's CPU provider has no bf16 convolutions;
 #: int8 is the fp32 export quantized.
 EXPORT_PRECISIONS = ("fp32", "fp16", "int8")
@@ -125,8 +125,8 @@ def default_runtime(device: str, precision: str | None = None) -> str:
 
 def default_cpu_precision() -> str:
     """The precision of the fastest measured CPU path on this CPU (int8 with VNNI, else
-    fp32; ``device.cpu_features.fastest_cpu_path`` says why)."""
-    from batchscope.device.cpu_features import fastest_cpu_path
+    fp32; ``cpu_features.fastest_cpu_path`` says why)."""
+    from batchscope.cpu_features import fastest_cpu_path
 
     return fastest_cpu_path(onnxruntime_installed())[1]
 

@@ -70,7 +70,7 @@ def supported_precisions(device: str) -> dict[str, str | None]:
             out["bf16"] = "this GPU has no bf16 support (needs compute capability 8.0+)"
         out["int8"] = "int8 runs on the CPU (ONNX Runtime's CPU provider)"
     elif device == "cpu":
-        from batchscope.device.cpu_features import bf16_refusal
+        from batchscope.cpu_features import bf16_refusal
 
         out["fp16"] = "fp16 convolutions on CPU are emulated and very slow; use fp32 or bf16"
         out["bf16"] = bf16_refusal()

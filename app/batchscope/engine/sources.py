@@ -30,7 +30,7 @@ import cv2
 import numpy as np
 
 from batchscope.config import FITS
-from batchscope.scene.synthetic import BallTruth, SyntheticScene
+from batchscope.scene.synthetic import SCENE_SIZE, BallTruth, SyntheticScene
 from batchscope.urls import URL, is_stream, mask_credentials
 
 # OpenCV and its FFmpeg print their own warnings on stderr for every failed open
@@ -43,7 +43,7 @@ os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")  # AV_LOG_QUIET
 #: file loops over what fits (and says so).
 CACHE_BYTES = 768 * 1024 * 1024
 
-SYNTHETIC_SIZE = (640, 360)
+SYNTHETIC_SIZE = SCENE_SIZE
 
 
 @dataclass(frozen=True)

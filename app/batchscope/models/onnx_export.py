@@ -84,7 +84,12 @@ def export_blurball(
         from batchscope.models.onnx_quantize import int8_model
 
         return int8_model(
-            checkpoint, resolution, lean, lambda: export_model(model, resolution), progress
+            checkpoint,
+            resolution,
+            lean,
+            lambda: export_model(model, resolution),
+            write_onnx,
+            progress,
         )
     return export_model(model, resolution)
 

@@ -52,16 +52,29 @@ class QuantizeError(ValueError):
 
 
 def calibration_windows(resolution: tuple[int, int]) -> Iterator[np.ndarray]:
-    """The calibration set: uint8 windows [1, 9, H, W] (three frames, oldest first)."""
-    from batchscope.engine.sources import SyntheticSource
+    """The calibration set: uint8 windows [1, 9, H, W] (three frames, oldest first) of the
+    synthetic scene, each frame fitted into ``resolution`` as a source does (scaled to fit,
+    centred on black: the default letterbox; the same as a plain resize at 16:9)."""
+    import cv2
+
+    from batchscope.scene.synthetic import SCENE_SIZE, SyntheticScene
 
     per_seed = CALIBRATION_WINDOWS // len(CALIBRATION_SEEDS)
     w, h = resolution
+    scale = min(w / SCENE_SIZE[0], h / SCENE_SIZE[1])
+    fw, fh = round(SCENE_SIZE[0] * scale), round(SCENE_SIZE[1] * scale)
+    x, y = (w - fw) // 2, (h - fh) // 2
     for seed in CALIBRATION_SEEDS:
-        frames = SyntheticSource(resolution, seed=seed)._frames  # (n, h, w, 3) uint8
+        scene = SyntheticScene(*SCENE_SIZE, seed=seed)
+        n = scene.period_frames
         for k in range(per_seed):
-            i = 2 + k * (len(frames) - 2) // per_seed
-            window = frames[i - 2 : i + 1]  # (3, h, w, 3)
+            i = 2 + k * (n - 2) // per_seed
+            window = np.zeros((3, h, w, 3), np.uint8)
+            for j in range(3):
+                rgb = scene.render(i - 2 + j)[0]
+                window[j, y : y + fh, x : x + fw] = cv2.resize(
+                    rgb, (fw, fh), interpolation=cv2.INTER_AREA
+                )
             yield np.ascontiguousarray(window.transpose(0, 3, 1, 2).reshape(1, 9, h, w))
 
 
@@ -69,21 +82,22 @@ class _Reader(CalibrationDataReader):
     """The calibration windows as ONNX Runtime's CalibrationDataReader asks for them,
     saying how far the calibration is (each window is one fp32 run of the model)."""
 
-    def __init__(self, resolution: tuple[int, int], progress: Callable[[str], None]) -> None:
+    def __init__(
+        self, resolution: tuple[int, int], progress: Callable[[str], None], input_name: str
+    ) -> None:
         self._windows = calibration_windows(resolution)
+        self._input = input_name
         self._done = 0
         self._progress = progress
 
     def get_next(self) -> dict[str, np.ndarray] | None:
-        from batchscope.models.onnx_export import INPUT
-
         window = next(self._windows, None)
         if window is None:
             return None
         self._done += 1
         if self._done % 4 == 1 or self._done == CALIBRATION_WINDOWS:
             self._progress(f"int8: calibrating, window {self._done}/{CALIBRATION_WINDOWS}")
-        return {INPUT: window}
+        return {self._input: window}
 
 
 def quantize(
@@ -103,11 +117,14 @@ def quantize(
     )
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
-    from batchscope.device.cpu_features import has_fast_int8
+    from batchscope.cpu_features import has_fast_int8
 
     if reduce_range is None:
         reduce_range = not has_fast_int8()
-    reader = _Reader(resolution, progress)
+    import onnx
+
+    graph_input = onnx.load_from_string(fp32).graph.input[0].name  # the export's "frames"
+    reader = _Reader(resolution, progress, graph_input)
     quiet = logging.getLogger()  # quantize_static logs each tensor at INFO on the root
     level = quiet.level
     quiet.setLevel(logging.WARNING)
@@ -147,7 +164,7 @@ def cache_path(checkpoint: str, resolution: tuple[int, int], lean: bool) -> Path
     import onnxruntime
     import torch
 
-    from batchscope.device.cpu_features import has_fast_int8
+    from batchscope.cpu_features import has_fast_int8
     from batchscope.paths import user_cache_dir
 
     digest = hashlib.sha256()
@@ -164,13 +181,13 @@ def int8_model(
     resolution: tuple[int, int],
     lean: bool,
     export: Callable[[], bytes],
+    keep: Callable[[bytes, Path], object],
     progress: Callable[[str], None] = lambda _: None,
 ) -> bytes:
     """The int8 model of ``checkpoint`` (None: untrained) at ``resolution``: read from the
-    cache, else ``export()`` (the fp32 export) quantized, and kept in the cache when the
-    weights are a file. A cache that cannot be written costs the next start, not this one."""
-    from batchscope.models.onnx_export import ExportError, write_onnx
-
+    cache, else ``export()`` (the fp32 export) quantized, and kept in the cache by
+    ``keep(data, path)`` (a whole-or-nothing write) when the weights are a file. A cache
+    that cannot be written (OSError or ValueError) costs the next start, not this one."""
     path = cache_path(checkpoint, resolution, lean) if checkpoint else None
     if path is not None and path.is_file():
         progress(f"int8: the quantized model from {path}")
@@ -180,8 +197,8 @@ def int8_model(
     if path is not None:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            write_onnx(data, path)
+            keep(data, path)
             progress(f"int8: kept in {path}")
-        except (OSError, ExportError) as exc:
+        except (OSError, ValueError) as exc:
             progress(f"int8: not kept ({exc})")
     return data

@@ -261,6 +261,11 @@ def _fold_angle(theta: float) -> float:
     return theta
 
 
+#: The size the scene is rendered at (px), as a camera's would be: a source fits it into
+#: the model's resolution (engine/sources.py), int8's calibration too (models/onnx_quantize.py)
+SCENE_SIZE = (640, 360)
+
+
 class SyntheticScene:
     """A looping, seeded table-tennis clip rendered on demand, with its ball truth.
 

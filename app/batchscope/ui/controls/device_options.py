@@ -96,7 +96,7 @@ def real_device_choices(device: str, name: str) -> list[DeviceChoice]:
 
 def device_choices(gpus: list[str] | None = None) -> list[DeviceChoice]:
     """CPU, each CUDA GPU found (each with its runtimes), then each emulated profile."""
-    from batchscope.device.cpu_features import describe_cpu
+    from batchscope.cpu_features import describe_cpu
     from batchscope.profiles.profile import DeviceProfile, list_profiles
 
     gpus = cuda_names() if gpus is None else gpus
