@@ -28,6 +28,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "app"))
 
@@ -37,6 +38,15 @@ from batchscope.config import RunConfig
 from batchscope.device.memory import rss_mb
 from batchscope.engine.engine import Engine
 
+#: Both checks' run: the emulated laptop GPU at 256x144 fp16, batch all waiting
+BASE: dict[str, Any] = dict(
+    sources=("synthetic",),
+    policy="all",
+    backend="emulated",
+    profile="laptop-8gb",
+    precision="fp16",
+    resolution=(256, 144),
+)
 STEPS = (
     {"policy": "all", "max_batch": None},
     {"policy": "dynamic", "max_batch": 16, "max_delay_ms": 10.0},
@@ -59,15 +69,7 @@ def soak(args: argparse.Namespace) -> None:
     from batchscope.ui.theme import Look, apply_look
     from batchscope.ui.window.main_window import MainWindow
 
-    config = RunConfig(
-        sources=("synthetic",),
-        sessions=args.sessions,
-        policy="all",
-        backend="emulated",
-        profile="laptop-8gb",
-        precision="fp16",
-        resolution=(256, 144),
-    )
+    config = RunConfig(**BASE, sessions=args.sessions)
     app = QApplication.instance() or QApplication([])
     apply_look(app, Look())
     engine = Engine(config)
@@ -163,17 +165,7 @@ def soak(args: argparse.Namespace) -> None:
 
 
 def devices(args: argparse.Namespace) -> None:
-    config = RunConfig(
-        sources=("synthetic",),
-        sessions=args.sessions,
-        policy="all",
-        backend="emulated",
-        profile="laptop-8gb",
-        precision="fp16",
-        resolution=(256, 144),
-        devices=4,
-        router="least-loaded",
-    )
+    config = RunConfig(**BASE, sessions=args.sessions, devices=4, router="least-loaded")
     engine = Engine(config)
     engine.open()
     engine.start()
