@@ -92,6 +92,9 @@ class NoPlayer:
     def stop(self, timeout: float = 2.0) -> None:
         pass
 
+    def segments(self) -> tuple[int, int | None] | None:
+        return None
+
 
 def fresh_offsets(seed: int, sessions: int) -> list[float]:
     """Each session's phase against session 0's in a fresh run on ``seed``: session i's

@@ -69,9 +69,9 @@ class FakeEngine:
             on_done(self.apply_error)
         return self.apply_error
 
-    def snapshot(self, scope: str = "segment") -> str:
+    def snapshot(self, scope: str = "segment") -> SimpleNamespace:
         self.scopes.append(scope)
-        return f"snapshot of {scope}"
+        return SimpleNamespace(scope=scope, segment=None, timeline=[])
 
     def report(self, kind: str = "run") -> dict:
         return {"segments": []}
@@ -385,9 +385,9 @@ def test_a_bad_experiment_file_is_one_line_and_nothing_stops(presenter, fake, tm
 
 def test_the_scope_goes_to_every_snapshot(presenter, fake):
     started(presenter)
-    assert presenter.snapshot() == "snapshot of segment"
+    assert presenter.snapshot().scope == "segment"
     presenter.set_scope("60s")
-    assert presenter.snapshot() == "snapshot of 60s"
+    assert presenter.snapshot().scope == "60s"
     with pytest.raises(ValueError, match="choose from segment, 60s, run"):
         presenter.set_scope("week")
     assert presenter.scope == "60s"

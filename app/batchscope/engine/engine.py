@@ -301,11 +301,13 @@ class Engine:
     def paused(self) -> bool:
         return bool(self._worker and self._worker.paused)
 
-    def reset_stats(self, announce: bool = True) -> None:
+    def reset_stats(self, announce: bool = True, open_segment: bool = True) -> None:
         """Forget statistics; reports and histograms restart from now (e.g. after warm-up).
 
         A reset also opens a new segment (same config), so the live views, which
         read the current segment, restart with it; earlier segments keep their figures.
+        ``open_segment`` False: the caller opens one at this instant (an experiment's
+        start: ``LiveChange.apply`` with ``fresh``).
         """
         self.store.reset()
         self.mailboxes.reset_counts()
@@ -317,7 +319,7 @@ class Engine:
                 slot.source.reset_counts()
         self._stats_t0 = self.clock()
         self.figures.reset(self._stats_t0)
-        if self.running:
+        if self.running and open_segment:
             self.segments.open(self._stats_t0, self.config, caption="statistics reset")
         if announce:
             self.event("config", "statistics reset")

@@ -90,6 +90,7 @@ class Host(Protocol):
     def release_caches(self) -> None: ...
     def sync_sessions(self) -> None: ...
     def rephase(self, seed: int) -> None: ...
+    def reset_stats(self, announce: bool = True, open_segment: bool = True) -> None: ...
     def sync_load(self, config: RunConfig) -> None: ...
     def set_worker_knobs(self, config: RunConfig) -> None: ...
 
@@ -191,9 +192,12 @@ class LiveChange:
     def _afresh(self, config: RunConfig) -> None:
         """Under the lock: what a fresh run on ``config`` starts with and a long run has
         drifted from: a new policy on every device (an adaptive cap, a round-robin
-        cursor), the emulated device's neighbours from their seed, and every session
-        re-phased from the seed (as a fresh run on it spreads them)."""
+        cursor), the emulated device's neighbours from their seed, every session
+        re-phased from the seed (as a fresh run on it spreads them), and statistics from
+        zero (the sessions' counts, the whole run's figures), from the instant the
+        segment ``apply`` opens next; earlier segments keep their figures."""
         engine = self._engine
+        engine.reset_stats(announce=False, open_segment=False)
         for each in engine.workers():
             each.set_policy(make_policy(config))
         if config.backend == "emulated":

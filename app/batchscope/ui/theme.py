@@ -197,6 +197,10 @@ QHeaderView::section {{ background: {t.window}; color: {t.muted}; border: none;
                         border-bottom: 1px solid {t.grid}; padding: 3px; }}
 QToolBar {{ spacing: 6px; border: none; }}
 QTabWidget::pane {{ border: none; }}
+QToolButton#wholeRun {{ color: {t.text}; border: 1px solid {t.grid}; border-radius: 4px;
+                       padding: 1px 8px; }}
+QToolButton#wholeRun:checked {{ background: {t.accent}; border-color: {t.accent};
+                               color: {t.base}; font-weight: bold; }}
 QLabel#startingTitle {{ color: {t.text}; font-size: {look.big_pt}pt; }}
 QLabel#startingDetail {{ color: {t.muted}; font-size: {look.title_pt}pt; }}
 QLabel#startingDetail[level="error"] {{ color: {t.error}; }}

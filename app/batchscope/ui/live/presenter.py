@@ -5,7 +5,9 @@ presenter says. The presenter validates every config change on the GUI
 thread (a ConfigError is shown, never applied), hands valid changes to the
 command thread, plays experiment files (an ``ExperimentPlayer`` thread whose
 callbacks reach the GUI thread through a queued signal), keeps the scope the
-live views read, and collects engine events for the plots. It needs no
+live views read, collects engine events for the plots and keeps the run's
+history for them (``RunHistory``: the whole run, or since the experiment playing
+started, as a fresh ``run --experiment`` plots it). It needs no
 window: it talks to the engine through ``LiveEngine`` (what it uses of
 ``Engine``) and to the command thread through
 ``EngineCommands``, so tests drive it with a fake engine and no screen.
@@ -31,6 +33,7 @@ from batchscope.engine.snapshot import SCOPES
 from batchscope.experiment import Experiment, ExperimentError, load_experiment
 from batchscope.ui.experiments_menu import on_sources
 from batchscope.ui.live.commands import ConfigurableEngine, EngineCommands
+from batchscope.ui.live.run_history import RunHistory
 from batchscope.urls import mask_credentials
 
 if TYPE_CHECKING:
@@ -121,6 +124,10 @@ class Presenter(QObject):
         self._step_done.connect(self._on_step_done)
         self._ended.connect(self._on_ended)
         self.scope = "segment"
+        # the time plots: the run since ``history.origin``; the last 60 s, or all of it
+        self.history = RunHistory()
+        self.whole_run = False
+        self._plots_from: int | None = None  # the segment the plots start over at
         self._progress: str | None = None  # the engine's last progress line shown
         self._events: deque[Event] = deque(maxlen=1000)
         engine.subscribe(self._events.append)  # any thread; deque.append is atomic
@@ -180,7 +187,30 @@ class Presenter(QObject):
             self._progress = progress
             if progress:
                 self.status.emit(f"Applying: {progress}", "busy")
-        return self.engine.snapshot(self.scope) if self.engine.running else None
+        if not self.engine.running:
+            return None
+        snap = self.engine.snapshot(self.scope)
+        self._keep_history(snap)
+        return snap
+
+    def _keep_history(self, snap: Snapshot) -> None:
+        """Note the segment the run is in and the timeline's new samples; once the segment
+        an experiment started in is seen, the plots start over there."""
+        seg = snap.segment
+        if seg is not None:
+            self.history.mark_segment(seg.index, seg.start_s)
+        if self._plots_from is not None:
+            start = self.history.segment_start(self._plots_from)
+            if start is None and seg is not None and seg.index > self._plots_from:
+                start = seg.start_s  # it came and went between two snapshots: the next one
+            if start is not None:
+                self._plots_from = None
+                self.history.restart(start)
+        self.history.add(snap.timeline)
+
+    def set_whole_run(self, whole: bool) -> None:
+        """The time plots show the whole run (True) or follow its last 60 s (False)."""
+        self.whole_run = bool(whole)
 
     def set_scope(self, scope: str) -> None:
         """What the live views cover: "segment" (the default), "60s" or "run"."""
@@ -406,6 +436,9 @@ class Presenter(QObject):
             return
         if label == "experiment":
             self.config_shown.emit(self.engine.config)
+            played = self.player.segments() if self.player is not None and not error else None
+            if played is not None:  # its statistics were reset there (engine: fresh)
+                self._plots_from = played[0]
             if error and self.player is not None:
                 name, self.player = self.player.experiment.name, None
                 self.caption.emit("")

@@ -16,6 +16,7 @@ from batchscope.ui.plots.time_plots import (
     ThroughputPlot,
     pen,
     time_window,
+    whole_window,
 )
 
 __all__ = [
@@ -33,4 +34,5 @@ __all__ = [
     "ThroughputPlot",
     "pen",
     "time_window",
+    "whole_window",
 ]

@@ -33,6 +33,7 @@ ROW_AIR_PX = 2.0  # between two rows of labels
 MAX_ROWS = 4  # rows of labels at most, and never more than fill half the plot's height
 MARKER_Z = 5.0  # the lines' stacking order: above the curves (0 to 2)
 MIN_ROOM_PX = 48.0  # a label is not cut narrower than this against the plot's edge
+MAX_MARKERS = 1000  # the newest kept (a plot shows the whole run: its markers stay)
 
 
 @dataclass(frozen=True)
@@ -218,7 +219,11 @@ class EventMarkers:
             self._markers.append(marker)
 
     def prune(self, t_min: float) -> None:
-        while self._markers and self._markers[0].event.t < t_min:
+        """Remove the markers before ``t_min`` (the plots' start), and the oldest beyond
+        MAX_MARKERS."""
+        while self._markers and (
+            self._markers[0].event.t < t_min or len(self._markers) > MAX_MARKERS
+        ):
             self._plot.removeItem(self._markers.pop(0).line)
 
     def fit(self, x_range: tuple[float, float], keep_clear: Sequence[QRectF] = ()) -> None:
@@ -227,9 +232,14 @@ class EventMarkers:
         view = self._plot.getViewBox()
         width, height = view.width(), view.height()
         x0, x1 = x_range
-        labelled = sorted(
-            (m for m in self._markers if m.label is not None), key=lambda m: m.event.t
-        )
+        labelled = []
+        for m in sorted(self._markers, key=lambda m: m.event.t):
+            if m.label is None:
+                continue
+            if x0 <= m.event.t <= x1:
+                labelled.append(m)
+            elif m.shown[3:4] != (False,):  # out of view (the whole run kept it): no label
+                self._show(m, ("", False, None, False, ""))
         if width <= 0 or height <= 0 or x1 <= x0 or not labelled:
             return
         text_item = labelled[0].label.textItem

@@ -4,7 +4,9 @@ pyqtgraph as its examples teach: every item is created once and fed with
 ``setData``/``setOpts`` from the one UI timer, never ``clear()`` + ``plot()``;
 ``PlotCurveItem`` for the many session lines; float64 x with clip-to-view.
 The time axis is seconds since the engine started; the plots show the last
-``SPAN_S`` seconds.
+``SPAN_S`` seconds ("live"), or the whole run (:class:`~batchscope.ui.live.run_history.
+RunHistory`, a bounded copy of it) with its segments' boundaries; both start where the
+run's plots start (the engine's start, or an experiment's).
 """
 
 from __future__ import annotations
@@ -12,10 +14,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, QSize, Qt, QTimer
+from PySide6.QtCore import QRectF, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QFont, QFontMetrics
 from PySide6.QtWidgets import (
     QFrame,
@@ -23,6 +26,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QSizePolicy,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -51,12 +55,18 @@ class TimeWindow:
     throughput: np.ndarray = field(default_factory=lambda: np.empty(0))
     memory: dict[str, np.ndarray] = field(default_factory=dict)
     x_range: tuple[float, float] = (0.0, SPAN_S)
+    since: float = 0.0  # where the plots start (s): the engine's start, or an experiment's
+    whole: bool = False  # the whole run since ``since`` (else the last SPAN_S s)
 
 
-def time_window(timeline: Sequence[TimelineSample], now: float, span: float = SPAN_S) -> TimeWindow:
-    """The samples of the last ``span`` s as arrays; where two are more than ``GAP_S``
-    apart, one NaN sample between them (every curve draws ``connect="finite"``: a gap)."""
-    start = now - span
+def time_window(
+    timeline: Sequence[TimelineSample], now: float, span: float = SPAN_S, since: float = 0.0
+) -> TimeWindow:
+    """The samples of the last ``span`` s (none before ``since``) as arrays; where two are
+    more than ``GAP_S`` apart, one NaN sample between them (every curve draws
+    ``connect="finite"``: a gap). The span starts at ``since`` until it has run ``span`` s,
+    as a fresh run's plots fill from the left."""
+    start = max(now - span, since)
     i = len(timeline)
     while i > 0 and timeline[i - 1].t >= start:
         i -= 1
@@ -73,17 +83,59 @@ def time_window(timeline: Sequence[TimelineSample], now: float, span: float = SP
         for k in keys
     }
     throughput = np.fromiter((s.throughput_wps for s in samples), float, len(samples))
-    gaps = np.flatnonzero(np.diff(t) > GAP_S) + 1  # the first sample after each gap
+    x_range = (max(since, now - span), max(since + span, now))
+    return _broken(t, fps, throughput, memory, GAP_S, MONITOR_PERIOD_S, x_range, since)
+
+
+class Points(Protocol):
+    """A bounded copy of the whole run (``batchscope.ui.live.RunHistory``)."""
+
+    origin: float  # where the plots start (s)
+    step: float  # s per point
+
+    @property
+    def gap_s(self) -> float: ...
+
+    def arrays(
+        self,
+    ) -> tuple[np.ndarray, dict[int, np.ndarray], np.ndarray, dict[str, np.ndarray]]: ...
+
+
+def whole_window(history: Points, now: float, least: float = SPAN_S) -> TimeWindow:
+    """The whole run since ``history.origin`` (its decimated points), over at least
+    ``least`` s; where two points are more than ``history.gap_s`` apart, a gap."""
+    t, fps, throughput, memory = history.arrays()
+    x_range = (history.origin, max(history.origin + least, now))
+    window = _broken(
+        t, fps, throughput, memory, history.gap_s, history.step, x_range, history.origin
+    )
+    window.whole = True
+    return window
+
+
+def _broken(
+    t: np.ndarray,
+    fps: dict[int, np.ndarray],
+    throughput: np.ndarray,
+    memory: dict[str, np.ndarray],
+    gap: float,
+    step: float,
+    x_range: tuple[float, float],
+    since: float,
+) -> TimeWindow:
+    """The arrays with one NaN sample (``step`` s after the last before it) in each gap."""
+    gaps = np.flatnonzero(np.diff(t) > gap) + 1  # the first sample after each gap
 
     def broken(values: np.ndarray) -> np.ndarray:
         return np.insert(values, gaps, np.nan)
 
     return TimeWindow(
-        np.insert(t, gaps, t[gaps - 1] + MONITOR_PERIOD_S),
+        np.insert(t, gaps, t[gaps - 1] + step),
         {sid: broken(v) for sid, v in fps.items()},
         broken(throughput),
         {k: broken(v) for k, v in memory.items()},
-        (max(0.0, now - span), max(span, now)),
+        x_range,
+        since,
     )
 
 
@@ -258,8 +310,19 @@ class PlotCard(QFrame):
         """Re-create pens after a look change (subclasses)."""
 
 
+WHOLE_RUN_TIP = (
+    "Show the whole run (since it, or the experiment playing, started), its segments "
+    "marked; click again to follow the last {span:g} s live"
+)
+SEGMENT_GAP_PX = 6  # the least air between two segment numbers along the time axis
+
+
 class TimePlot(PlotCard):
-    """A plot over the last ``SPAN_S`` seconds, with event markers (``notes.py``)."""
+    """A plot over the last ``SPAN_S`` seconds, or the whole run, with event markers
+    (``notes.py``) and the segments' boundaries; "Whole run" in its header switches."""
+
+    #: the user asked for the whole run (True) or the live span (False)
+    whole_run_toggled = Signal(bool)
 
     def __init__(
         self,
@@ -267,10 +330,18 @@ class TimePlot(PlotCard):
         look: Look,
         y_label: str,
         labelled: bool = True,
-        header_extra: QWidget | None = None,
     ) -> None:
-        super().__init__(title, look, "time (s)", y_label, header_extra)
+        self.whole_button = QToolButton()
+        self.whole_button.setObjectName("wholeRun")
+        self.whole_button.setText("Whole run")
+        self.whole_button.setCheckable(True)
+        self.whole_button.setToolTip(WHOLE_RUN_TIP.format(span=SPAN_S))
+        super().__init__(title, look, "time (s)", y_label, self.whole_button)
+        self.whole_button.toggled.connect(self.whole_run_toggled)
         self.markers = EventMarkers(self.plot, look, labelled)
+        # segment index -> its boundary (a thin line at its start, its number at the foot)
+        self._segment_lines: dict[int, pg.InfiniteLine] = {}
+        self._segment_labels: dict[int, pg.InfLineLabel] = {}
         self._x_range: tuple[float, float] | None = None
         # a note's height is a fraction of the plot's: lay them out again when it resizes,
         # from the event loop (a resize may come while the scene paints). The plot calls
@@ -288,6 +359,66 @@ class TimePlot(PlotCard):
     def add_events(self, events: Sequence[Event]) -> None:
         self.markers.add(events)
 
+    @property
+    def whole_run(self) -> bool:
+        return self.whole_button.isChecked()
+
+    def show_whole_run(self, whole: bool) -> None:
+        """Check or uncheck "Whole run" without saying so (the window keeps them alike)."""
+        if self.whole_button.isChecked() != whole:
+            self.whole_button.blockSignals(True)
+            self.whole_button.setChecked(whole)
+            self.whole_button.blockSignals(False)
+
+    def set_segments(self, starts: Sequence[tuple[int, float]]) -> None:
+        """The segments' boundaries to draw: (index, start s) each, in order; those gone
+        (before the plots' start) are removed."""
+        wanted = dict(starts)
+        for index in [i for i in self._segment_lines if i not in wanted]:
+            # its label's wrapper first: dropped after its line (which deletes the label
+            # with it), it crashed the process (a segfault at an experiment's start)
+            del self._segment_labels[index]
+            self.plot.removeItem(self._segment_lines.pop(index))
+        for index, start in wanted.items():
+            if index in self._segment_lines:
+                continue
+            line = pg.InfiniteLine(pos=start, angle=90, movable=False)
+            line.setZValue(-0.5)  # under the curves and the event markers
+            label = pg.InfLineLabel(line, f"#{index}", position=0.04, anchors=[(0, 1), (0, 1)])
+            label.setToolTip(f"segment {index} starts at {start:.1f} s (the Segments table)")
+            self._segment_lines[index] = line
+            self._segment_labels[index] = label
+            self._style_segment(line)
+            self.plot.addItem(line, ignoreBounds=True)
+
+    @property
+    def segment_lines(self) -> dict[int, pg.InfiniteLine]:
+        return self._segment_lines
+
+    def _style_segment(self, line: pg.InfiniteLine) -> None:
+        colour = pg.mkColor(self.look.theme.muted)
+        colour.setAlpha(150)
+        line.setPen(pg.mkPen(colour, width=1))
+        style_labels(line, self.look.theme.muted, self.look)
+
+    def _fit_segment_labels(self, x_range: tuple[float, float]) -> None:
+        """A segment's number where it has room: from the left, each right of its line and
+        clear of the last one shown by SEGMENT_GAP_PX (a 2-hour run has many boundaries)."""
+        width = self.plot.getViewBox().width()
+        x0, x1 = x_range
+        if width <= 0 or x1 <= x0:
+            return
+        free = -np.inf  # where the next label may start (px from the plot's left)
+        for index in sorted(self._segment_labels):
+            label = self._segment_labels[index]
+            x = (self._segment_lines[index].value() - x0) * width / (x1 - x0)
+            need = label.textItem.boundingRect().width()
+            show = max(0.0, free) <= x and x + need <= width
+            if show:
+                free = x + need + SEGMENT_GAP_PX
+            if label.isVisible() != show:
+                label.setVisible(show)
+
     def keep_clear(self) -> list[QRectF]:
         """Scene rects of the plot's own labels, which the notes must not cover."""
         return []
@@ -296,16 +427,21 @@ class TimePlot(PlotCard):
         super().set_look(look)
         if hasattr(self, "markers"):
             self.markers.set_look(look)
+            for line in self._segment_lines.values():
+                self._style_segment(line)
 
     def scroll(self, window: TimeWindow) -> None:
         self.plot.setXRange(*window.x_range, padding=0)
-        self.markers.prune(window.x_range[0])
+        # the markers before the plots' start go (an event's time is rounded to the ms: the
+        # change that opened an experiment's segment stays); older ones stay for the whole run
+        self.markers.prune(window.since - 1e-3)
         self._x_range = window.x_range
         self._refit()
 
     def _refit(self) -> None:
         if self._x_range is not None:
             self.markers.fit(self._x_range, self.keep_clear())
+            self._fit_segment_labels(self._x_range)
 
 
 TARGET_AT = 0.98  # where the "target" label sits along its line (0: left, 1: right)

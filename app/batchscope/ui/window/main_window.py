@@ -64,6 +64,7 @@ from batchscope.ui.plots import (
     StatusLine,
     ThroughputPlot,
     time_window,
+    whole_window,
 )
 from batchscope.ui.segment_table import SegmentFeed, SegmentTable
 from batchscope.ui.sessions import SessionsPanel, VideoWall, stream_settings_line
@@ -188,6 +189,8 @@ class MainWindow(QMainWindow):
         p.step_applied.connect(lambda *_: self._refresh_segments())
         p.commands.finished.connect(self._on_command_done)
         self.headline.scope_changed.connect(self.set_scope)
+        for plot in self.time_plots:
+            plot.whole_run_toggled.connect(self.set_whole_run)
         self.segment_table.export_requested.connect(self._export_segments)
         # two segments compared are judged against the budget the Capacity tab asks for
         budget = self.capacity.presenter
@@ -393,6 +396,13 @@ class MainWindow(QMainWindow):
         view.addSeparator()
         view.addAction(self.segments_action)
         view.addAction(self.presentation_action)
+        self.whole_run_action = view.addAction("Time plots: whole run")
+        self.whole_run_action.setCheckable(True)
+        self.whole_run_action.setShortcut(QKeySequence("Ctrl+H"))
+        self.whole_run_action.setToolTip(
+            "The time plots show the whole run, its segments marked (else its last 60 s)"
+        )
+        self.whole_run_action.toggled.connect(self.set_whole_run)
         view.addSeparator()
         self.metrics_action = view.addAction("Serve metrics…")
         self.metrics_action.setCheckable(True)
@@ -445,6 +455,23 @@ class MainWindow(QMainWindow):
         if self.timer.isActive():
             self.tick()
 
+    @property
+    def time_plots(self) -> tuple[FpsPlot, ThroughputPlot, MemoryPlot]:
+        return (self.fps_plot, self.throughput, self.memory)
+
+    def set_whole_run(self, whole: bool) -> None:
+        """The time plots show the whole run (its segments marked) or its last 60 s, live;
+        every plot's "Whole run" and View's item say which. Redrawn at once."""
+        self.presenter.set_whole_run(whole)
+        for plot in self.time_plots:
+            plot.show_whole_run(whole)
+        if self.whole_run_action.isChecked() != whole:
+            self.whole_run_action.blockSignals(True)
+            self.whole_run_action.setChecked(whole)
+            self.whole_run_action.blockSignals(False)
+        if self.timer.isActive():
+            self.tick()
+
     def add_files(self, paths: list[str]) -> None:
         """Add video files as sources (the file dialog and drag-and-drop both come here)."""
         self.presenter.add_sources([str(p) for p in paths])
@@ -466,7 +493,7 @@ class MainWindow(QMainWindow):
         t0 = time.perf_counter()
         snap = self.presenter.snapshot()
         events = self.presenter.drain_events()
-        for plot in (self.fps_plot, self.throughput, self.memory):
+        for plot in self.time_plots:
             plot.add_events(events)
         self._say_host_probe()
         for ev in events:
@@ -494,9 +521,15 @@ class MainWindow(QMainWindow):
         self.video.update_from(snap, sizes)
         self.headline.update_from(snap)
         self.status_line.update_from(snap)
-        window = time_window(snap.timeline, snap.t)
-        for card in (self.fps_plot, self.throughput, self.memory):
+        history = self.presenter.history  # since the plots' start: an experiment's, or 0
+        if self.presenter.whole_run:
+            window = whole_window(history, snap.t)
+        else:
+            window = time_window(snap.timeline, snap.t, since=history.origin)
+        segments = history.segment_starts()
+        for card in self.time_plots:
             if card.isVisible():
+                card.set_segments(segments)
                 card.update_from(snap, window)
         if self.bus.isVisible():
             self.bus.update_from(snap)
