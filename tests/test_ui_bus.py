@@ -220,7 +220,7 @@ def test_a_fault_dialog_refuses_bad_values_in_one_line(qtbot):
     }
     dialog.fields["for_s"].setText("-1")
     dialog.accept()
-    assert dialog.result_fault is None and "for_s = -1.0" in dialog.error.text()
+    assert dialog.result_fault is None and "For (s) = -1.0" in dialog.error.text()
     dialog.fields["for_s"].setText("2")
     dialog.accept()
     assert dialog.result_fault == Fault("burst", 2.0, 0, 3.0)

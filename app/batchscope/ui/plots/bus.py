@@ -77,7 +77,8 @@ class BusView(PlotCard):
         self.layout().addWidget(self.state_widget)
         self.state_widget.setVisible(False)
         self.layout_now: BusLayout | None = None
-        self._lanes: tuple[tuple[int, ...], int] = ((), 0)  # the lanes and bands ticked
+        # the lanes, bands and every how many lanes a name was ticked
+        self._lanes: tuple[tuple[int, ...], int, int] = ((), 0, 0)
         self._state_kind = ""
         self.plot.scene().sigMouseMoved.connect(self._hover)
 
@@ -123,7 +124,13 @@ class BusView(PlotCard):
         self.deadline.setPen(pen(t.error, max(1.0, lw * 0.6), dashed=True))
         style_labels(self.deadline, t.error, self.look)
         self.state_widget.setFixedHeight(150 if self.look.presentation else 100)
-        self._lanes = ((), 0)  # re-make the lane ticks in the new font
+        self._lanes = ((), 0, 0)  # re-make the lane ticks in the new font
+
+    def _label_px(self) -> float:
+        """The height a lane's name takes on the left axis (px), with a little air."""
+        font = pg.QtGui.QFont("DejaVu Sans")
+        font.setPointSize(self.look.axis_pt)
+        return pg.QtGui.QFontMetricsF(font).height() * LABEL_AIR
 
     # -- data -------------------------------------------------------------------------
 
@@ -166,10 +173,11 @@ class BusView(PlotCard):
         mark = (lay.t_max - lay.t_min) * self.overwrites.opts["size"] / max(1.0, vb_px(self))
         self.overwrites.setData(*thin_marks(lay.overwrites[0], lay.overwrites[1], mark))
         self.expiries.setData(*thin_marks(lay.expiries[0], lay.expiries[1], mark))
-        if (lay.lanes, lay.devices) != self._lanes:
-            self._lanes = (lay.lanes, lay.devices)
+        every = lane_label_step(lay, self.plot.getViewBox().height(), self._label_px())
+        if (lay.lanes, lay.devices, every) != self._lanes:
+            self._lanes = (lay.lanes, lay.devices, every)
             self.band_edge.setValue(lay.band[1])
-            self.plot.getAxis("left").setTicks(_lane_ticks(lay, self.look.presentation))
+            self.plot.getAxis("left").setTicks(_lane_ticks(lay, every))
         self.plot.setXRange(lay.t_min, lay.t_max, padding=0)
         self.plot.setYRange(*lay.y_range, padding=0.02)
         self._update_state(snap, lay)
@@ -288,8 +296,22 @@ def _waits_of_colour(lay: BusLayout, k: int) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(xs), np.concatenate(ys)
 
 
-def _lane_ticks(lay: BusLayout, presentation: bool) -> list[list[tuple[float, str]]]:
-    step = max(1, int(np.ceil(len(lay.lanes) / (8 if presentation else 12))))
+LABEL_AIR = 1.25  # a lane's name needs its text's height and a quarter more
+
+
+def lane_label_step(lay: BusLayout, view_px: float, label_px: float) -> int:
+    """Name every how many lanes on the axis: every lane where a lane is as tall as a
+    name, else every k-th, so that no two names meet (16 lanes in a short pane overlapped
+    when a fixed count was named whatever the height)."""
+    lanes = lay.lanes
+    if len(lanes) < 2 or view_px <= 0:
+        return 1
+    lo, hi = lay.y_range
+    lane_px = abs(lay.lane_y(lanes[1]) - lay.lane_y(lanes[0])) * view_px / max(1e-9, hi - lo)
+    return max(1, int(np.ceil(label_px / max(1e-9, lane_px))))
+
+
+def _lane_ticks(lay: BusLayout, step: int) -> list[list[tuple[float, str]]]:
     if lay.devices == 1:
         ticks = [((lay.band[0] + lay.band[1]) / 2, "device")]
     else:  # a band per device, device 0 at the bottom

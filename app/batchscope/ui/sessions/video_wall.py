@@ -188,15 +188,9 @@ class VideoWall(QWidget):
         p.setFont(font)
         inner = rect.adjusted(8, 0, -8, -5)
         if tile.state == "error":
-            p.setPen(QColor(t.error))
-            p.drawText(
-                rect.adjusted(10, 30, -10, -10),
-                Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap,
-                f"error: {tile.error}",
-            )
+            _plated_text(p, rect.adjusted(10, 30, -10, -10), f"error: {tile.error}", t.error)
         elif tile.state != "running":
-            p.setPen(QColor("#BBBBBB"))
-            p.drawText(rect, Qt.AlignmentFlag.AlignCenter, tile.state)
+            _plated_text(p, rect.adjusted(10, 30, -10, -10), tile.state, STATE_TEXT)
         else:
             # bottom line: why there are no detections; above it, the tile's accuracy
             bottom = Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignBottom
@@ -245,6 +239,26 @@ class VideoWall(QWidget):
             centre + QPointF(r + 4, -r),
             f"{det.blur_length:.0f} px · {det.blur_angle:.0f}°",
         )
+
+
+#: A tile's state ("reconnecting (2)", "stalled") on its plate: the last frame stays under
+#: it, and a stream's last frame is often colour bars (light grey text there was unreadable)
+STATE_TEXT = "#EEEEEE"
+PLATE = QColor(0, 0, 0, 200)  # the dark plate under a tile's state or error
+PLATE_PAD = (10.0, 4.0)  # its margin around the text (px)
+
+
+def _plated_text(p: QPainter, rect: QRectF, text: str, colour: str) -> None:
+    """``text`` centred (wrapped) in ``rect``, on a dark plate as large as the text."""
+    flags = Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap
+    bound = p.boundingRect(rect, flags, text)
+    dx, dy = PLATE_PAD
+    plate = bound.adjusted(-dx, -dy, dx, dy).intersected(rect.adjusted(-6, -6, 6, 6))
+    p.setPen(Qt.PenStyle.NoPen)
+    p.setBrush(PLATE)
+    p.drawRoundedRect(plate, 4, 4)
+    p.setPen(QColor(colour))
+    p.drawText(rect, flags, text)
 
 
 def _streak(

@@ -40,6 +40,7 @@ DEFAULTS = {"session": "0", "for_s": "5"}
 DEFAULT_FACTOR = {"burst": "3", "slow_device": "2"}
 LABELS = {"session": "Session", "factor": "Factor (×)", "for_s": "For (s)"}
 WHERE = "fault"  # how errors name the place: "fault: burst: factor = 0.0: …"
+ERROR_MIN_PX = 320  # the dialog's error wraps at this width at least
 
 
 class FaultTarget(Protocol):
@@ -56,7 +57,8 @@ class FaultTarget(Protocol):
 
 
 def parse_fault(kind: str, texts: dict[str, str], sessions: int) -> Fault:
-    """The fault from the dialog's texts; ExperimentError (one line) if a value is wrong."""
+    """The fault from the dialog's texts; ExperimentError (one line) if a value is wrong,
+    worded for a fault on the run (an experiment file's says "this step has sessions…")."""
     table: dict[str, Any] = {}
     for name in FAULT_FIELDS[kind]:
         text = texts.get(name, "").strip()
@@ -65,7 +67,23 @@ def parse_fault(kind: str, texts: dict[str, str], sessions: int) -> Fault:
         except ValueError:
             words = "a whole number" if name == "session" else "a number"
             raise ExperimentError(f"{WHERE}: {kind}: {name} = {text!r}: expected {words}") from None
+    session = table.get("session")
+    if session is not None and not 0 <= session < sessions:
+        raise ExperimentError(
+            f"{WHERE}: {kind}: session = {session}: no such session (the run has "
+            + (f"sessions 0 to {sessions - 1})" if sessions > 1 else "session 0 only)")
+        )
     return make_fault(kind, table, WHERE, sessions)
+
+
+def dialog_error(kind: str, message: str) -> str:
+    """``message`` (``parse_fault``'s) as the dialog says it: without the "fault: kind:"
+    its title says already, each field by its label ("For (s) = -1.0: must be …")."""
+    text = message.removeprefix(f"{WHERE}: {kind}: ")
+    for name, label in LABELS.items():
+        if text.startswith(f"{name} = "):
+            return label + text[len(name) :]
+    return text
 
 
 def fault_status(description: str) -> str:
@@ -105,7 +123,8 @@ class FaultDialog(QDialog):
             form.addRow(LABELS[name], edit)
         self.error = plain_label()  # the error quotes what was typed
         self.error.setObjectName("controlError")
-        self.error.setWordWrap(True)
+        self.error.setWordWrap(True)  # whole, on as many lines as it takes (it was cut)
+        self.error.setMinimumWidth(ERROR_MIN_PX)
         self.error.hide()
         form.addRow(self.error)
         buttons = QDialogButtonBox(
@@ -124,8 +143,12 @@ class FaultDialog(QDialog):
         try:
             self.result_fault = self.fault()
         except ExperimentError as exc:
-            self.error.setText(str(exc))
+            self.error.setText(dialog_error(self.kind, str(exc)))
             self.error.show()
+            # as tall as the wrapped error needs at the dialog's width
+            self.layout().activate()
+            width = max(self.width(), self.sizeHint().width())
+            self.resize(width, max(self.height(), self.layout().totalHeightForWidth(width)))
             return
         super().accept()
 
