@@ -130,8 +130,12 @@ class DeviceBars(ScopedCard):
             self.plot.addItem(text)
             self._texts.append(text)
         mixed = len({d["device"] for d in devices}) > 1  # each bar then names its device
+        # a plot too short for a label above its bar (1280x800 presentation: 85 px for two
+        # lines of 20) shows none: the title's tooltip has every device's figures
+        lines = 3 if mixed else 2
+        room = self.plot.getViewBox().height() >= 2.5 * lines * self.fontMetrics().height()
         for i, text in enumerate(self._texts):
-            if i < len(labelled):
+            if i < len(labelled) and room:
                 entry = labelled[i]
                 name = f"{entry['device'].removeprefix(EMULATED)}\n" if mixed else ""
                 text.setText(f"{name}{entry['sessions']} sessions\nbatch {mean_batch(entry):.2f}")

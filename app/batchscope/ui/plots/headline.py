@@ -261,11 +261,13 @@ class StatusLine(QStatusBar):
         # file names, experiment names and errors: drawn as they are (ui/plain_text.py)
         # each part shrinks to a few characters, cut with "…", whole in its tooltip
         self.message = ElidedLabel(min_chars=12)
-        self.device = ElidedLabel()
-        self.weights = ElidedLabel()
+        # the device, weights and policy are on screen elsewhere (the controls, the
+        # titles): they give way furthest, so the whole host warning fits at 1280 px
+        self.device = ElidedLabel(min_chars=4)
+        self.weights = ElidedLabel(min_chars=4)
         self.rate = ElidedLabel()
         self.host = ElidedLabel(whole=True)  # a warning: the other parts give way first
-        self.policy = ElidedLabel()
+        self.policy = ElidedLabel(min_chars=4)
         self.message.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.addWidget(self.message, 1)
         for w in (self.device, self.weights, self.rate, self.host, self.policy):
@@ -291,8 +293,18 @@ class StatusLine(QStatusBar):
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
-        # the message keeps a third of the line; the permanent parts share the rest
-        self.message.setMinimumWidth(self.width() // 3)
+        self._share()
+
+    def _share(self) -> None:
+        """The message keeps a third of the line; the permanent parts share the rest. Never
+        more than what their least widths leave (the whole host warning among them), on a
+        resize and whenever a part's text changes: a third of 1280 px beside a longer host
+        warning asked 1,294 px, and the window grew past the screen."""
+        message = self.message
+        held = max(message.minimumWidth(), message.minimumSizeHint().width())
+        others = self.minimumSizeHint().width() - held  # every part's least, the grip's
+        room = self.width() - others
+        message.setMinimumWidth(max(0, min(self.width() // 3, room)))
 
     def clear_message(self, text: str) -> None:
         """Clear the message ``text`` once what it says is over; also the error that
@@ -314,9 +326,13 @@ class StatusLine(QStatusBar):
             ),
             (self.policy, snap.config.policy_phrase()),
         )
+        changed = False
         for label, text in texts:
             if label.text() != text:
                 label.setText(text)
+                changed = True
+        if changed:
+            self._share()
         p99 = snap.host_late_ms["p99"]
         if p99 == 0.0 and self._probe is not None:  # no window measured yet: the probe's
             p99 = self._probe["p99_ms"]
@@ -341,6 +357,7 @@ class StatusLine(QStatusBar):
         if text == self.host.text():
             return
         self.host.setText(text)
+        self._share()
         t = self._look.theme
         self.host.setStyleSheet(f"color: {t.warn};" if word == "busy" else "")
         whose = (

@@ -402,11 +402,16 @@ class TimePlot(PlotCard):
         style_labels(line, self.look.theme.muted, self.look)
 
     def _fit_segment_labels(self, x_range: tuple[float, float]) -> None:
-        """A segment's number where it has room: from the left, each right of its line and
-        clear of the last one shown by SEGMENT_GAP_PX (a 2-hour run has many boundaries)."""
+        """In the whole run's view, a segment's number where it has room: from the left,
+        each right of its line and clear of the last one shown by SEGMENT_GAP_PX (a 2-hour
+        run has many boundaries)."""
         width = self.plot.getViewBox().width()
         x0, x1 = x_range
         if width <= 0 or x1 <= x0:
+            return
+        if not self.whole_run:  # live, the change notes name each boundary: no numbers
+            for label in self._segment_labels.values():  # over them (the fit check saw it)
+                label.setVisible(False)
             return
         free = -np.inf  # where the next label may start (px from the plot's left)
         for index in sorted(self._segment_labels):

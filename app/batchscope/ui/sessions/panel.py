@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import QModelIndex, QSettings, Qt, Signal
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QColor, QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFileDialog,
@@ -51,6 +51,7 @@ NOTE_MARK = " *"  # after the state of a session whose source has a note: see th
 MIN_ROWS = 4  # the sessions table shows at least this many rows
 EXPIRED = COLUMNS.index("Expired")
 STATE = COLUMNS.index("State")
+SOURCE = COLUMNS.index("Source")
 #: The State column's widest (in its font): a longer state (an error) is cut, whole in
 #: its tip; the Source column has the rest of the row
 STATE_SAMPLE = "reconnecting (9) *"
@@ -207,9 +208,28 @@ class SessionsPanel(QWidget):
             (4, "p50 ms"),
             (5, "Overwr."),
             (EXPIRED, "Expired"),
-            (STATE, STATE_SAMPLE),
         ):
             self.table.setColumnWidth(col, fm.horizontalAdvance(sample) + 18)
+        self._fit_state()
+
+    def _fit_state(self) -> None:
+        """The State column as wide as STATE_SAMPLE where the row has room, else what
+        leaves the Source column its header ("Source" whole): at 1280x800 with 16
+        sessions' scroll bar the full State width left Source 46 px."""
+        t = self.table
+        fm = t.fontMetrics()
+        fixed = sum(
+            t.columnWidth(c)
+            for c in range(t.columnCount())
+            if c not in (SOURCE, STATE) and not t.isColumnHidden(c)
+        )
+        room = t.viewport().width() - fixed - (fm.horizontalAdvance(COLUMNS[SOURCE]) + 24)
+        least = fm.horizontalAdvance("running") + 18
+        t.setColumnWidth(STATE, max(least, min(fm.horizontalAdvance(STATE_SAMPLE) + 18, room)))
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._fit_state()
 
     def update_sessions(
         self, sessions: list[SessionView], slots: Sequence[SourceSlot] = ()
@@ -227,6 +247,7 @@ class SessionsPanel(QWidget):
             self.table.setColumnHidden(EXPIRED, False)  # once a window expired, it stays
         if self.table.rowCount() != len(rows):
             self.table.setRowCount(len(rows))
+            self._fit_state()  # a scroll bar may have come or gone
             self._rows = [()] * len(rows)
         for row, spec in enumerate(rows):
             self._paint_row(row, spec)
