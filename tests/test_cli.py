@@ -119,7 +119,7 @@ def _bad_files(tmp_path: Path) -> dict[str, Path]:
         ),
         ("unknown profile", ["run", "synthetic", "--profile", "nope"], "profile nope"),
         ("unknown policy", ["run", "--policy", "fastest"], "invalid choice: 'fastest'"),
-        ("unknown precision", ["run", "--precision", "int8"], "invalid choice: 'int8'"),
+        ("unknown precision", ["run", "--precision", "int4"], "invalid choice: 'int4'"),
         ("bad resolution", ["run", "--resolution", "500x283"], "multiples of 8"),
         ("negative duration", ["run", "synthetic", "--duration", "-3"], "duration"),
         ("zero sessions", ["run", "--sessions", "0"], "at least 1"),

@@ -289,6 +289,7 @@ def test_pytest_alone_collects_the_tests_that_import_from_tests():
             "addopts=",
             "-p",
             "no:cacheprovider",
+            "--all",  # test_accuracy.py is in the slow tier
             "tests/test_accuracy.py",
             "tests/test_letterbox.py",
         ],

@@ -150,7 +150,7 @@ def test_stop_while_building_a_backend_ends_every_thread(monkeypatch):
     building = threading.Event()
     real = engine_module.make_backend
 
-    def slow_build(config, oom_above=None, cancelled=lambda: False):
+    def slow_build(config, oom_above=None, cancelled=lambda: False, said=None):
         building.set()
         while not cancelled():
             time.sleep(0.01)

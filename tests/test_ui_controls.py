@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from batchscope.config import DYNAMIC_DEFAULT_MAX_BATCH, KNOBS, RunConfig
+from batchscope.config import DYNAMIC_DEFAULT_MAX_BATCH, KNOBS, RunConfig, default_cpu_precision
 from batchscope.ui.controls.device_options import device_choices
 from batchscope.ui.controls.panel import ControlsPanel
 
@@ -98,7 +98,7 @@ def test_a_device_change_sends_the_device_and_what_fit_had_to_change(controls):
         "device": "cpu",
         "profile": None,
         "runtime": "onnxruntime",  # the CPU's default: the fastest runtime measured there
-        "precision": "fp32",
+        "precision": default_cpu_precision(),  # and its precision (int8 with VNNI)
     }
 
 

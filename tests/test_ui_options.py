@@ -23,7 +23,8 @@ def test_device_list_has_cpu_gpus_and_profiles():
     assert "emulated:laptop-8gb" in keys and "emulated:server-24gb" in keys
     cpu, cpu_torch = choices()["cpu"], choices()["cpu/torch"]
     assert (cpu.runtime, cpu_torch.runtime) == ("onnxruntime", "torch")
-    assert cpu.label.endswith("ONNX Runtime (fastest here)") and cpu.unavailable is None
+    # the fastest path this CPU has (int8 with VNNI, else fp32: cpu_features)
+    assert "ONNX Runtime (fastest here" in cpu.label and cpu.unavailable is None
     assert cpu.changes()["runtime"] == "onnxruntime"
 
 
@@ -55,10 +56,13 @@ def test_emulated_device_offers_only_measured_curves():
     assert fit(laptop, "fp32", (256, 144)) == ("fp32", (256, 144))
 
 
-def test_cpu_disables_fp16_with_a_reason_and_falls_back_to_fp32():
+def test_cpu_disables_fp16_with_a_reason_and_falls_back_to_its_default():
+    from batchscope.config import default_cpu_precision
+
     cpu = choices()["cpu"]
     assert "slow" in precision_reasons(cpu, (512, 288))["fp16"]
-    assert fit(cpu, "fp16", (768, 432)) == ("fp32", (768, 432))
+    # the CPU's own default: int8 where it has VNNI, else fp32
+    assert fit(cpu, "fp16", (768, 432)) == (default_cpu_precision(), (768, 432))
 
 
 def test_settings_round_trip(ui_settings):
