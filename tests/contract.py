@@ -118,7 +118,9 @@ def check_plan_verify(on: str, engine_name: str, tmp_path, capsys) -> None:
     assert main(args) == 0
     verify = json.loads(out.read_text())["verify"]
     assert verify["on"] == on
-    assert set(verify) == {"on", "planned", "served", "ratio"}
+    # the contract's keys, and the verdict against the budget asked (issue 48)
+    assert set(verify) == {"on", "planned", "served", "ratio", "verdict"}
+    assert isinstance(verify["verdict"]["pass"], bool) and "p99" in verify["verdict"]["line"]
     assert verify["served"]["throughput_wps"] > 0
     assert verify["ratio"]["mean_fps"] == pytest.approx(
         verify["served"]["mean_fps"] / verify["planned"]["mean_fps"], abs=0.002

@@ -456,7 +456,8 @@ ENGINE_NAMES = {
 
 def verify_json(check: dict[str, Any]) -> dict[str, Any]:
     """The plan's ``verify`` object: ``on``, ``planned``, ``served`` and ``ratio``
-    (served ÷ planned; None where the plan has 0)."""
+    (served ÷ planned; None where the plan has 0), and ``verdict`` (the served run against
+    the budget asked: ``pass``, its ``line``, both margins) where the check has a budget."""
     planned = {k: get(check["planned"]["overall"]) for k, _, get in VERIFY_FIGURES}
     served = {k: get(check["live"]["overall"]) for k, _, get in VERIFY_FIGURES}
     ratio = {k: round(served[k] / planned[k], 3) if planned[k] else None for k in planned}
