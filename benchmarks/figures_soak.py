@@ -13,12 +13,17 @@ all → dynamic → adaptive → all with a cap …). It prints:
 - the process's CPU (% of one core) over ``--pause-s`` (20) paused, at the end, beside
   the same span running just before.
 
+``ring``: two ``--segment-s`` (30) segments of ``--sessions`` (16) with the item ring
+shrunk to ``--ring`` (8,192) windows: segment 0 read 3 s and 30 s after it closed, and
+the whole run.
+
 ``devices``: 4 emulated devices (least-loaded) with enough sessions for ≥ 800 windows/s,
 ``--seconds`` (30): the live timeline's throughput (its mean over the run's last 20 s)
 beside the report's, and the timeline's busy beside the report's.
 
     python benchmarks/figures_soak.py soak [--minutes 30] [--sessions 64]
     python benchmarks/figures_soak.py devices [--seconds 30]
+    python benchmarks/figures_soak.py ring [--ring 8192] [--sessions 16]
 """
 
 from __future__ import annotations
@@ -186,6 +191,38 @@ def devices(args: argparse.Namespace) -> None:
     print(f"timeline (mean of the last 20 s): {live:.0f} w/s, busy {busy:.2f}")
 
 
+def ring(args: argparse.Namespace) -> None:
+    """Closed segments longer than the ring, at a small scale: the item ring shrunk to
+    ``--ring`` windows (the real one: 262,144, 136 s of 64 sessions)."""
+    from batchscope.engine import metrics
+
+    metrics.ITEM_CAPACITY = args.ring
+    engine = Engine(RunConfig(**BASE, sessions=args.sessions))
+    engine.open()
+    engine.start()
+
+    def show(when: str) -> None:
+        seg = engine.report()["segments"][0]
+        o = seg["overall"]
+        windows = sum(s["delivered"] for s in seg["sessions"])
+        print(
+            f"segment 0, {when}: {o['mean_fps']:.2f} fps, {o['throughput_wps']:.1f} w/s, "
+            f"{windows} windows"
+        )
+
+    try:
+        time.sleep(args.segment_s)
+        engine.apply({"max_batch": 8})
+        time.sleep(3.0)
+        show("3 s after it closed")
+        time.sleep(args.segment_s - 3.0)
+        show(f"{args.segment_s:g} s after it closed")
+        o = engine.report()["overall"]
+        print(f"whole run: {o['mean_fps']:.2f} fps, {o['throughput_wps']:.1f} w/s")
+    finally:
+        engine.stop()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="what", required=True)
@@ -197,8 +234,12 @@ def main() -> None:
     d = sub.add_parser("devices")
     d.add_argument("--seconds", type=float, default=30.0)
     d.add_argument("--sessions", type=int, default=32)
+    r = sub.add_parser("ring")
+    r.add_argument("--ring", type=int, default=8192)
+    r.add_argument("--sessions", type=int, default=16)
+    r.add_argument("--segment-s", type=float, default=30.0)
     args = ap.parse_args()
-    soak(args) if args.what == "soak" else devices(args)
+    {"soak": soak, "devices": devices, "ring": ring}[args.what](args)
 
 
 if __name__ == "__main__":
