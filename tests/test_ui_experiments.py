@@ -103,10 +103,7 @@ def test_a_file_plays_with_its_captions_and_the_table_fills(dashboard, qtbot, tm
     )
     row = table.table.rowCount() - 2  # the first step's segment, closed now, has figures
     cells = {c.key: table.table.item(row, i).text() for i, c in enumerate(COLUMNS)}
-    assert (
-        cells["changed"] == "sessions 3 → 2, policy all → oldest"
-        and cells["policy"] == "oldest"
-    )
+    assert cells["changed"] == "sessions 3 → 2, policy all → oldest" and cells["policy"] == "oldest"
     assert float(cells["mean_fps"]) > 20 and cells["sessions"] == "2"
 
 

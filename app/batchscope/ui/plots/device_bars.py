@@ -133,13 +133,17 @@ class DeviceBars(ScopedCard):
         # a plot too short for a label above its bar (1280x800 presentation: 85 px for two
         # lines of 20) shows none: the title's tooltip has every device's figures
         lines = 3 if mixed else 2
-        room = self.plot.getViewBox().height() >= 2.5 * lines * self.fontMetrics().height()
+        height_px = self.plot.getViewBox().height()
+        room = height_px >= 2.5 * lines * self.fontMetrics().height()
         for i, text in enumerate(self._texts):
             if i < len(labelled) and room:
                 entry = labelled[i]
                 name = f"{entry['device'].removeprefix(EMULATED)}\n" if mixed else ""
                 text.setText(f"{name}{entry['sessions']} sessions\nbatch {mean_batch(entry):.2f}")
-                text.setPos(float(i), min(busy[i], 78.0) + 2.0)
+                # above its bar, or as high as the plot leaves it room (its height in %
+                # of the 0-100 axis: 2 lines took 54 of 189 px in presentation mode)
+                tall = 100.0 * text.boundingRect().height() / max(1.0, height_px)
+                text.setPos(float(i), min(busy[i] + 2.0, 98.0 - tall))
                 text.show()
             else:
                 text.hide()
