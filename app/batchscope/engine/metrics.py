@@ -75,6 +75,11 @@ class Ring:
         """Every record still in the buffer, oldest first, ``clear()`` or not (segments)."""
         return self.appended_since(self.total - len(self._data))
 
+    @property
+    def capacity(self) -> int:
+        """The most records it holds."""
+        return len(self._data)
+
     def since(self, field: str, t: float) -> np.ndarray:
         """The newest records whose ``field`` (a time, growing along the ring, e.g. an
         item's ``result``) may be ≥ ``t``: at least those, oldest first, ``clear()`` or

@@ -85,7 +85,7 @@ class LiveFigures:
                 rings = (store.items, store.batches, store.overwrites, store.expiries)
                 new = [r.appended_since(c) for r, c in zip(rings, self._cursors, strict=True)]
                 totals = tuple(r.total for r in rings)
-                capacity = [len(r._data) for r in rings]
+                capacity = [r.capacity for r in rings]
             self.missed += sum(
                 max(0, t - c - k) for t, c, k in zip(totals, self._cursors, capacity, strict=True)
             )
