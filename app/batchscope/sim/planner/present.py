@@ -176,6 +176,9 @@ def stop_pool(pool: ProcessPoolExecutor, timeout_s: float = 1.0) -> None:
     durations and many seeds; `plan` went on planning 30 s after Ctrl-C (issue 44).
     """
     workers = list((getattr(pool, "_processes", None) or {}).values())
+    # the pool's own manager thread joins the workers too; until it is done, a process it
+    # has reaped can still read as alive here (its waitpid answers ECHILD)
+    manager = getattr(pool, "_executor_manager_thread", None)
     pool.shutdown(wait=False, cancel_futures=True)
     for proc in workers:
         with contextlib.suppress(OSError, ValueError):  # gone already, or closed
@@ -187,6 +190,8 @@ def stop_pool(pool: ProcessPoolExecutor, timeout_s: float = 1.0) -> None:
             if proc.is_alive():
                 proc.kill()
                 proc.join(timeout_s)
+    if manager is not None:
+        manager.join(timeout_s)
 
 
 def tie_to_parent(parent: int) -> None:
