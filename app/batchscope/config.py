@@ -13,9 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from batchscope.policy_kinds import KINDS
 from batchscope.urls import mask_credentials
 
-POLICIES = ("oldest", "round-robin", "all", "dynamic", "fixed", "adaptive")
+#: The built-in batch policies, in the order the app lists them (policy_kinds.py has each
+#: one's facts, engine/policies.py its rule)
+POLICIES = tuple(KINDS)
 #: How windows go to devices when there are several (engine/routing.py has the rules)
 ROUTERS = ("pinned", "least-loaded")
 #: The router unless one is given: Ray Serve's rule, the one a Ray run can have
@@ -36,10 +39,7 @@ SERVING_ENGINES = ("ray", "triton")
 #: Policies a serving engine cannot hold, and why (refused by RunConfig; greyed in the app).
 SERVING_REFUSALS: dict[str, dict[str, str]] = {
     "ray": {},
-    "triton": {
-        "adaptive": "Triton has no live batch cap: every step of the AIMD cap would reload "
-        "the model; choose all, dynamic or fixed with --backend triton",
-    },
+    "triton": {k.name: k.triton_refusal for k in KINDS.values() if k.triton_refusal},
 }
 FITS = ("letterbox", "stretch")
 """How a source frame of another aspect becomes a model frame: scaled to fit and padded
@@ -60,14 +60,7 @@ from the binary mask's moments, 0 where mu20 = mu02; length from the PCA of its 
 positions ``x * scale``), to compare with the authors' numbers."""
 
 #: Which policy flags each policy reads; the others are ignored (the UI greys them out).
-POLICY_PARAMS: dict[str, tuple[str, ...]] = {
-    "oldest": (),
-    "round-robin": (),
-    "all": ("max_batch",),
-    "dynamic": ("max_batch", "max_delay_ms"),
-    "fixed": ("batch", "max_delay_ms"),
-    "adaptive": ("max_batch", "slo_ms"),
-}
+POLICY_PARAMS: dict[str, tuple[str, ...]] = {k.name: k.knobs for k in KINDS.values()}
 
 #: What a field's change does, or who reads it: the roles a RunConfig field carries
 #: (its ``metadata["roles"]``); each list of fields below is derived from them.
@@ -572,8 +565,11 @@ class RunConfig:
             raise ConfigError("backend", self.backend, f"choose from {_or(BACKENDS)}")
         for knob in KNOBS.values():
             knob.check(getattr(self, knob.name))
-        if self.policy == "dynamic" and self.max_batch is None:
-            raise ConfigError("max_batch", None, "the dynamic policy needs --max-batch")
+        kind = KINDS[self.policy]
+        for name in kind.knobs:
+            if getattr(self, name) is None and name not in kind.optional:
+                flag = "--" + name.replace("_", "-")
+                raise ConfigError(name, None, f"the {self.policy} policy needs {flag}")
         parse_resolution(self.resolution)
         if self.ray_address is not None and self.backend != "ray":
             raise ConfigError("ray_address", self.ray_address, "needs the ray backend")
@@ -776,33 +772,16 @@ class RunConfig:
 
     def policy_phrase(self) -> str:
         """The policy in one phrase, for status bars and tables."""
-        p = self.policy
-        cap = f" (max {self.max_batch})" if self.max_batch else ""
-        if p == "oldest":
-            return "oldest first, one at a time"
-        if p == "round-robin":
-            return "round robin, one at a time"
-        if p == "all":
-            return f"batch all waiting{cap}"
-        if p == "dynamic":
-            return f"dynamic: up to {self.max_batch}, wait ≤ {self.max_delay_ms:g} ms"
-        if p == "fixed":
-            return f"fixed batch of {self.batch}, wait ≤ {self.max_delay_ms:g} ms"
-        return f"adaptive (AIMD) under {self.slo_ms:g} ms{cap}"
+        kind = KINDS[self.policy]
+        return kind.text(kind.phrase, self._policy_knobs(), " (max {})")
 
     def policy_label(self) -> str:
         """The policy and the parameters it reads, short enough for a table cell (≤ 20 chars)."""
-        p = self.policy
-        cap = f" ≤{self.max_batch}" if self.max_batch else ""
-        if p == "all":
-            return f"all{cap}"
-        if p == "dynamic":
-            return f"dynamic{cap}, {self.max_delay_ms:g} ms"
-        if p == "fixed":
-            return f"fixed {self.batch}, {self.max_delay_ms:g} ms"
-        if p == "adaptive":
-            return f"adaptive {self.slo_ms:g} ms{cap}"
-        return p
+        kind = KINDS[self.policy]
+        return kind.text(kind.short, self._policy_knobs(), " ≤{}")
+
+    def _policy_knobs(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in KINDS[self.policy].knobs}
 
     def to_json(self) -> dict[str, Any]:
         """The ``config`` object of the JSON report: every field (tuples as lists) but

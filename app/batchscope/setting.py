@@ -60,6 +60,7 @@ from batchscope.config import (
     format_resolution,
     parse_resolution,
 )
+from batchscope.policy_kinds import KINDS
 
 KIND = "batchscope-setting"
 VERSION = 1
@@ -78,24 +79,7 @@ MODEL_FILE = "model.onnx"
 PYTHON_MODEL_FILE = "model.py"
 
 #: How each policy becomes Triton's dynamic batcher (written into config.pbtxt too).
-TRITON_MAPPING = {
-    "all": "batch all waiting -> dynamic batching without delay "
-    "(max_queue_delay_microseconds 0), max_batch_size = the cap (or the session count)",
-    "dynamic": "dynamic -> max_batch_size and preferred_batch_size = max_batch, "
-    "max_queue_delay_microseconds = max_delay_ms x 1000",
-    "fixed": "fixed -> preferred_batch_size = batch (also max_batch_size), "
-    "max_queue_delay_microseconds = max_delay_ms x 1000. BatchScope pads a short batch "
-    "to that constant shape (what a static TensorRT engine or one CUDA graph needs), and "
-    "the plan pays for the padding; Triton's dynamic batcher does not pad, so it runs a "
-    "short batch at its own size, faster than planned, unless the model behind it pads",
-    "adaptive": "adaptive (AIMD) -> Triton has no AIMD cap: max_batch_size = the cap it "
-    "settled at in the simulation, dynamic batching without delay",
-    "oldest": "oldest first -> no Triton equivalent: one request at a time "
-    "(max_batch_size 1), served in arrival order (FIFO), which is oldest first only if "
-    "clients drop stale frames themselves",
-    "round-robin": "round robin -> no Triton equivalent (Triton does not cycle over clients): "
-    "one request at a time (max_batch_size 1), FIFO",
-}
+TRITON_MAPPING = {k.name: k.triton for k in KINDS.values()}
 
 LATEST_ONLY_CAVEAT = (
     "Triton queues every request; BatchScope keeps only the latest window per session. "
@@ -272,7 +256,7 @@ def triton_config(
     what that model.py runs (its parameters are written into the configuration).
     """
     policy = config.policy
-    cap = (settled_cap or config.max_batch) if policy == "adaptive" else config.max_batch
+    cap = (settled_cap or config.max_batch) if KINDS[policy].learns_cap else config.max_batch
     max_batch, preferred, delay_us = triton_batching(
         policy, cap, config.batch, config.max_delay_ms, config.sessions
     )
@@ -365,14 +349,14 @@ def triton_batching(
     ``cap`` is the policy's batch cap (``max_batch``; for ``adaptive`` the cap it settled
     at), ``uncapped`` the size used when it has none (the session count in an export).
     """
-    if policy in ("all", "adaptive"):
-        return cap or uncapped, None, 0
-    if policy == "dynamic":
-        assert cap is not None, "RunConfig: the dynamic policy needs max_batch"
-        return cap, cap, round(max_delay_ms * 1000)
-    if policy == "fixed":
-        return batch, batch, round(max_delay_ms * 1000)
-    return 1, None, 0  # oldest, round-robin: one request at a time
+    kind = KINDS[policy]
+    if not kind.cap_knob:
+        return 1, None, 0  # one request at a time
+    if kind.waits:
+        size = cap if kind.cap_knob == "max_batch" else batch
+        assert size is not None, f"RunConfig: the {policy} policy needs {kind.cap_knob}"
+        return size, size, round(max_delay_ms * 1000)
+    return cap or uncapped, None, 0
 
 
 def _comment(text: str, width: int = 86) -> list[str]:

@@ -20,7 +20,6 @@ from operator import itemgetter
 from typing import Any, NamedTuple, Protocol
 
 from batchscope.config import (
-    DYNAMIC_DEFAULT_MAX_BATCH,
     KNOBS,
     POLICY_PARAMS,
     ConfigError,
@@ -110,6 +109,12 @@ class BatchPolicy(ABC):
     @property
     def knobs(self) -> tuple[str, ...]:
         return POLICY_PARAMS[self.name]
+
+    @classmethod
+    def from_config(cls, config: RunConfig) -> BatchPolicy:
+        """A new one with ``config``'s values for its knobs (the knobs are its
+        constructor's keyword arguments)."""
+        return cls(**{k: getattr(config, k) for k in POLICY_PARAMS[cls.name]})
 
     def retune(self, config: RunConfig) -> None:
         """Take ``config``'s values for this policy's knobs; all or none (ConfigError)."""
@@ -366,19 +371,17 @@ class AdaptiveAIMD(BatchPolicy):
         return f"adaptive (cap {self.cap}, objective {self.slo_ms:g} ms)"
 
 
+#: Each built-in policy's rule, by the name its :data:`~batchscope.policy_kinds.KINDS`
+#: entry has (tests/test_policy_kinds.py: one rule for every kind, one kind for every rule).
+RULES: dict[str, type[BatchPolicy]] = {
+    rule.name: rule
+    for rule in (OldestFirst, RoundRobin, BatchAll, Dynamic, FixedBatch, AdaptiveAIMD)
+}
+
+
 def make_policy(config: RunConfig) -> BatchPolicy:
     """The policy object a config asks for (a new one: policies keep state)."""
-    p = config.policy
-    if p == "oldest":
-        return OldestFirst()
-    if p == "round-robin":
-        return RoundRobin()
-    if p == "all":
-        return BatchAll(config.max_batch)
-    if p == "dynamic":
-        return Dynamic(config.max_batch or DYNAMIC_DEFAULT_MAX_BATCH, config.max_delay_ms)
-    if p == "fixed":
-        return FixedBatch(config.batch, config.max_delay_ms)
-    if p == "adaptive":
-        return AdaptiveAIMD(config.slo_ms, config.max_batch)
-    raise ConfigError("policy", p, "unknown policy")
+    rule = RULES.get(config.policy)
+    if rule is None:
+        raise ConfigError("policy", config.policy, "unknown policy")
+    return rule.from_config(config)

@@ -21,21 +21,15 @@ from PySide6.QtGui import QColor, QFont, QGuiApplication, QImage, QPainter, QPai
 from PySide6.QtWidgets import QApplication
 
 from batchscope.config import format_resolution
+from batchscope.policy_kinds import KINDS
 from batchscope.sim.planner import Plan, Series
 
 WIDTH, HEIGHT = 1600, 900
 INK = QColor("#111111")
 GRID = QColor("#d0d0d0")
 BUDGET = QColor("#555555")
-#: Okabe–Ito, in the order of config.POLICIES
-POLICY_COLOURS = {
-    "oldest": QColor("#D55E00"),
-    "round-robin": QColor("#E69F00"),
-    "all": QColor("#0072B2"),
-    "dynamic": QColor("#009E73"),
-    "fixed": QColor("#CC79A7"),
-    "adaptive": QColor("#56B4E9"),
-}
+#: each policy's colour (policy_kinds.py)
+POLICY_COLOURS = {k.name: QColor(k.colour) for k in KINDS.values()}
 P99_CLIP = 3.0  # × the budget
 
 _app: QApplication | None = None

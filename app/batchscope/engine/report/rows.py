@@ -22,6 +22,7 @@ from typing import Any
 from batchscope.engine.report.body import overwritten_pct
 from batchscope.engine.report.phrases import segment_phrase
 from batchscope.engine.report.segment import too_short
+from batchscope.policy_kinds import KINDS
 
 DASH = "–"  # no value: nothing measured, nothing predicted
 
@@ -133,12 +134,10 @@ def live_vs_predicted(segment: Mapping[str, Any]) -> dict[str, float | None] | N
 
 def policy_text(config: Mapping[str, Any]) -> str:
     """The policy with the knob that shapes it: "all ≤8", "fixed 4", "oldest"."""
-    policy, cap = config.get("policy", DASH), config.get("max_batch")
-    if policy in ("all", "dynamic", "adaptive") and cap:
-        return f"{policy} ≤{cap}"
-    if policy == "fixed":
-        return f"fixed {config.get('batch')}"
-    return str(policy)
+    kind = KINDS.get(config.get("policy", DASH))
+    if kind is None:
+        return str(config.get("policy", DASH))
+    return kind.text(kind.brief, {k: config.get(k) for k in kind.knobs}, " ≤{}")
 
 
 def has_figures(segment: Mapping[str, Any]) -> bool:

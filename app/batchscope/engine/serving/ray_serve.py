@@ -100,7 +100,7 @@ def batching_of(policy: BatchPolicy) -> tuple[int, float]:
     moves live (the client observes the batch latencies, the AIMD rule sets the cap in the
     replica).
     """
-    wait_ms = getattr(policy, "max_delay_ms", 0.0) if policy.name in ("dynamic", "fixed") else 0
+    wait_ms = getattr(policy, "max_delay_ms", 0.0)  # the policies that wait have the knob
     return policy.cap or MAX_BATCH_SIZE, wait_ms / 1000.0
 
 

@@ -25,6 +25,7 @@ from typing import Any
 from batchscope.config import RunConfig
 from batchscope.engine.policies import make_policy
 from batchscope.engine.serving.ray_serve import OWN_GPU, batching_of
+from batchscope.policy_kinds import KINDS
 from batchscope.profiles.profile import DeviceProfile
 from batchscope.setting import setting_json
 
@@ -42,7 +43,7 @@ def ray_batching(config: RunConfig, settled_cap: int | None = None) -> tuple[int
     without a cap the session count (one request in flight per session)."""
     policy = make_policy(config)
     max_batch, wait_s = batching_of(policy)
-    if config.policy == "adaptive":
+    if KINDS[config.policy].learns_cap:
         max_batch = settled_cap or config.max_batch or config.sessions
     elif policy.cap is None:
         max_batch = config.sessions

@@ -15,6 +15,7 @@ import numpy as np
 from batchscope.config import DEFAULT_ROUTER, RunConfig
 from batchscope.engine.policies import make_policy
 from batchscope.engine.stats import fps_figures, latency_summary
+from batchscope.policy_kinds import KINDS
 from batchscope.profiles.profile import BatchCurve, DeviceProfile
 from batchscope.sim.host_jitter import HostJitter
 from batchscope.sim.plain import Delivered, Measured
@@ -301,7 +302,7 @@ class Evaluator:
         report = simulated_report(trace, self.curves, self.warmup_s)
         overall = report["overall"]
         settled = None
-        if policy == "adaptive" and overall["batch_sizes"]:
+        if KINDS[policy].learns_cap and overall["batch_sizes"]:
             sizes = overall["batch_sizes"]
             settled = int(max(sizes, key=lambda k: (sizes[k], int(k))))
         return Point(
@@ -337,7 +338,7 @@ def _windows_per_s(curve: BatchCurve, config: RunConfig) -> float:
     """The most windows a second ``config``'s batches can deliver on ``curve``: the best
     batch size up to its largest (a fixed shape pads a smaller batch to its time)."""
     policy = make_policy(config)
-    largest = config.max_batch if config.policy == "adaptive" else policy.cap
+    largest = config.max_batch if KINDS[config.policy].learns_cap else policy.cap
     largest = min(largest or config.sessions, config.sessions)
     shape = policy.shape or 0
     return max(b / (curve.ms(max(b, shape)) * 1.0 / 1000.0) for b in range(1, largest + 1))
@@ -389,7 +390,7 @@ def verify(
     config = config.with_changes(devices=devices, router=router)  # the config says who can
     if sessions is not None:
         config = config.with_changes(sessions=sessions)
-    if on == "triton" and config.policy == "adaptive":
+    if on == "triton" and KINDS[config.policy].learns_cap:  # Triton: all, at the settled cap
         cap = plan_.recommended.at_max.settled_cap or config.max_batch
         config = config.with_changes(policy="all", max_batch=cap)
     if on != "inprocess":

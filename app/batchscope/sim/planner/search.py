@@ -11,7 +11,7 @@ the report's definitions: :func:`~batchscope.engine.stats.fps_figures` and
 decide which session starves (server-24gb, 5 sessions, oldest first: the
 slowest session gets 5, 10, 15 or 20 fps depending on the draw).
 
-**The grid** (:func:`settings`), per policy:
+**The grid** (:func:`settings`, each policy's ``grid`` in :mod:`batchscope.policy_kinds`):
 
 - ``oldest``, ``round-robin``: no knobs;
 - ``all``: ``max_batch`` none, 2, 4, 8;
@@ -80,6 +80,7 @@ from typing import Any
 
 from batchscope.config import KNOBS, POLICIES, ConfigError, RunConfig
 from batchscope.engine.stats import fps_figures
+from batchscope.policy_kinds import KINDS
 from batchscope.profiles.profile import BatchCurve, DeviceProfile
 from batchscope.sim.host_jitter import HostJitter
 from batchscope.sim.planner.measure import Evaluator
@@ -98,42 +99,21 @@ from batchscope.sim.simulator import DEFAULT_WARMUP_S
 
 
 def settings(policy: str, budget: Budget) -> list[dict[str, Any]]:
-    """The knob values searched for ``policy`` (the grid of the module doc)."""
-    if policy in ("oldest", "round-robin"):
-        return [{}]
-    if policy == "all":
-        return [{"max_batch": b} for b in (None, 2, 4, 8)]
-    if policy == "dynamic":
-        return [{"max_batch": b, "max_delay_ms": d} for b in (2, 4, 8) for d in (2.0, 5.0, 10.0)]
-    if policy == "fixed":
-        return [{"batch": b, "max_delay_ms": d} for b in (2, 3, 4) for d in (5.0, 10.0)]
-    if policy == "adaptive":
-        return [{"slo_ms": slo, "max_batch": None} for slo in _objectives(budget.p99_ms)]
-    raise ConfigError("policy", policy, "unknown policy")
-
-
-def _objectives(p99_ms: float) -> list[float]:
-    """Adaptive's ``slo_ms`` values for a p99 budget: only values its knob accepts.
-
-    0.5 and 0.8 × the budget at 3 significant digits (rounding to 0.1 ms made a
-    0.09 ms budget's objective 0.0, which the knob refuses), inside the knob's range;
-    two that clip to the same value are searched once.
-    """
-    knob = KNOBS["slo_ms"]
-    out: list[float] = []
-    for f in (0.5, 0.8):
-        slo = knob.clip(float(f"{f * p99_ms:.3g}"))
-        if slo not in out:
-            out.append(slo)
+    """The knob values searched for ``policy`` (its kind's grid; the module doc), each
+    value clipped into its knob's range; two settings that clip alike are searched once."""
+    kind = KINDS.get(policy)
+    if kind is None:
+        raise ConfigError("policy", policy, "unknown policy")
+    out: list[dict[str, Any]] = []
+    for params in kind.grid(budget.p99_ms):
+        clipped = {k: v if v is None else KNOBS[k].clip(v) for k, v in params.items()}
+        if clipped not in out:
+            out.append(clipped)
     return out
 
 
 def _cap(policy: str, params: dict[str, Any]) -> int | None:
-    if policy in ("oldest", "round-robin"):
-        return 1
-    if policy == "fixed":
-        return params["batch"]
-    return params.get("max_batch")
+    return KINDS[policy].cap_of(params)
 
 
 def capacity_bound(

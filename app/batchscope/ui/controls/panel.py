@@ -46,6 +46,7 @@ from batchscope.config import (
     format_resolution,
 )
 from batchscope.engine.serving.engines import ENGINE_LABELS, engine_availability
+from batchscope.policy_kinds import KINDS
 from batchscope.ui.controls.device_options import (
     DeviceChoice,
     choice_key,
@@ -58,15 +59,6 @@ from batchscope.ui.plain_text import add_item, plain_label, plain_tip
 #: The longest reason the controls show for a change not applied (about three lines of the
 #: panel); the rest is in its tooltip
 ERROR_CHARS = 160
-
-POLICY_LABELS = {
-    "oldest": "Oldest first (1 at a time)",
-    "round-robin": "Round robin (1 at a time)",
-    "all": "Batch all waiting",
-    "dynamic": "Dynamic (size or timeout)",
-    "fixed": "Fixed batch size",
-    "adaptive": "Adaptive (AIMD, objective)",
-}
 
 SLIDER_DEBOUNCE_MS = 300
 
@@ -150,7 +142,7 @@ class ControlsPanel(QWidget):
 
         self.policy = QComboBox()
         for p in POLICIES:
-            self.policy.addItem(POLICY_LABELS[p], p)
+            self.policy.addItem(KINDS[p].label, p)
         self.max_batch = _slider("max_batch")
         self.unlimited = QCheckBox("unlimited")
         self.max_delay = _slider("max_delay_ms")
@@ -434,7 +426,7 @@ class ControlsPanel(QWidget):
         for name, widgets in self._param_rows.items():
             for w in widgets:
                 w.setEnabled(name in used)
-        self.unlimited.setEnabled(policy in ("all", "adaptive"))
+        self.unlimited.setEnabled("max_batch" in KINDS[policy].optional)
         self.max_batch.setEnabled("max_batch" in used and not self.unlimited.isChecked())
         self.fps.setEnabled(not self.source_fps.isChecked())
         self.drop_ms.setEnabled(self.drop_on.isChecked())
@@ -458,8 +450,13 @@ class ControlsPanel(QWidget):
     def _on_policy(self) -> None:
         policy = self.policy.currentData()
         changes: dict[str, Any] = {"policy": policy}
-        if policy == "dynamic" and self.unlimited.isChecked():
-            # dynamic needs a cap to know when a batch is full
+        kind = KINDS[policy]
+        if (
+            "max_batch" in kind.knobs
+            and "max_batch" not in kind.optional
+            and self.unlimited.isChecked()
+        ):
+            # a policy that needs a cap (dynamic: to know when a batch is full) gets one
             changes["max_batch"] = DYNAMIC_DEFAULT_MAX_BATCH
             for w in (self.unlimited, self.max_batch):
                 w.blockSignals(True)

@@ -26,13 +26,21 @@ from PySide6.QtWidgets import QComboBox, QToolTip
 from batchscope.engine.report.bus_layout import BusLayout, bus_layout, reasons_text
 from batchscope.engine.report.phrases import segment_phrase
 from batchscope.engine.snapshot import BUS_S, Snapshot, slowest_sessions
+from batchscope.policy_kinds import KINDS
 from batchscope.render.palette import SESSION_COLOURS, session_colour
 from batchscope.ui.plots.time_plots import PlotCard, pen, style_labels
 from batchscope.ui.theme import Look
 
 SPANS_S = (2.0, 5.0, 10.0)  # what the span selector offers (the snapshot keeps BUS_S)
-#: The policies whose state the strip under the bus shows, and which state.
-STATE_OF = {"adaptive": "cap", "dynamic": "deadline", "fixed": "deadline"}
+
+
+def state_of(policy: str) -> str:
+    """Which state of ``policy`` the strip under the bus shows: its moving cap, its
+    deadline, or nothing ("")."""
+    kind = KINDS.get(policy)
+    if kind is None:
+        return ""
+    return "cap" if kind.learns_cap else "deadline" if kind.waits else ""
 
 
 class BusView(PlotCard):
@@ -198,7 +206,7 @@ class BusView(PlotCard):
         )
 
     def _update_state(self, snap: Snapshot, lay: BusLayout) -> None:
-        kind = STATE_OF.get(snap.config.policy, "")
+        kind = state_of(snap.config.policy)
         if kind == "cap" and not lay.batches["cap"].any():
             kind = ""
         if kind != self._state_kind:

@@ -11,6 +11,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QFontMetricsF
 from PySide6.QtWidgets import QComboBox
 
+from batchscope.config import POLICY_PARAMS
 from batchscope.engine.snapshot import Snapshot
 from batchscope.engine.stats import STAGES, latency_summary
 from batchscope.render.palette import session_colour
@@ -166,7 +167,7 @@ class LatencyHistogram(ScopedCard):
             ms = np.concatenate(parts) if parts else np.empty(0)
         else:
             ms = snap.recent_latency_ms.get(sid, np.empty(0))
-        adaptive = snap.config.policy == "adaptive"
+        adaptive = "slo_ms" in POLICY_PARAMS[snap.config.policy]  # it has an objective
         self.objective.setVisible(adaptive)
         if self.objective.value() != snap.config.slo_ms:
             self.objective.setValue(snap.config.slo_ms)
