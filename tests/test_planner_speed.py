@@ -3,8 +3,9 @@
 Three shortcuts make `batchscope plan` answer at once (docs/BENCHMARKS.md "Capacity
 planner: the default search"); each is checked here against the long way:
 
-- a plain run plays in ``sim/plain.py`` with its policy's rule inline: its trace is the
-  general loop's, record for record (random plain runs of every policy);
+- a plain run plays in the compiled loop (``sim/fast_loop.py``) with its policy's rule
+  inline: its trace is the general loop's, record for record (random plain runs of
+  every policy);
 - a run that can no longer meet the budget stops early (``measure.Tally``): a stopped
   run's full verdict is a miss, on runs whose figures sit right at the limits;
 - the search scans the counts level by level over every setting and asks a later setting
@@ -90,7 +91,7 @@ def same_trace(a: Trace, b: Trace) -> bool:
 def test_a_plain_run_plays_as_the_general_loop_plays_it(monkeypatch):
     configs = list(random_configs(1, 120))
     fast = [play(one_step(c), ProfileCurves(None, c), w) for c, w in configs]
-    monkeypatch.setattr(simulator, "plain_kind", lambda policy: None)  # the general loop
+    monkeypatch.setattr(simulator, "compiled_loop", lambda policies: False)  # the general loop
     for (config, warmup), trace in zip(configs, fast, strict=True):
         general = play(one_step(config), ProfileCurves(None, config), warmup)
         assert same_trace(trace, general), (config, warmup)

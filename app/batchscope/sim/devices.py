@@ -53,7 +53,7 @@ Real devices and neighbours are refused with one clear error.
 
 A *plain* run (no experiment, pace, measured host, several resolutions or deadline drop:
 what ``simulate --devices`` and the planner's fewest devices play) plays the same turns in
-compiled code (:mod:`batchscope.sim.devices_compiled`, ~4x faster; the records to the bit,
+compiled code (:mod:`batchscope.sim.fast_loop`, ~4x faster; the records to the bit,
 tested); this loop plays every run there and is its reference.
 """
 
@@ -93,9 +93,8 @@ from batchscope.experiment import Experiment, Fault, Step
 from batchscope.profiles.profile import BatchCurve, DeviceProfile, load_profile
 from batchscope.sim.changes import Changes, need_fps
 from batchscope.sim.clock import NEVER, Clock
-from batchscope.sim.devices_compiled import compiled_loop, play_compiled
+from batchscope.sim.fast_loop import Delivered, Measured, compiled_loop, play_fast
 from batchscope.sim.host_jitter import HostJitter
-from batchscope.sim.plain import Delivered, Measured
 from batchscope.sim.simulator import DEFAULT_WARMUP_S, measured_records
 
 _arrival_of, _session_of, _since_of = itemgetter(0), itemgetter(1), itemgetter(2)
@@ -312,7 +311,7 @@ def play_devices(
     None: every session at the config's). ``steps``: an experiment's steps and faults
     (:func:`play_devices_experiment`; ``config`` is then its opening config).
     ``compiled``: a plain run (none of those, no deadline drop) plays in the compiled loop
-    (:mod:`batchscope.sim.devices_compiled`, the same records) where numba is present."""
+    (:mod:`batchscope.sim.fast_loop`, the same records) where numba is present."""
     check_router(router)
     need_fps(config)
     if not warmup_s >= 0:
@@ -382,9 +381,9 @@ def play_devices(
     draws = router_draws(config.seed)  # least-loaded's two choices
     plain = steps is None and not paces and jitter is None and shapes is None and drop_s is None
     if compiled and plain and compiled_loop(policies):
-        measured_, delivered_ = play_compiled(
-            frames, policies, curves, router, pins, draws, t0, t_end, n_ids
-        )
+        records = play_fast(frames, policies, curves, router, pins, draws, t0, t_end, n_ids)
+        assert records is not None, "no stop: the run plays to its end"
+        measured_, delivered_ = records
         return DevicesPlayed(
             measured_, delivered_, clock, t0, t_end, pinned_counts(pins, n_dev), router=router
         )

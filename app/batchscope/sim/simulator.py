@@ -28,8 +28,8 @@ live run because it shares everything except the device:
 
 There is one event loop, :func:`play`, and it plays an experiment: a plain
 ``simulate(config)`` is an experiment of one step at 0 s (a run with no step after
-it, no fault, no ``drop_after_ms`` and no neighbours plays in the leaner loop of
-:mod:`batchscope.sim.plain`, to the same records). A step applies at its
+it, no fault, no ``drop_after_ms`` and no neighbours plays in the compiled loop of
+:mod:`batchscope.sim.fast_loop`, to the same records). A step applies at its
 time as ``Engine.apply(..., step=True)`` applies it live: a new policy kind is a
 new policy, a knob change retunes the running one, more sessions join with a
 phase drawn from the run's generator (as the feeder draws it), fewer retire
@@ -85,9 +85,8 @@ from batchscope.experiment import Experiment, Step
 from batchscope.profiles.profile import BatchCurve, DeviceProfile, load_profile
 from batchscope.sim.changes import Changes, CurveFor, need_fps
 from batchscope.sim.clock import NEVER, Clock
+from batchscope.sim.fast_loop import Delivered, Measured, Stop, compiled_loop, play_fast
 from batchscope.sim.host_jitter import HostJitter
-from batchscope.sim.plain import Delivered, Measured, Stop, play_plain
-from batchscope.sim.plain import kind as plain_kind
 
 DEFAULT_WARMUP_S = 1.0  # the same default as `batchscope run --warmup`
 
@@ -215,9 +214,10 @@ def play_records(
     """:func:`play`'s records, or None when ``stop`` ended the run early.
 
     A plain run (one config throughout, no fault, no ``drop_after_ms``, no neighbours,
-    a built-in policy) plays in :func:`~batchscope.sim.plain.play_plain`, where ``stop``
-    is asked every :data:`~batchscope.sim.plain.CHECK_EVERY_S`; any other plays in the
-    general loop below, to its end.
+    a built-in policy) plays in the fast loop (:func:`~batchscope.sim.fast_loop.play_fast`,
+    where numba compiles it), where ``stop`` is asked every
+    :data:`~batchscope.sim.fast_loop.CHECK_EVERY_S`; any other plays in the general loop
+    below (the fast loop's records, to the bit), to its end.
     """
     if not warmup_s >= 0:
         raise ConfigError("warmup", warmup_s, "must be 0 or more seconds")
@@ -255,9 +255,12 @@ def play_records(
         and not neighbours
         and slowdown == 1.0
         and jitter is None
-        and plain_kind(policy) is not None
+        and compiled_loop([policy])
     ):
-        records = play_plain(policy, frames, clock, curve, t0, t_end, stop)
+        draws = random.Random(0)  # one device: never drawn from
+        records = play_fast(
+            frames, [policy], [curve], "pinned", None, draws, t0, t_end, n_ids, stop
+        )
         if records is None:
             return None
         segments.close(t_end)

@@ -17,8 +17,8 @@ from batchscope.engine.policies import make_policy
 from batchscope.engine.stats import fps_figures, latency_summary
 from batchscope.policy_kinds import KINDS
 from batchscope.profiles.profile import BatchCurve, DeviceProfile
+from batchscope.sim.fast_loop import Delivered, Measured
 from batchscope.sim.host_jitter import HostJitter
-from batchscope.sim.plain import Delivered, Measured
 from batchscope.sim.planner.results import Budget, Cancelled, Plan, PlanCancelled, Point, knobs
 from batchscope.sim.planner.verdict import verdict
 from batchscope.sim.simulator import (
@@ -44,7 +44,7 @@ _size_of, _end_of = itemgetter(1), itemgetter(2)
 
 
 class Tally:
-    """A run's figures, tallied as it plays; as a :data:`~batchscope.sim.plain.Stop`, the
+    """A run's figures, tallied as it plays; as a :data:`~batchscope.sim.fast_loop.Stop`, the
     reject-only rules that end it early once it cannot meet the budget.
 
     ``need``: the fewest windows a session must deliver over the measured interval

@@ -1,7 +1,8 @@
 """The compiled devices' loop against the Python one: the same records, to the bit.
 
 A plain run on several devices (``simulate --devices``, the planner's fewest devices)
-plays in ``sim/devices_compiled.py``; every other run in ``play_devices``' Python loop.
+plays in ``sim/fast_loop.py``, as one on one device does (tests/test_planner_speed.py
+compares those with ``play_records``); every other run in ``play_devices``' Python loop.
 Both are played here on random plain runs (every built-in policy with knobs that bind,
 both routers, 1 to 5 devices of unequal profiles, MIG slices among them) and every
 batch, window, opening, overwrite and report compared.
@@ -19,9 +20,10 @@ import pytest
 
 from batchscope.config import RunConfig
 from batchscope.engine.policies import make_policy
-from batchscope.sim import devices_compiled
+from batchscope.sim import fast_loop
 from batchscope.sim.devices import devices_report, load_devices, play_devices, simulate_devices
-from batchscope.sim.devices_compiled import compiled_loop
+from batchscope.sim.fast_loop import compiled_loop
+from batchscope.sim.simulator import simulate
 
 PROFILES = ("laptop-8gb", "server-24gb", "server-24gb@1g", "laptop-8gb@3g")
 KNOBS = (
@@ -41,7 +43,7 @@ KNOBS = (
 def test_the_compiled_loop_is_what_plays_a_plain_run():
     """numba is a dependency: if it failed to import or to cache, plain runs would fall
     back to the Python loop silently, 4-5x slower (docs/BENCHMARKS.md)."""
-    assert devices_compiled.compiled()
+    assert fast_loop.compiled()
     config = RunConfig(backend="emulated", sessions=4, policy="oldest")
     assert compiled_loop([make_policy(config)])
 
@@ -104,12 +106,12 @@ def test_many_sessions_on_four_devices_give_the_python_loops_records():
 def test_least_loaded_draws_are_pythons_random_to_the_bit():
     """The compiled loop replays ``random.Random``'s Mersenne Twister from its state
     (least-loaded's two choices): the same floats across several twists of the state."""
-    assert devices_compiled.compiled()
+    assert fast_loop.compiled()
     draws = random.Random(104_729 + 7)
     _, internal, _ = draws.getstate()
     mt = np.array(internal[:624], np.int64)
     mti = np.array([internal[624]], np.int64)
-    got = [devices_compiled._random(mt, mti) for _ in range(2_000)]
+    got = [fast_loop._random(mt, mti) for _ in range(2_000)]
     assert got == [draws.random() for _ in range(2_000)]
     assert (*mt.tolist(), int(mti[0])) == draws.getstate()[1]
 
@@ -123,16 +125,19 @@ BROKEN_NUMBA = {
 @pytest.mark.parametrize("numba", BROKEN_NUMBA)
 def test_without_a_working_numba_the_python_loop_plays_every_run(numba):
     """A build without numba (the packaged app leaves it out), or one whose compiler fails
-    here, still simulates several devices, in the Python loop, to the same report."""
+    here, still simulates one device and several, in the general loops, to the same
+    reports."""
     script = f"""
 import json, sys
 {BROKEN_NUMBA[numba]}
 from batchscope.config import RunConfig
-from batchscope.sim import devices_compiled
+from batchscope.sim import fast_loop
 from batchscope.sim.devices import load_devices, simulate_devices
+from batchscope.sim.simulator import simulate
 config = RunConfig(backend="emulated", sessions=9, policy="all", duration_s=2.0)
 report = simulate_devices(config, load_devices(["laptop-8gb"] * 3), "least-loaded")
-print(json.dumps({{"compiled": devices_compiled.compiled(), "report": report}}))
+one = simulate(config.with_changes(policy="round-robin", sessions=5))
+print(json.dumps({{"compiled": fast_loop.compiled(), "report": report, "one": one}}))
 """
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120
@@ -142,3 +147,5 @@ print(json.dumps({{"compiled": devices_compiled.compiled(), "report": report}}))
     config = RunConfig(backend="emulated", sessions=9, policy="all", duration_s=2.0)
     here = simulate_devices(config, load_devices(["laptop-8gb"] * 3), "least-loaded")
     assert out["report"] == json.loads(json.dumps(here))
+    one = simulate(config.with_changes(policy="round-robin", sessions=5))
+    assert out["one"] == json.loads(json.dumps(one))
