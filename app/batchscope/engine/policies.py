@@ -8,13 +8,15 @@ number. The same objects drive both, so a simulated and a live run of the
 same scenario differ only in what the device does.
 
 Feedback (``observe``) is how the adaptive policy learns batch latency; the
-others ignore it.
+others ignore it. Each rule itself (which windows, why, adaptive's update) is a
+function in :mod:`batchscope.engine.rules`, which the simulator's compiled loop calls
+too; a class here holds the policy's knobs and state and hands the rule its windows.
 """
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
-from bisect import bisect_right
 from collections.abc import Collection
 from operator import itemgetter
 from typing import Any, NamedTuple, Protocol
@@ -24,6 +26,21 @@ from batchscope.config import (
     POLICY_PARAMS,
     ConfigError,
     RunConfig,
+)
+from batchscope.engine.rules import (
+    ALL_WAITING,
+    CAP,
+    DEADLINE,
+    FIXED_SIZE,
+    FULL,
+    NO_CAP,
+    ONE_AT_A_TIME,
+    REASONS,
+    aimd_next,
+    capped_take,
+    deadline_take,
+    oldest_pick,
+    round_robin_pick,
 )
 
 #: Positions in a :class:`Waiting` (policies read waiting windows by index).
@@ -73,9 +90,9 @@ class WaitingWindow(Protocol):
     def __lt__(self, other: Any, /) -> bool: ...
 
 
-#: Why a batch left, as its policy says (stored per batch as the index in this tuple).
-REASONS = ("", "all waiting", "full", "deadline", "one at a time", "fixed size", "cap")
-ALL_WAITING, FULL, DEADLINE, ONE_AT_A_TIME, FIXED_SIZE, CAP = range(1, len(REASONS))
+__all__ = [  # the reasons a batch left, from engine/rules.py, where the rules are
+    "ALL_WAITING", "CAP", "DEADLINE", "FIXED_SIZE", "FULL", "ONE_AT_A_TIME", "REASONS",
+]  # fmt: skip
 
 
 class Decision(NamedTuple):
@@ -198,7 +215,9 @@ class OldestFirst(BatchPolicy):
     def select(self, waiting: Collection[WaitingWindow], now: float) -> Decision:
         if not waiting:
             return IDLE
-        return Decision((min(waiting)[SESSION],), None, ONE_AT_A_TIME)  # oldest arrival first
+        ids = list(map(_session, waiting))
+        arrival = {w[SESSION]: w[ARRIVAL] for w in waiting}
+        return Decision((ids[oldest_pick(ids, len(ids), arrival)],), None, ONE_AT_A_TIME)
 
     @property
     def cap(self) -> int:
@@ -216,10 +235,9 @@ class RoundRobin(BatchPolicy):
     def select(self, waiting: Collection[WaitingWindow], now: float) -> Decision:
         if not waiting:
             return IDLE
-        ids = sorted(map(_session, waiting))
-        after = 0 if self._last is None else bisect_right(ids, self._last)
-        nxt = ids[after] if after < len(ids) else ids[0]  # past the last id: start again
-        self._last = nxt
+        ids = list(map(_session, waiting))
+        last = -1 if self._last is None else self._last
+        nxt = self._last = ids[round_robin_pick(ids, len(ids), last)]
         return Decision((nxt,), None, ONE_AT_A_TIME)
 
     @property
@@ -242,9 +260,8 @@ class BatchAll(BatchPolicy):
         if not waiting:
             return IDLE
         cap = self._max_batch
-        chosen = _longest_waiting(waiting)[:cap]
-        why = CAP if cap is not None and len(waiting) > cap else ALL_WAITING
-        return Decision(tuple(map(_session, chosen)), None, why)
+        take, why = capped_take(len(waiting), NO_CAP if cap is None else cap)
+        return Decision(tuple(map(_session, _longest_waiting(waiting)[:take])), None, why)
 
     @property
     def cap(self) -> int | None:
@@ -274,11 +291,9 @@ class Dynamic(BatchPolicy):
             return IDLE
         ordered = _longest_waiting(waiting)
         deadline = ordered[0][SINCE] + self._max_delay_ms / 1000.0
-        cap = self._max_batch
-        if len(ordered) >= cap:
-            return Decision(tuple(map(_session, ordered[:cap])), None, self._full)
-        if now >= deadline:
-            return Decision(tuple(map(_session, ordered)), None, DEADLINE)
+        take, why = deadline_take(len(ordered), self._max_batch, now, deadline, self._full)
+        if take:
+            return Decision(tuple(map(_session, ordered[:take])), None, why)
         return Decision((), deadline)
 
     @property
@@ -352,20 +367,13 @@ class AdaptiveAIMD(BatchPolicy):
     def select(self, waiting: Collection[WaitingWindow], now: float) -> Decision:
         if not waiting:
             return IDLE
-        cap = max(1, int(self._cap))  # self.cap, inlined
-        chosen = _longest_waiting(waiting)[:cap]
-        return Decision(
-            tuple(map(_session, chosen)), None, CAP if len(waiting) > cap else ALL_WAITING
-        )
+        take, why = capped_take(len(waiting), max(1, int(self._cap)))  # self.cap, inlined
+        return Decision(tuple(map(_session, _longest_waiting(waiting)[:take])), None, why)
 
     def observe(self, batch_size: int, latency_ms: float) -> None:
         # the knobs' stores read directly: this runs after every batch
-        if latency_ms > self._slo_ms:
-            self._cap = max(1.0, self._cap * 0.9)
-        elif batch_size >= max(1, int(self._cap)):
-            self._cap = float(max(1, int(self._cap)) + 1)
-            if self._max_batch is not None:
-                self._cap = min(self._cap, float(self._max_batch))
+        top = math.inf if self._max_batch is None else float(self._max_batch)
+        self._cap = aimd_next(self._cap, latency_ms, batch_size, self._slo_ms, top)
 
     def describe(self) -> str:
         return f"adaptive (cap {self.cap}, objective {self.slo_ms:g} ms)"

@@ -26,6 +26,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 
 from batchscope.config import ROUTERS
+from batchscope.engine.rules import less_loaded, two_choices
 
 #: A device's key after its waiting windows: -1 while idle, else when it is free (the
 #: simulator) or when its batch started (live): lower first.
@@ -45,19 +46,21 @@ def pinned_counts(pins: Iterable[int] | None, devices: int) -> list[int] | None:
     return [counts.get(d, 0) for d in range(devices)]
 
 
-def least_loaded(draws: random.Random, devices: int, key: Callable[[int], tuple]) -> int:
-    """``least-loaded``: of two devices drawn from ``draws``, the one with the lower
-    ``(*key(d), d)``: ``key`` gives its waiting windows, then its free key (:data:`IDLE`)."""
+def least_loaded(
+    draws: random.Random, devices: int, key: Callable[[int], tuple[int, float]]
+) -> int:
+    """``least-loaded``: of two devices drawn from ``draws``, the one
+    :func:`~batchscope.engine.rules.less_loaded` chooses; ``key(d)`` gives device ``d``'s
+    waiting windows and its free key (:data:`IDLE`)."""
     if devices < 2:
         return 0
     if devices == 2:
         a, b = 0, 1
     else:  # two distinct devices, uniform (random.sample's cost was a third of a run's)
-        a = int(draws.random() * devices)
-        b = int(draws.random() * (devices - 1))
-        b += b >= a
-    ka, kb = key(a), key(b)
-    return a if (ka, a) <= (kb, b) else b
+        first = draws.random()
+        a, b = two_choices(devices, first, draws.random())
+    (load_a, free_a), (load_b, free_b) = key(a), key(b)
+    return less_loaded(a, b, load_a, load_b, free_a, free_b)
 
 
 def router_draws(seed: int) -> random.Random:

@@ -5,8 +5,11 @@ and publishes the latest window each time a frame arrives. The mailbox keeps
 only the newest untaken window per session; a window replaced before the
 worker took it counts one *overwritten* frame (the production worker's rule).
 
-The live feeder and worker and the simulator share these rules: the phase
-draw (:func:`first_frame_delay`) and :class:`Mailboxes` are the one copy.
+The live feeder and the simulator share the phase draw (:func:`first_frame_delay`).
+The mailbox rule (the newest window replaces a waiting one in place; ``since`` kept
+from when the mailbox opened) is :class:`Mailboxes` here, and the simulator's loops
+hold it again on their own data (``pending`` in sim/simulator.py and sim/devices.py, the
+``waitq`` arrays of sim/fast_loop.py): those are held together by their identity tests.
 """
 
 from __future__ import annotations

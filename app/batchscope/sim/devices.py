@@ -15,7 +15,8 @@ on N devices in virtual time, with the rules of the one-device simulator
   runs one batch at a time, asked on the occasions the one-device loop asks it (a window
   arrives on it, its batch ends, its policy's ``wait_until`` falls due);
 - the **router** (:data:`~batchscope.config.ROUTERS`, the rules in
-  :mod:`batchscope.engine.routing`, one copy with the live worker's) places a window when
+  :mod:`batchscope.engine.routing` and :mod:`batchscope.engine.rules`, which the live
+  worker's router calls too) places a window when
   it opens a session's mailbox (a window with no window of its session waiting anywhere):
   ``pinned`` deals the sessions over the devices by id (session ``s`` on device
   ``s mod N``: a partition, each device plays its sessions as a one-device run would);

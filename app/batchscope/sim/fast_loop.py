@@ -20,8 +20,10 @@ general loops (:func:`~batchscope.sim.simulator.play_records` on one device,
   is the earliest of the next window, every busy device's batch end and every timer);
 - each device's mailboxes are kept in the order they opened, which is the order
   (since, session) the policies take the longest-waiting windows in, and the built-in
-  policies' choices are made inline (``oldest``, ``round-robin``, ``all``,
-  ``adaptive`` with its AIMD, ``dynamic`` and ``fixed`` with their deadline timers).
+  policies' choices are the rules of :mod:`batchscope.engine.rules`, the functions the
+  live policies call, compiled into the loop (``oldest``, ``round-robin``, ``all``,
+  ``adaptive`` with its AIMD, ``dynamic`` and ``fixed`` with their deadline timers;
+  least-loaded's choice too).
 
 The loop is resumable: its state lives in arrays the caller holds (:class:`_State`),
 so a run can stop at a batch's end and go on. A :data:`Stop` (the planner's
@@ -46,15 +48,19 @@ from typing import Any
 
 import numpy as np
 
-from batchscope.engine.policies import (
-    ALL_WAITING,
-    CAP,
-    DEADLINE,
+from batchscope.engine import rules
+from batchscope.engine.policies import RULES, BatchPolicy
+from batchscope.engine.rules import (
     FIXED_SIZE,
     FULL,
     ONE_AT_A_TIME,
-    RULES,
-    BatchPolicy,
+    aimd_next,
+    capped_take,
+    deadline_take,
+    less_loaded,
+    oldest_pick,
+    round_robin_pick,
+    two_choices,
 )
 from batchscope.profiles.profile import BatchCurve
 from batchscope.sim.clock import Schedule
@@ -74,6 +80,7 @@ CHECK_EVERY_S = 0.5  # virtual seconds between two asks of a Stop
 #: The built-in policies the loop plays, by their code in it.
 CODES = {"oldest": 0, "round-robin": 1, "all": 2, "adaptive": 3, "dynamic": 4, "fixed": 5}
 ROUTER_CODES = {"pinned": 0, "least-loaded": 1}
+IDLE = -1.0  # an idle device's free key (routing.IDLE): below any time
 DONE, CHECK = 0, 1  # what _loop returns: the run ended, or a Stop is to be asked
 #: Positions in the loop's counters (``_State.counts``).
 N_MEASURED, N_DELIVERED, N_OPENED, NEXT_WINDOW, RESUME, RESUME_DEVICE = range(6)
@@ -159,16 +166,11 @@ def _loop(
                         if n_dev == 2:
                             a, b = 0, 1
                         else:
-                            a = int(_random(mt, mti) * n_dev)
-                            b = int(_random(mt, mti) * (n_dev - 1))
-                            if b >= a:
-                                b += 1
-                        ka = free_at[a] if busy[a] else -1.0
-                        kb = free_at[b] if busy[b] else -1.0
-                        if wn[a] < wn[b] or (wn[a] == wn[b] and (ka < kb or (ka == kb and a < b))):
-                            d = a
-                        else:
-                            d = b
+                            first = _random(mt, mti)
+                            a, b = two_choices(n_dev, first, _random(mt, mti))
+                        ka = free_at[a] if busy[a] else IDLE
+                        kb = free_at[b] if busy[b] else IDLE
+                        d = less_loaded(a, b, wn[a], wn[b], ka, kb)
                     where[s] = d
                     since[s] = t
                     waitq[d, wn[d]] = s
@@ -216,13 +218,8 @@ def _loop(
                             if taken_a[d, k] < oldest:
                                 oldest = taken_a[d, k]
                         latency_ms = (now - oldest) * 1000.0
-                        c = max(1, int(grown[d]))
-                        if latency_ms > slo_ms:
-                            grown[d] = max(1.0, grown[d] * 0.9)
-                        elif n >= c:
-                            grown[d] = float(c + 1)
-                            if cap >= 0:
-                                grown[d] = min(grown[d], float(cap))
+                        top = float(cap) if cap >= 0 else inf
+                        grown[d] = aimd_next(grown[d], latency_ms, n, slo_ms, top)
                     if now >= check[0]:  # the caller asks its Stop, then calls again
                         counts[N_MEASURED], counts[N_DELIVERED] = nm, nd
                         counts[N_OPENED], counts[NEXT_WINDOW] = no, i
@@ -238,41 +235,23 @@ def _loop(
             take = 0  # the first ``take`` mailboxes (longest waiting), or ``one`` alone
             one = -1
             policy_cap = 0
-            if code == 0:  # oldest: the earliest arrival, then the lower id
-                one = 0
-                for k in range(1, w):
-                    s, best = waitq[d, k], waitq[d, one]
-                    if arrival[s] < arrival[best] or (arrival[s] == arrival[best] and s < best):
-                        one = k
+            if code == 0:  # oldest
+                one = oldest_pick(waitq[d], w, arrival)
                 reason, policy_cap = ONE_AT_A_TIME, 1
-            elif code == 1:  # round-robin: the next id after the last served, cycling
-                one = 0
-                after = -1
-                for k in range(w):
-                    s = waitq[d, k]
-                    if s < waitq[d, one]:
-                        one = k
-                    if s > cursor[d] and (after < 0 or s < waitq[d, after]):
-                        after = k
-                if after >= 0:
-                    one = after
+            elif code == 1:  # round-robin
+                one = round_robin_pick(waitq[d], w, cursor[d])
                 cursor[d] = waitq[d, one]
                 reason, policy_cap = ONE_AT_A_TIME, 1
             elif code == 2 or code == 3:  # all, adaptive: longest-waiting first, to the cap
                 c = cap if code == 2 else max(1, int(grown[d]))
-                take = w if c < 0 or w <= c else c
-                reason = CAP if c >= 0 and w > c else ALL_WAITING
+                take, reason = capped_take(w, c)
                 policy_cap = c if c >= 0 else 0
             else:  # dynamic, fixed: full, or the longest-waiting one's deadline passed
                 deadline = since[waitq[d, 0]] + delay_s
                 policy_cap = cap
-                if w >= cap:
-                    take = cap
-                    reason = FIXED_SIZE if code == 5 else FULL
-                elif now >= deadline:
-                    take = w
-                    reason = DEADLINE
-                elif now < deadline and deadline < timers[d]:
+                full = FIXED_SIZE if code == 5 else FULL
+                take, reason = deadline_take(w, cap, now, deadline, full)
+                if take == 0 and deadline < timers[d]:
                     timers[d] = deadline
             if one >= 0:  # one window: out of the mailboxes, the rest keep their order
                 s = waitq[d, one]
@@ -407,11 +386,21 @@ def compiled() -> bool:
     loops then play every run. The loop is compiled by running it once on no frames, so a
     failure shows here, not in a run. Not at import: numba's own import costs ~0.2 s a
     command that never simulates would pay."""
-    global _genrand, _random, _loop
-    python = _genrand, _random, _loop
+    global _genrand, _random, _loop, oldest_pick, round_robin_pick, capped_take
+    global deadline_take, aimd_next, two_choices, less_loaded
+    python = (_genrand, _random, _loop, oldest_pick, round_robin_pick, capped_take,
+              deadline_take, aimd_next, two_choices, less_loaded)  # fmt: skip
     try:
         from numba import njit
 
+        # the rules (engine/rules.py), compiled into the loop under the names it calls
+        oldest_pick = njit(cache=True)(rules.oldest_pick)
+        round_robin_pick = njit(cache=True)(rules.round_robin_pick)
+        capped_take = njit(cache=True)(rules.capped_take)
+        deadline_take = njit(cache=True)(rules.deadline_take)
+        aimd_next = njit(cache=True)(rules.aimd_next)
+        two_choices = njit(cache=True)(rules.two_choices)
+        less_loaded = njit(cache=True)(rules.less_loaded)
         _genrand = njit(cache=True)(_genrand)
         _random = njit(cache=True)(_random)
         _loop = njit(cache=True)(_loop)
@@ -419,7 +408,8 @@ def compiled() -> bool:
         draws = np.zeros(624, np.int64), np.full(1, 624, np.int64)
         _call((np.zeros(0), np.zeros(0, np.int64)), params, draws, _State(0, 1, 1, 1.0, -1))
     except Exception:
-        _genrand, _random, _loop = python
+        (_genrand, _random, _loop, oldest_pick, round_robin_pick, capped_take, deadline_take,
+         aimd_next, two_choices, less_loaded) = python  # fmt: skip
         return False
     return True
 
