@@ -105,73 +105,6 @@ def add_run_command(sub: Any) -> None:
     add_policy_flags(run)
     add_neighbour_flags(run)
     add_stream_flags(run)
-    run.add_argument(
-        "--backend",
-        choices=BACKENDS,
-        default=None,
-        help="torch (the real model) or emulated (replay a profile) in BatchScope's worker; "
-        "or a real serving engine forms the batches and runs the profile's curve, or the real "
-        "model with --device: ray (Ray Serve) or triton (a Triton server BatchScope starts on "
-        "loopback; set up by ./batchscope.sh triton); default: torch if --device is given, "
-        "else emulated",
-    )
-    run.add_argument(
-        "--ray-address",
-        default=None,
-        metavar="ADDR",
-        help="the Ray cluster to deploy on (--backend ray), e.g. ray://head:10001; "
-        "default: start a local Ray on loopback, stopped at the end",
-    )
-    run.add_argument("--device", default=None, help="cpu or cuda:N (torch backend)")
-    run.add_argument(
-        "--devices",
-        default="1",
-        metavar="N|LIST",
-        help="devices serving the sessions in BatchScope's worker (one worker thread and "
-        "policy each, --router places the windows): N emulated devices of --profile, a list "
-        "of profiles (emulated:laptop-8gb,emulated:server-24gb), N instances of the real "
-        "model on --device, or a list of real devices (cuda:0,cuda:1 or cpu,cpu: the real "
-        "model on each), which may mix in emulated ones (cuda:0,emulated:laptop-8gb; the "
-        "first listed is the run's device or profile); with --backend ray N replicas of the "
-        "deployment, Ray's router placing the requests; "
-        f"{KNOBS['devices'].range_text()} (default 1)",
-    )
-    run.add_argument(
-        "--router",
-        choices=ROUTERS,
-        default=None,
-        help="with --devices, where each window goes: pinned (a session stays on one device, "
-        "sessions dealt by count) or least-loaded (the power of two choices on waiting "
-        f"windows, Ray Serve's rule, the one Ray has); default {DEFAULT_ROUTER}",
-    )
-    run.add_argument(
-        "--profile",
-        default="laptop-8gb",
-        help="profile name or JSON path (emulated backend; default laptop-8gb)",
-    )
-    run.add_argument(
-        "--precision",
-        choices=PRECISIONS,
-        default=None,
-        help="default: fp16 on emulated/CUDA; on CPU int8 (ONNX Runtime) where the CPU has "
-        "VNNI, else fp32. int8: the ONNX export statically quantized (CPU, onnxruntime); "
-        "bf16 on CPU: torch, where the CPU has AVX512-BF16 or AMX",
-    )
-    run.add_argument(
-        "--resolution",
-        type=resolution,
-        default=DEFAULT_RESOLUTION,
-        metavar="WxH",
-        help="the model's input size in pixels; frames are scaled to it "
-        f"(default {format_resolution(DEFAULT_RESOLUTION)})",
-    )
-    run.add_argument(
-        "--fit",
-        choices=FITS,
-        default=FITS[0],
-        help="a source of another aspect (portrait, 4:3): letterbox keeps its shape on "
-        "black bars, stretch fills the frame (default %(default)s)",
-    )
     add_knob(
         run,
         "fps",
@@ -187,7 +120,92 @@ def add_run_command(sub: Any) -> None:
         metavar="S",
         help="seconds run before measuring (default %(default)g)",
     )
+    run.add_argument("--seed", type=int, default=0)
     run.add_argument(
+        "--skip-bad-sources",
+        action="store_true",
+        help="report a bad source and run the others (default: start nothing)",
+    )
+    _add_engine_flags(run.add_argument_group("engine and devices"))
+    _add_model_flags(run.add_argument_group("model"))
+    _add_output_flags(run.add_argument_group("outputs and setting files"))
+    run.set_defaults(handler=cmd_run, parser=run)
+
+
+def _add_engine_flags(group: Any) -> None:
+    """What forms and runs the batches: the engine, its devices and their router."""
+    group.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default=None,
+        help="torch (the real model) or emulated (replay a profile) in BatchScope's worker; "
+        "or a real serving engine forms the batches and runs the profile's curve, or the real "
+        "model with --device: ray (Ray Serve) or triton (a Triton server BatchScope starts on "
+        "loopback; set up by ./batchscope.sh triton); default: torch if --device is given, "
+        "else emulated",
+    )
+    group.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="ADDR",
+        help="the Ray cluster to deploy on (--backend ray), e.g. ray://head:10001; "
+        "default: start a local Ray on loopback, stopped at the end",
+    )
+    group.add_argument("--device", default=None, help="cpu or cuda:N (torch backend)")
+    group.add_argument(
+        "--devices",
+        default="1",
+        metavar="N|LIST",
+        help="devices serving the sessions in BatchScope's worker (one worker thread and "
+        "policy each, --router places the windows): N emulated devices of --profile, a list "
+        "of profiles (emulated:laptop-8gb,emulated:server-24gb), N instances of the real "
+        "model on --device, or a list of real devices (cuda:0,cuda:1 or cpu,cpu: the real "
+        "model on each), which may mix in emulated ones (cuda:0,emulated:laptop-8gb; the "
+        "first listed is the run's device or profile); with --backend ray N replicas of the "
+        "deployment, Ray's router placing the requests; "
+        f"{KNOBS['devices'].range_text()} (default 1)",
+    )
+    group.add_argument(
+        "--router",
+        choices=ROUTERS,
+        default=None,
+        help="with --devices, where each window goes: pinned (a session stays on one device, "
+        "sessions dealt by count) or least-loaded (the power of two choices on waiting "
+        f"windows, Ray Serve's rule, the one Ray has); default {DEFAULT_ROUTER}",
+    )
+    group.add_argument(
+        "--profile",
+        default="laptop-8gb",
+        help="profile name or JSON path (emulated backend; default laptop-8gb)",
+    )
+
+
+def _add_model_flags(group: Any) -> None:
+    """The model: its precision, input size and fit, runtime, weights and options."""
+    group.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default=None,
+        help="default: fp16 on emulated/CUDA; on CPU int8 (ONNX Runtime) where the CPU has "
+        "VNNI, else fp32. int8: the ONNX export statically quantized (CPU, onnxruntime); "
+        "bf16 on CPU: torch, where the CPU has AVX512-BF16 or AMX",
+    )
+    group.add_argument(
+        "--resolution",
+        type=resolution,
+        default=DEFAULT_RESOLUTION,
+        metavar="WxH",
+        help="the model's input size in pixels; frames are scaled to it "
+        f"(default {format_resolution(DEFAULT_RESOLUTION)})",
+    )
+    group.add_argument(
+        "--fit",
+        choices=FITS,
+        default=FITS[0],
+        help="a source of another aspect (portrait, 4:3): letterbox keeps its shape on "
+        "black bars, stretch fills the frame (default %(default)s)",
+    )
+    group.add_argument(
         "--runtime",
         choices=RUNTIMES,
         default=None,
@@ -195,17 +213,17 @@ def add_run_command(sub: Any) -> None:
         "onnxruntime on cpu when installed (measured faster there) and for int8, torch on "
         "cuda, for bf16 and with --compile, --cuda-graphs or --channels-last",
     )
-    run.add_argument(
+    group.add_argument(
         "--checkpoint",
         help="BlurBall checkpoint to load (torch backend), or an .onnx file (onnxruntime); "
         "default: the demo weights trained on the synthetic scene (docs/DEMO_WEIGHTS.md)",
     )
-    run.add_argument(
+    group.add_argument(
         "--no-weights",
         action="store_true",
         help="run the model with its untrained initial weights: timing only, no detections",
     )
-    run.add_argument(
+    group.add_argument(
         "--postprocess",
         choices=POSTPROCESSING,
         default=POSTPROCESSING[0],
@@ -215,63 +233,60 @@ def add_run_command(sub: Any) -> None:
         "moments, 0 degrees where mu20 = mu02, PCA length, x * scale), to compare with "
         "the authors' numbers (docs/USER_GUIDE.md)",
     )
-    run.add_argument("--channels-last", action="store_true")
-    run.add_argument("--no-cudnn-benchmark", action="store_true")
-    run.add_argument(
+    group.add_argument("--channels-last", action="store_true")
+    group.add_argument("--no-cudnn-benchmark", action="store_true")
+    group.add_argument(
         "--lean",
         action="store_true",
         help="skip stage-4 outputs the head never uses (same result, less compute)",
     )
-    run.add_argument(
+    group.add_argument(
         "--compile",
         action="store_true",
         help="torch.compile the model (off by default: measured on a 2-core CPU it is 1.5x "
         "faster per batch but compiling takes about 100 s before the run starts; "
         "docs/BENCHMARKS.md)",
     )
-    run.add_argument(
+    group.add_argument(
         "--cuda-graphs",
         action="store_true",
         help="capture each batch size once as a CUDA graph and replay it (CUDA devices only; "
         "off by default until measured to win on your GPU: benchmarks/gpu_check.sh)",
     )
-    run.add_argument("--seed", type=int, default=0)
-    run.add_argument(
-        "--skip-bad-sources",
-        action="store_true",
-        help="report a bad source and run the others (default: start nothing)",
-    )
-    run.add_argument("--json", metavar="PATH|-", help="write the report as JSON ('-': stdout)")
-    run.add_argument(
+
+
+def _add_output_flags(group: Any) -> None:
+    """What the run writes, and the files that set it (a saved setting, an experiment)."""
+    group.add_argument("--json", metavar="PATH|-", help="write the report as JSON ('-': stdout)")
+    group.add_argument(
         "--record",
         metavar="DIR",
         help="record config, events, per-window timings and the timeline to a "
         "new folder (flushed every second; a failed write, e.g. a full disk, stops the "
         "recording at a whole line, not the run)",
     )
-    run.add_argument("--quiet", action="store_true", help="no live status line")
-    add_metrics_flag(run)
-    run.add_argument(
+    group.add_argument("--quiet", action="store_true", help="no live status line")
+    add_metrics_flag(group)
+    group.add_argument(
         "--config",
         metavar="POLICY.json",
         help="run a setting saved by `plan --export` or the app (policy, its knobs, "
         "sessions, fps, precision, resolution, profile); a flag for one of those is "
         "refused, the others apply",
     )
-    run.add_argument(
+    group.add_argument(
         "--experiment",
         metavar="NAME|PATH",
         help="play an experiment file (see `batchscope experiments`) and print its segments",
     )
-    run.add_argument(
+    group.add_argument(
         "--csv", metavar="PATH", help="write the segment table as CSV (one row per segment)"
     )
-    run.add_argument(
+    group.add_argument(
         "--report",
         metavar="OUT.html",
         help="write a self-contained HTML report (plots, segment table, config, events)",
     )
-    run.set_defaults(handler=cmd_run, parser=run)
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
