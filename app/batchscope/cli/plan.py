@@ -95,18 +95,31 @@ def add_plan_command(sub: Any) -> None:
         "export serves with it (default: torch's curve where the profile has one, else the "
         "runtime it was measured on)",
     )
-    add_knob(p, "fps", help="frames/s each session sends (default %(default)g)")
-    p.add_argument(
+    _add_budget_flags(p.add_argument_group("the budget"))
+    _add_search_flags(p.add_argument_group("the search"))
+    _add_output_flags(p.add_argument_group("outputs and a live check"))
+    _add_device_flags(p.add_argument_group("several devices"))
+    p.set_defaults(handler=cmd_plan, parser=p)
+
+
+def _add_budget_flags(group: Any) -> None:
+    """What every session must get: its frame rate, the share of it, the p99."""
+    add_knob(group, "fps", help="frames/s each session sends (default %(default)g)")
+    group.add_argument(
         "--p99-ms", type=_positive_ms, required=True, metavar="MS", help="p99 latency budget"
     )
-    p.add_argument(
+    group.add_argument(
         "--min-fps-ratio",
         type=_ratio,
         default=DEFAULT_MIN_FPS_RATIO,
         metavar="R",
         help="share of --fps every session must get, in (0, 1] (default %(default)g)",
     )
-    p.add_argument(
+
+
+def _add_search_flags(group: Any) -> None:
+    """What is searched: the policies, the session counts, the runs and seeds."""
+    group.add_argument(
         "--policies",
         type=choice_list(POLICIES, "policy"),
         default=list(POLICIES),
@@ -114,7 +127,7 @@ def add_plan_command(sub: Any) -> None:
         help=f"policies to search (default all: {', '.join(POLICIES)})",
     )
     sessions = KNOBS["sessions"]
-    p.add_argument(
+    group.add_argument(
         "--max-sessions",
         type=knob_type("sessions"),
         default=int(sessions.hi),
@@ -122,22 +135,26 @@ def add_plan_command(sub: Any) -> None:
         help=f"largest session count considered ({sessions.range_text()}; default %(default)s)",
     )
     add_knob(
-        p,
+        group,
         "duration_s",
         default=DEFAULT_DURATION_S,
         metavar="S",
         help="simulated seconds per run (default %(default)g)",
     )
-    p.add_argument(
+    group.add_argument(
         "--seeds",
         type=seed_count,
         default=DEFAULT_SEEDS,
         metavar="N",
         help=f"phase draws each candidate must pass (default %(default)s, at most {MAX_SEEDS})",
     )
-    p.add_argument("--json", metavar="PATH|-", help="write the plan as JSON ('-': stdout)")
-    p.add_argument("--plot", metavar="PNG", help="draw slowest fps and p99 vs sessions")
-    p.add_argument(
+
+
+def _add_output_flags(group: Any) -> None:
+    """What the plan writes, and the live run that checks it."""
+    group.add_argument("--json", metavar="PATH|-", help="write the plan as JSON ('-': stdout)")
+    group.add_argument("--plot", metavar="PNG", help="draw slowest fps and p99 vs sessions")
+    group.add_argument(
         "--export",
         metavar="DIR",
         help="write the recommendation as policy.json (`run --config`), Triton's config.pbtxt "
@@ -145,13 +162,13 @@ def add_plan_command(sub: Any) -> None:
         "a Triton model repository (triton/: the ONNX export on the CPU for a CPU profile, "
         "else the profile's curve) and a Ray Serve config (serve_config.yaml)",
     )
-    p.add_argument(
+    group.add_argument(
         "--verify",
         action="store_true",
         help=f"serve the recommendation live on the emulated curve for {VERIFY_S:g} s and "
         "print planned vs served",
     )
-    p.add_argument(
+    group.add_argument(
         "--on",
         choices=tuple(ENGINE_NAMES),
         default="inprocess",
@@ -159,28 +176,31 @@ def add_plan_command(sub: Any) -> None:
         "or a real Ray Serve started on loopback (ray; needs ray[serve]), or a real Triton "
         "server started on loopback (triton; set up by ./batchscope.sh triton)",
     )
-    p.add_argument(
+
+
+def _add_device_flags(group: Any) -> None:
+    """Answers for several devices of the profile."""
+    group.add_argument(
         "--devices",
         type=_device_count,
         metavar="N",
         help="answer for N devices of the profile: the most sessions they carry with the "
         "recommended setting (pinned: N × one device's; least-loaded may carry more)",
     )
-    p.add_argument(
+    group.add_argument(
         "--sessions",
         type=knob_type("sessions"),
         metavar="S",
         help="answer the fewest devices of the profile that carry S sessions within the "
         "budget for every seed, and the router that does it",
     )
-    p.add_argument(
+    group.add_argument(
         "--devices-max",
         type=_device_count,
         default=DEVICES_MAX,
         metavar="N",
         help="with --sessions: the most devices considered (default %(default)s)",
     )
-    p.set_defaults(handler=cmd_plan, parser=p)
 
 
 def _device_count(text: str) -> int:

@@ -137,24 +137,29 @@ def add_simulate_command(sub: Any) -> None:
         help="also run seeds SEED…SEED+N-1 and show the spread: the slowest session's fps "
         "on the worst and the median seed, the worst p99 (default 1: one draw)",
     )
-    p.add_argument(
+    add_devices_flags(p)
+    add_host_jitter_flag(p)
+    _add_output_flags(p.add_argument_group("outputs and experiment files"))
+    p.set_defaults(handler=cmd_simulate, parser=p)
+
+
+def _add_output_flags(group: Any) -> None:
+    """What the simulation writes, and the experiment file it may play."""
+    group.add_argument(
         "--json",
         metavar="PATH|-",
         help="write the list of reports as JSON ('-': stdout, table on stderr); "
         "with --experiment, its one report",
     )
-    p.add_argument(
+    group.add_argument(
         "--experiment",
         metavar="NAME|PATH",
         help="simulate an experiment file (see `batchscope experiments`) segment by segment",
     )
-    p.add_argument("--csv", metavar="PATH", help="with --experiment: the segment table as CSV")
-    add_devices_flags(p)
-    add_host_jitter_flag(p)
-    p.add_argument(
+    group.add_argument("--csv", metavar="PATH", help="with --experiment: the segment table as CSV")
+    group.add_argument(
         "--report", metavar="OUT.html", help="with --experiment: a self-contained HTML report"
     )
-    p.set_defaults(handler=cmd_simulate, parser=p)
 
 
 def grid_configs(args: argparse.Namespace) -> list[RunConfig]:
