@@ -40,7 +40,7 @@ from batchscope.config import (
     ConfigError,
     format_resolution,
 )
-from batchscope.profiles.profile import load_profile
+from batchscope.profiles.profile import DeviceProfile, load_profile
 from batchscope.setting import (
     MODEL_FILE,
     export_precision,
@@ -346,24 +346,7 @@ def _knobs_text(params: dict[str, Any]) -> str:
 #: The figures ``plan --verify`` compares, planned vs served: (JSON name, table name, how
 #: to read it from a report's ``overall``).
 def cmd_plan(args: argparse.Namespace) -> int:
-    if args.on != "inprocess" and not args.verify:
-        raise ConfigError("on", args.on, "says what serves --verify: give --verify too")
-    if args.devices is not None and args.sessions is not None:
-        raise CliError(
-            "--devices N asks how many sessions, --sessions S how many devices: give one"
-        )
-    if (args.devices or args.sessions) and (args.export or args.plot):
-        raise CliError(
-            "--export and --plot are for one device's plan; leave out --devices and "
-            "--sessions for them"
-        )
-    if args.verify and args.sessions:
-        raise CliError("--verify serves N devices' answer: give --devices N, not --sessions")
-    if args.verify and (args.devices or 1) > 1 and args.on == "triton":
-        raise CliError(
-            "--verify on several devices: BatchScope's worker (--on inprocess) or Ray Serve "
-            "replicas (--on ray); BatchScope's Triton serves one model instance"
-        )
+    _refuse_conflicts(args)
     budget = Budget(fps=args.fps, p99_ms=args.p99_ms, min_fps_ratio=args.min_fps_ratio)
     profile = load_profile(args.profile)
     runtime = args.runtime or profile.runtime_for(args.precision, args.resolution)
@@ -393,8 +376,52 @@ def cmd_plan(args: argparse.Namespace) -> int:
     )
     print(format_plan(result), file=out)
     data = result.to_json()
-    across = None
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    across = _across_devices(args, result, profile, data, cores, out)
+    if args.plot:
+        _plot(args, result, profile, cores, out)
+    if export is not None:
+        _export(args, export, result, profile, out)
+    if args.verify:
+        data["verify"] = _verify(args, result, across, out)
+    write_json(data, args.json)
+    return 0
+
+
+def _refuse_conflicts(args: argparse.Namespace) -> None:
+    """Flags that ask two things at once, or that need another flag: refused in one line
+    before any work."""
+    if args.on != "inprocess" and not args.verify:
+        raise ConfigError("on", args.on, "says what serves --verify: give --verify too")
+    if args.devices is not None and args.sessions is not None:
+        raise CliError(
+            "--devices N asks how many sessions, --sessions S how many devices: give one"
+        )
+    if (args.devices or args.sessions) and (args.export or args.plot):
+        raise CliError(
+            "--export and --plot are for one device's plan; leave out --devices and "
+            "--sessions for them"
+        )
+    if args.verify and args.sessions:
+        raise CliError("--verify serves N devices' answer: give --devices N, not --sessions")
+    if args.verify and (args.devices or 1) > 1 and args.on == "triton":
+        raise CliError(
+            "--verify on several devices: BatchScope's worker (--on inprocess) or Ray Serve "
+            "replicas (--on ray); BatchScope's Triton serves one model instance"
+        )
+
+
+def _across_devices(
+    args: argparse.Namespace,
+    result: Plan,
+    profile: DeviceProfile,
+    data: dict[str, Any],
+    cores: int,
+    out: TextIO,
+) -> DevicesPlan | None:
+    """``--devices N`` / ``--sessions S``: the answer across devices, printed and put in
+    ``data``'s recommendation (None: not asked, or no count of devices carries S)."""
+    across = None
     if args.devices is not None:
         across = sessions_for_devices(result, profile, args.devices, workers=cores)
     elif args.sessions is not None:
@@ -409,79 +436,95 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if across is not None:
         print(format_devices_plan(across, result, args.sessions), file=out)
         data["recommended"].update(across.to_json())
-    if args.plot:
-        from batchscope.render.plan_plot import save_plan_plot  # Qt, only when asked
-        from batchscope.sim.planner import series
+    return across
 
-        try:
-            curves = series(
-                result,
-                profile,
-                limit=args.max_sessions,
-                workers=cores,
-                progress=ProgressBar(sys.stderr, "plotting", "plotted"),
-            )
-            save_plan_plot(result, curves, args.plot)
-        except OSError as exc:
-            raise CliError(f"--plot {exc}") from None
-        print(f"plot: {args.plot}", file=out)
-    if export is not None:
-        # the profile as `run --config` finds it again: a file's path, not only its name
-        config = result.config().with_changes(profile=profile.reference)
-        rec = result.recommended
-        cap = rec.at_max.settled_cap
-        planned = {"max_sessions": rec.max_sessions, "at_max": rec.at_max.to_json()}
-        from batchscope.engine.serving.serve_config import SERVE_CONFIG_FILE, serve_config_yaml
-        from batchscope.engine.serving.triton_backend import export_runner, write_repository
 
-        triton = triton_config(config, cap, cpu=profile.on_cpu)
-        runner = export_runner(config, profile)
-        try:
-            save_setting(config, export / "policy.json", planned)
-            (export / "config.pbtxt").write_text(triton)
-            model = write_repository(export / "triton", config, None, cap, runner)
-            (export / SERVE_CONFIG_FILE).write_text(serve_config_yaml(config, profile, cap))
-        except OSError as exc:
-            raise CliError(f"--export {args.export}: cannot write ({exc.strerror})") from None
+def _plot(
+    args: argparse.Namespace, result: Plan, profile: DeviceProfile, cores: int, out: TextIO
+) -> None:
+    """``--plot PNG``: every policy's curves, played in ``cores`` forked workers."""
+    from batchscope.render.plan_plot import save_plan_plot  # Qt, only when asked
+    from batchscope.sim.planner import series
+
+    try:
+        curves = series(
+            result,
+            profile,
+            limit=args.max_sessions,
+            workers=cores,
+            progress=ProgressBar(sys.stderr, "plotting", "plotted"),
+        )
+        save_plan_plot(result, curves, args.plot)
+    except OSError as exc:
+        raise CliError(f"--plot {exc}") from None
+    print(f"plot: {args.plot}", file=out)
+
+
+def _export(
+    args: argparse.Namespace, export: Path, result: Plan, profile: DeviceProfile, out: TextIO
+) -> None:
+    """``--export DIR``: the recommendation as policy.json, config.pbtxt, a Triton model
+    repository and a Ray Serve config; what each serves, and what to add."""
+    from batchscope.engine.serving.serve_config import SERVE_CONFIG_FILE, serve_config_yaml
+    from batchscope.engine.serving.triton_backend import export_runner, write_repository
+
+    # the profile as `run --config` finds it again: a file's path, not only its name
+    config = result.config().with_changes(profile=profile.reference)
+    rec = result.recommended
+    cap = rec.at_max.settled_cap
+    planned = {"max_sessions": rec.max_sessions, "at_max": rec.at_max.to_json()}
+    triton = triton_config(config, cap, cpu=profile.on_cpu)
+    runner = export_runner(config, profile)
+    try:
+        save_setting(config, export / "policy.json", planned)
+        (export / "config.pbtxt").write_text(triton)
+        model = write_repository(export / "triton", config, None, cap, runner)
+        (export / SERVE_CONFIG_FILE).write_text(serve_config_yaml(config, profile, cap))
+    except OSError as exc:
+        raise CliError(f"--export {args.export}: cannot write ({exc.strerror})") from None
+    print(
+        f"exported: {export / 'policy.json'}, {export / 'config.pbtxt'}, "
+        f"{export / SERVE_CONFIG_FILE} (Ray Serve)",
+        file=out,
+    )
+    print(f"Triton model repository (Python backend, CPU): {export / 'triton'}", file=out)
+    print(f"  it serves {runner.says}", file=out)
+    if runner.name == "onnxruntime":
+        precision = export_precision(config.precision, cpu=True)
         print(
-            f"exported: {export / 'policy.json'}, {export / 'config.pbtxt'}, "
-            f"{export / SERVE_CONFIG_FILE} (Ray Serve)",
+            f"  add the model with: batchscope export-onnx --out "
+            f"{model / '1' / MODEL_FILE} --precision {precision} --resolution "
+            f"{format_resolution(config.resolution)}",
             file=out,
         )
-        print(f"Triton model repository (Python backend, CPU): {export / 'triton'}", file=out)
-        print(f"  it serves {runner.says}", file=out)
-        if runner.name == "onnxruntime":
-            precision = export_precision(config.precision, cpu=True)
-            print(
-                f"  add the model with: batchscope export-onnx --out "
-                f"{model / '1' / MODEL_FILE} --precision {precision} --resolution "
-                f"{format_resolution(config.resolution)}",
-                file=out,
-            )
-        note = precision_note(config.precision, profile.on_cpu)
-        if note:
-            print(f"note: {note}", file=out)
-    if args.verify:
-        from batchscope.sim.planner import verify
+    note = precision_note(config.precision, profile.on_cpu)
+    if note:
+        print(f"note: {note}", file=out)
 
-        if across is not None and across.devices > 1:
-            # Ray's router is least-loaded, whatever the plan's: it is planned so too
-            router = "least-loaded" if args.on == "ray" else across.router
-            check = verify(
-                result,
-                VERIFY_S,
-                on=args.on,
-                devices=across.devices,
-                sessions=across.sessions,
-                router=router,
-                # the answer's own figures where it is served as planned
-                promised=(
-                    (across.min_fps_worst, across.p99_worst) if router == across.router else None
-                ),
-            )
-        else:
-            check = verify(result, VERIFY_S, on=args.on)
-        print(format_verify(check), file=out)
-        data["verify"] = verify_json(check)
-    write_json(data, args.json)
-    return 0
+
+def _verify(
+    args: argparse.Namespace, result: Plan, across: DevicesPlan | None, out: TextIO
+) -> dict[str, Any]:
+    """``--verify``: the recommendation served live, planned beside served printed; the
+    plan JSON's ``verify`` object."""
+    from batchscope.sim.planner import verify
+
+    if across is not None and across.devices > 1:
+        # Ray's router is least-loaded, whatever the plan's: it is planned so too
+        router = "least-loaded" if args.on == "ray" else across.router
+        check = verify(
+            result,
+            VERIFY_S,
+            on=args.on,
+            devices=across.devices,
+            sessions=across.sessions,
+            router=router,
+            # the answer's own figures where it is served as planned
+            promised=(
+                (across.min_fps_worst, across.p99_worst) if router == across.router else None
+            ),
+        )
+    else:
+        check = verify(result, VERIFY_S, on=args.on)
+    print(format_verify(check), file=out)
+    return verify_json(check)
