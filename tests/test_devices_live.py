@@ -1,5 +1,5 @@
 """BatchScope's own worker on several (emulated) devices: the router, the report, live
-changes of devices and router as transactions, the stop (engine/lanes.py, routing.py)."""
+changes of devices and router as transactions, the stop (engine/other_devices.py, routing.py)."""
 
 from __future__ import annotations
 
@@ -198,9 +198,9 @@ def test_a_device_change_that_fails_leaves_the_run_as_it_was(monkeypatch):
         def refuse(config, oom_above, cancelled):
             raise BackendError("device 2 is not there")
 
-        import batchscope.engine.lanes as lanes
+        import batchscope.engine.other_devices as other_devices
 
-        monkeypatch.setattr(lanes, "make_backend", refuse)
+        monkeypatch.setattr(other_devices, "make_backend", refuse)
         real_close = type(before[0]).close
         monkeypatch.setattr(
             type(before[0]), "close", lambda self: (closed.append(self), real_close(self))

@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-import batchscope.engine.lanes as lanes
+import batchscope.engine.other_devices as other_devices
 import batchscope.engine.roster as roster
 from batchscope.config import RunConfig
 from batchscope.engine.backends import BuildCancelled, make_backend
@@ -46,10 +46,10 @@ class SlowBuild:
 
 @pytest.mark.parametrize("when", ["opening", "live change"])
 def test_stop_ends_the_workers_of_devices_still_building(monkeypatch, when):
-    # 86228b5: the workers Lanes.build made were in no list stop() reached: stop returned
+    # 86228b5: the workers OtherDevices.build made were in no list stop() reached: stop returned
     # [] at once while they went on building (5.8 s with the real model)
     slow = SlowBuild()
-    monkeypatch.setattr(lanes, "make_backend", slow)
+    monkeypatch.setattr(other_devices, "make_backend", slow)
     config = RunConfig(**SMALL_EMULATED, sessions=4, policy="all")
     engine = Engine(config.with_changes(devices=3) if when == "opening" else config)
     outcome: list[BaseException | str | None] = []

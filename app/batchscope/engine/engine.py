@@ -36,10 +36,10 @@ from batchscope.engine.backends import (
 from batchscope.engine.fault_actions import RunFaults
 from batchscope.engine.feeder import Feeder
 from batchscope.engine.host_check import HostProbe, LoadWatch, host_load_since, load_mark
-from batchscope.engine.lanes import Lanes, LanesBuilt
 from batchscope.engine.live_change import EngineStopped, LiveChange
 from batchscope.engine.metrics import Event, MetricsStore, TimelineSample
 from batchscope.engine.monitor import Monitor, sample_timeline
+from batchscope.engine.other_devices import OtherDevices, OtherDevicesBuilt
 from batchscope.engine.policies import make_policy
 from batchscope.engine.recorder import Recorder
 from batchscope.engine.report.body import SessionInfo
@@ -105,7 +105,7 @@ class Engine:
         self._stopping = threading.Event()
         self._worker: ServingWorker | None = None  # device 0 (and a serving engine's client)
         # BatchScope's worker on several devices: devices 1…N−1, and the router
-        self._lanes = Lanes(
+        self._others = OtherDevices(
             self.mailboxes,
             self.store,
             self.event,
@@ -180,14 +180,14 @@ class Engine:
                     if slot.error:
                         raise SourceError(slot.spec, slot.error)
             self.swap_in(self.build_backend(config))
-            self.swap_lanes(self.build_lanes(config), config, new_policy=False)
+            self.swap_other_devices(self.build_other_devices(config), config, new_policy=False)
         except WorkerStopped:
             close_slots(slots)
-            self._lanes.stop()
+            self._others.stop()
             raise EngineStopped() from None
         except BaseException:
             close_slots(slots)
-            self._lanes.stop()
+            self._others.stop()
             self._worker.stop()
             raise
         self.install_sources(slots)
@@ -207,7 +207,7 @@ class Engine:
         self.segments.open(self._t0, self.config)
         self.sync_sessions()
         self.worker.start()
-        self._lanes.start()
+        self._others.start()
         self._feeder.start()
         self._monitor.start()
         self.running = True
@@ -242,16 +242,16 @@ class Engine:
         self.stop_recording()
         self._feeder.stop(left())
         self._monitor.stop(left())
-        self._lanes.stop(0.0)  # told: a build under way is cancelled
+        self._others.stop(0.0)  # told: a build under way is cancelled
         if self._worker is not None:
             # a serving engine's backend closes on the worker's thread (one swapped out,
             # on a thread aside the worker waits for): its processes stop
             serving = engine_of(self._worker.backend) or self._worker.retiring
             self._worker.stop(left() + (SERVING_STOP_S if serving else 0.0))
-        self._lanes.stop(left())
+        self._others.stop(left())
         if self._load is not None:
             self._load.stop(left())
-        self.hold_ray()  # the last engine out stops Ray's processes
+        self.release_ray()  # the last engine out stops Ray's processes
         with self._lifecycle:
             self.roster.close(left())
         if self.host_probe is not None:
@@ -266,7 +266,7 @@ class Engine:
             out.append("monitor")
         if self._worker is not None and self._worker.alive:
             out.append("worker")
-        out.extend(f"worker of device {w.device}" for w in self._lanes.threads() if w.alive)
+        out.extend(f"worker of device {w.device}" for w in self._others.threads() if w.alive)
         if self.host_probe is not None and self.host_probe.alive:
             out.append("host timer probe")
         if self.recorder is not None and self.recorder.alive:
@@ -284,7 +284,7 @@ class Engine:
         if paused == self.paused:
             return
         self.worker.paused = paused
-        self._lanes.each(lambda w: setattr(w, "paused", paused))
+        self._others.each(lambda w: setattr(w, "paused", paused))
         self._feeder.set_paused(paused)
         if paused:
             # paused time is never latency: the windows waiting now would count the pause
@@ -507,7 +507,7 @@ class Engine:
         for session in self.roster.sessions():
             self.mailboxes.drop(session.id)
         self.worker.between_batches(self.backend.forget_frames)
-        for lane in self._lanes.workers:
+        for lane in self._others.workers:
             backend = lane.backend
             if backend is not None:
                 lane.between_batches(backend.forget_frames)
@@ -525,36 +525,38 @@ class Engine:
     def set_worker_knobs(self, config: RunConfig) -> None:
         """Worker thread: the knobs every device's worker applies to every policy, and the
         router on several devices."""
-        Lanes.set_knobs(self.worker, config)
-        self._lanes.each(lambda w: Lanes.set_knobs(w, config))
+        OtherDevices.set_knobs(self.worker, config)
+        self._others.each(lambda w: OtherDevices.set_knobs(w, config))
         if self._router is not None and self._router.kind != config.router:
             self._route(config)
 
     def workers(self) -> list[Worker]:
         """Every device's worker, device 0 first (one unless several devices run in
         BatchScope's worker)."""
-        return [self.worker, *self._lanes.workers]
+        return [self.worker, *self._others.workers]
 
-    def build_lanes(self, config: RunConfig) -> LanesBuilt:
-        """The workers and backends of ``config``'s devices past the first (engine/lanes.py),
-        built while the run goes on."""
+    def build_other_devices(self, config: RunConfig) -> OtherDevicesBuilt:
+        """The workers and backends of ``config``'s devices past the first
+        (engine/other_devices.py), built while the run goes on."""
         try:
-            return self._lanes.build(config, self._oom_above)
+            return self._others.build(config, self._oom_above)
         except BuildCancelled:
             raise EngineStopped() from None
 
-    def swap_lanes(self, built: LanesBuilt, config: RunConfig, new_policy: bool) -> None:
+    def swap_other_devices(
+        self, built: OtherDevicesBuilt, config: RunConfig, new_policy: bool
+    ) -> None:
         """Put ``built`` in (after device 0's backend), and route the windows over the
         devices of ``config`` (no router with one device)."""
-        self._lanes.swap(built, new_policy, self.running, self.paused)
+        self._others.swap(built, new_policy, self.running, self.paused)
         self._route(config)
 
-    def release_lanes(self, built: LanesBuilt) -> None:
-        self._lanes.release(built)
+    def release_other_devices(self, built: OtherDevicesBuilt) -> None:
+        self._others.release(built)
 
     def _route(self, config: RunConfig) -> None:
         """The mailboxes' router for ``config``'s devices in BatchScope's worker."""
-        n = 1 + len(self._lanes.workers)
+        n = 1 + len(self._others.workers)
         if n == 1:
             self._router = None
         else:
@@ -593,15 +595,21 @@ class Engine:
             backend.close()
             raise
 
-    def hold_ray(self, *configs: RunConfig) -> None:
-        """Hold the process's Ray while one of ``configs`` serves on it, else let it go:
-        the last holder's release shuts Ray down (its processes, a gigabyte), so a run
-        switched off Ray does not share the machine with it."""
-        wants = any(c.serving == "ray" for c in configs)
-        if wants and not self._holds_ray:
-            acquire_serving()
-            self._holds_ray = True
-        elif not wants and self._holds_ray:
+    def hold_ray(self, config: RunConfig, *more: RunConfig) -> None:
+        """Hold the process's Ray while ``config`` (or one of ``more``) serves on it, else
+        let it go (:meth:`release_ray`)."""
+        if any(c.serving == "ray" for c in (config, *more)):
+            if not self._holds_ray:
+                acquire_serving()
+                self._holds_ray = True
+        else:
+            self.release_ray()
+
+    def release_ray(self) -> None:
+        """Let the process's Ray go, if this engine holds it: the last holder's release
+        shuts Ray down (its processes, a gigabyte), so a run switched off Ray does not
+        share the machine with it."""
+        if self._holds_ray:
             self._holds_ray = False
             release_serving()
 

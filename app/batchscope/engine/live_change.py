@@ -9,7 +9,7 @@ step, or a fault from the Faults menu) opens one segment at the instant it took
 effect.
 
 This is the engine's other half: :class:`LiveChange` reads and writes the
-:class:`~batchscope.engine.engine.Engine`'s state through :class:`Host`, what it
+:class:`~batchscope.engine.engine.Engine`'s state through :class:`LiveEngine`, what it
 needs of the engine; the engine's ``apply`` is the way in.
 """
 
@@ -32,9 +32,9 @@ from batchscope.config import (
 from batchscope.engine.backends import Backend, BackendError, EmulatedBackend
 from batchscope.engine.fault_actions import RunFaults
 from batchscope.engine.faults import fault_changes
-from batchscope.engine.lanes import LanesBuilt
 from batchscope.engine.metrics import Event
 from batchscope.engine.neighbours import Neighbours
+from batchscope.engine.other_devices import OtherDevicesBuilt
 from batchscope.engine.policies import make_policy
 from batchscope.engine.report.phrases import changes_phrase, faults_phrase, set_phrase
 from batchscope.engine.roster import (
@@ -61,7 +61,7 @@ class EngineStopped(RuntimeError):
         super().__init__("the engine was stopped")
 
 
-class Host(Protocol):
+class LiveEngine(Protocol):
     """What a live change needs of the engine (:class:`~batchscope.engine.engine.Engine`)."""
 
     config: RunConfig
@@ -76,14 +76,16 @@ class Host(Protocol):
     @property
     def paused(self) -> bool: ...
     def workers(self) -> list[Worker]: ...
-    def build_lanes(self, config: RunConfig) -> LanesBuilt: ...
-    def swap_lanes(self, built: LanesBuilt, config: RunConfig, new_policy: bool) -> None: ...
-    def release_lanes(self, built: LanesBuilt) -> None: ...
+    def build_other_devices(self, config: RunConfig) -> OtherDevicesBuilt: ...
+    def swap_other_devices(
+        self, built: OtherDevicesBuilt, config: RunConfig, new_policy: bool
+    ) -> None: ...
+    def release_other_devices(self, built: OtherDevicesBuilt) -> None: ...
     @property
     def backend(self) -> Backend: ...
     def event(self, kind: str, message: str) -> Event: ...
     def build_backend(self, config: RunConfig) -> Backend: ...
-    def hold_ray(self, *configs: RunConfig) -> None: ...
+    def hold_ray(self, config: RunConfig, *more: RunConfig) -> None: ...
     def open_sources(self, specs: tuple[str, ...], config: RunConfig) -> list[SourceSlot]: ...
     def install_sources(self, slots: list[SourceSlot]) -> None: ...
     def add_slot(self, slot: SourceSlot) -> None: ...
@@ -105,7 +107,7 @@ class LiveChange:
     added, a precision just set).
     """
 
-    def __init__(self, engine: Host) -> None:
+    def __init__(self, engine: LiveEngine) -> None:
         self._engine = engine
         self._lock = threading.Lock()  # one live change at a time
 
@@ -259,25 +261,25 @@ class LiveChange:
         # swap; engine/serving/dispatch.py)
         policy = make_policy(new) if new.policy != old.policy else None
         backend = None
-        lanes = None  # the other devices' (several devices in BatchScope's worker)
+        others = None  # the other devices' (several devices in BatchScope's worker)
         slots = None
         try:
             if set(BACKEND_FIELDS) & changes.keys():
                 engine.hold_ray(old, new)  # Ray stays up while either serves on it
                 backend = engine.build_backend(new)
-                lanes = engine.build_lanes(new)
+                others = engine.build_other_devices(new)
             if {"resolution", "fit", "sources"} & changes.keys():
                 slots = self._reopen(new)
             elif set(STREAM_FIELDS) & changes.keys():
                 slots = self._reopen_streams(new)
             # 2. swap it in, between two batches
-            if backend is not None and lanes is not None:  # with the new policy at once
+            if backend is not None and others is not None:  # with the new policy at once
                 engine.worker.swap_backend(backend, policy)
                 backend = None  # the worker owns it now
-                engine.swap_lanes(lanes, new, new_policy=policy is not None)
-                lanes = policy = None
+                engine.swap_other_devices(others, new, new_policy=policy is not None)
+                others = policy = None
         except BaseException:
-            self._release(backend, slots, lanes)
+            self._release(backend, slots, others)
             engine.hold_ray(old)
             raise
         # off Ray, the last holder out shuts it down: once its app is gone (closed aside)
@@ -310,13 +312,13 @@ class LiveChange:
         self,
         backend: Backend | None,
         slots: list[SourceSlot] | None,
-        lanes: LanesBuilt | None,
+        others: OtherDevicesBuilt | None,
     ) -> None:
         """Give back what a failed (or stopped) transaction built and did not swap in."""
         if slots is not None:
             close_slots(slots)
-        if lanes is not None:
-            self._engine.release_lanes(lanes)
+        if others is not None:
+            self._engine.release_other_devices(others)
         if backend is not None:
             self._engine.worker.discard(backend)
 

@@ -13,15 +13,15 @@ with its index, so one metrics store holds them all and the report splits them
 
 Device 0 is the engine's own worker (which is also a serving engine's client); this
 holds devices 1…N−1. A change of devices is part of a live change's transaction
-(engine/live_change.py): :meth:`Lanes.build` makes and warms up every backend the
+(engine/live_change.py): :meth:`OtherDevices.build` makes and warms up every backend the
 new config needs (reusing the running workers, making new ones that are not started),
-and only when all of them worked does :meth:`Lanes.swap` put them in, stop the
-workers no longer needed and start the new ones; :meth:`Lanes.release` gives back a
+and only when all of them worked does :meth:`OtherDevices.swap` put them in, stop the
+workers no longer needed and start the new ones; :meth:`OtherDevices.release` gives back a
 build that failed or was not used.
 
 How it stops: a build's workers run from the moment it makes them, so they are kept
-(:meth:`Lanes.threads`) until a swap takes them or a release stops them, and
-:meth:`Lanes.stop` ends them with the ones in use (their build cancelled between two
+(:meth:`OtherDevices.threads`) until a swap takes them or a release stops them, and
+:meth:`OtherDevices.stop` ends them with the ones in use (their build cancelled between two
 warm-up runs); once the engine stops, no build starts.
 """
 
@@ -41,12 +41,12 @@ from batchscope.engine.session import Mailboxes
 from batchscope.engine.worker import Worker
 
 #: How long stopping a device's worker may take (s): within a batch (worker.py).
-LANE_STOP_S = 2.0
+DEVICE_STOP_S = 2.0
 
 
 @dataclass
-class LanesBuilt:
-    """What :meth:`Lanes.build` made for ``config``: the workers of devices 1…N−1 (the
+class OtherDevicesBuilt:
+    """What :meth:`OtherDevices.build` made for ``config``: the workers of devices 1…N−1 (the
     running ones first, then new ones not started) and a warmed-up backend for each."""
 
     config: RunConfig
@@ -63,7 +63,7 @@ def _maker(
     return lambda cancelled: make_backend(own, oom_above, cancelled)
 
 
-class Lanes:
+class OtherDevices:
     """Devices 1…N−1 of BatchScope's worker on several devices (module doc)."""
 
     def __init__(
@@ -95,7 +95,7 @@ class Lanes:
         serving engine's replicas are the engine's, not these)."""
         return 0 if config.serving else config.devices - 1
 
-    def build(self, config: RunConfig, oom_above: int | None) -> LanesBuilt:
+    def build(self, config: RunConfig, oom_above: int | None) -> OtherDevicesBuilt:
         """Workers and warmed-up backends for ``config``'s devices past the first; raises
         what a build raised, with everything it made given back. The running workers
         keep running meanwhile (the new backends wait until :meth:`swap`)."""
@@ -116,7 +116,7 @@ class Lanes:
                 for d in range(len(keep), want)
             ]
             self._building.extend(new)
-        built = LanesBuilt(config, [*keep, *new], [], new)
+        built = OtherDevicesBuilt(config, [*keep, *new], [], new)
         try:
             for worker in built.workers:  # each device its own profile (config.profiles)
                 built.backends.append(worker.build_backend(_maker(config, worker, oom_above)))
@@ -125,7 +125,7 @@ class Lanes:
             raise
         return built
 
-    def swap(self, built: LanesBuilt, new_policy: bool, running: bool, paused: bool) -> None:
+    def swap(self, built: OtherDevicesBuilt, new_policy: bool, running: bool, paused: bool) -> None:
         """Put ``built`` in (each backend between two of its worker's batches, with a new
         policy object if ``new_policy``), stop the workers it has no place for, and set
         the new ones going (``running``), ``paused`` as the run is."""
@@ -133,7 +133,7 @@ class Lanes:
         for worker, backend in zip(built.workers, built.backends, strict=True):
             worker.swap_backend(backend, make_policy(config) if new_policy else None)
         for worker in self.workers[len(built.workers) :]:
-            worker.stop(LANE_STOP_S)
+            worker.stop(DEVICE_STOP_S)
         with self._lock:
             self.workers = built.workers
             self._building = [w for w in self._building if w not in built.new]
@@ -145,12 +145,12 @@ class Lanes:
             if running:
                 worker.start()
 
-    def release(self, built: LanesBuilt) -> None:
+    def release(self, built: OtherDevicesBuilt) -> None:
         """Give back a build not swapped in: its backends closed, its new workers stopped."""
         for worker, backend in zip(built.workers, built.backends, strict=False):
             worker.discard(backend)
         for worker in built.new:
-            worker.stop(LANE_STOP_S)
+            worker.stop(DEVICE_STOP_S)
         with self._lock:
             self._building = [w for w in self._building if w not in built.new]
 
@@ -168,7 +168,7 @@ class Lanes:
     def start(self) -> None:
         self.each(lambda w: w.start())
 
-    def stop(self, timeout: float = LANE_STOP_S) -> None:
+    def stop(self, timeout: float = DEVICE_STOP_S) -> None:
         """Stop every device's worker, those in use and those a build made (a build under
         way is cancelled), within ``timeout`` s in all: each is told first (it ends within
         a batch or a warm-up run), then each is waited for until one deadline."""
