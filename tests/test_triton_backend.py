@@ -152,8 +152,12 @@ def test_plan_verify_on_triton_prints_planned_vs_served(tmp_path, capsys):
 
 def test_stopping_batchscope_stops_every_triton_process(triton_engine):
     """The module's engine, stopped (after the tests that use it): gone, by PID."""
-    pids = triton_engine.backend.server.processes()
-    assert len(pids) >= 2  # the server and its model's process
+    server = triton_engine.backend.server
+    pids = server.processes()
+    # the server and its model's process; if not, say what became of the server
+    errors = [e.message for e in triton_engine.events() if e.kind == "error"]
+    why = f"server exit {server.process and server.process.poll()}: {server.log_tail()}; {errors}"
+    assert len(pids) >= 2, why
     assert triton_engine.stop(10.0) == []
     assert wait_for(lambda: not alive(pids), 30.0), f"left running: {alive(pids)}"
 
