@@ -308,6 +308,15 @@ def test_a_budget_below_any_objective_is_no_fit_not_a_knob_error(capsys):
     assert data["policies"][0]["params"]["slo_ms"] in (0.045, 0.072)
 
 
+def test_a_plans_run_config_finds_a_profile_file_again(flat_profile):
+    """`plan --profile FILE --verify` served a config naming the profile, which no lookup
+    found ("profile flat: no such profile or file"): the config names the file."""
+    result = plan(load_profile(flat_profile), "fp16", (512, 288), Budget(10.0, 500.0, 0.9),
+                  ["oldest"], 256, 5.0, 2)  # fmt: skip
+    assert load_profile(result.config().profile).name == "flat"
+    assert result.to_json()["profile"] == "flat"  # the plan's JSON still names it
+
+
 def test_series_reuses_the_search(flat_profile):
     profile = load_profile(flat_profile)
     result = plan(profile, "fp16", (512, 288), Budget(10.0, 500.0, 0.9), ["oldest"], 256, 5.0, 2)

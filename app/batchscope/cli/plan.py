@@ -468,8 +468,7 @@ def _export(
     from batchscope.engine.serving.serve_config import SERVE_CONFIG_FILE, serve_config_yaml
     from batchscope.engine.serving.triton_backend import export_runner, write_repository
 
-    # the profile as `run --config` finds it again: a file's path, not only its name
-    config = result.config().with_changes(profile=profile.reference)
+    config = result.config()  # its profile as `run --config` finds it again (a file's path)
     rec = result.recommended
     cap = rec.at_max.settled_cap
     planned = {"max_sessions": rec.max_sessions, "at_max": rec.at_max.to_json()}

@@ -131,6 +131,9 @@ class Plan:
     runs: Any = field(default=None, compare=False, repr=False)
     #: the runtime of the curve it planned on (``plan --runtime``; what its export serves)
     runtime: str = "torch"
+    #: how ``load_profile`` finds the profile again (a file's path where its name does not:
+    #: ``DeviceProfile.reference``), for the run configs made from the plan; empty: the name
+    profile_ref: str = field(default="", compare=False)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -157,7 +160,7 @@ class Plan:
             policy=rec.policy,
             sessions=max(1, rec.max_sessions),
             fps=self.budget.fps,
-            profile=self.profile,
+            profile=self.profile_ref or self.profile,
             precision=self.precision,
             resolution=self.resolution,
             runtime=self.runtime,

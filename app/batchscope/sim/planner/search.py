@@ -296,6 +296,7 @@ def plan(
         if progress is not None:
             progress(k + 1, len(policies), policy)
     return Plan(
+        profile_ref=profile.reference,
         profile=profile.name,
         precision=precision,
         resolution=curve.resolution,
