@@ -169,9 +169,23 @@ class CapacityView(QWidget):
         self.title.setObjectName("cardTitle")
         lay.addWidget(self.title)
 
+        self._add_budget_row(lay)
+        self._add_devices_row(lay)
+        self._add_status_lines(lay)
+        self._add_plots_and_table(lay)
+        self._add_actions(lay)
+
+        presenter.computing.connect(self._on_computing)
+        presenter.planned.connect(self._on_planned)
+        presenter.note.connect(self._on_note)
+        presenter.verifying.connect(self._on_verifying)
+        presenter.verified.connect(self._on_verified)
+
+    def _add_budget_row(self, lay: QVBoxLayout) -> None:
+        """The budget: the p99 (ms) and the share of the frame rate every session gets."""
         budget = QHBoxLayout()
-        self.p99 = QLineEdit(f"{presenter.p99_ms:g}")
-        self.ratio = QLineEdit(f"{presenter.min_fps_ratio:g}")
+        self.p99 = QLineEdit(f"{self.presenter.p99_ms:g}")
+        self.ratio = QLineEdit(f"{self.presenter.min_fps_ratio:g}")
         for field, tip in (
             (self.p99, "p99 end-to-end latency budget (ms), over every phase seed"),
             (self.ratio, "share of the frame rate every session must get, in (0, 1]"),
@@ -187,6 +201,9 @@ class CapacityView(QWidget):
         budget.addWidget(self.fps_text)
         budget.addStretch(1)
         lay.addLayout(budget)
+
+    def _add_devices_row(self, lay: QVBoxLayout) -> None:
+        """Answers for several devices: how many, a MIG slice, the fewest for S sessions."""
         fleet = QHBoxLayout()
         self.devices = QSpinBox()
         self.devices.setRange(1, DEVICES_MAX)
@@ -224,6 +241,9 @@ class CapacityView(QWidget):
         fleet.addWidget(QLabel("sessions"))
         fleet.addStretch(1)
         lay.addLayout(fleet)
+
+    def _add_status_lines(self, lay: QVBoxLayout) -> None:
+        """What was typed wrong, the live run's point, the search's progress and notes."""
         self.budget_error = plain_label()  # quotes what was typed
         self.budget_error.setObjectName("controlError")
         self.budget_error.setWordWrap(True)
@@ -246,9 +266,11 @@ class CapacityView(QWidget):
         self.note.hide()
         lay.addWidget(self.note)
 
+    def _add_plots_and_table(self, lay: QVBoxLayout) -> None:
+        """The two plots, the policies' table and the answers on several devices."""
         plots = QHBoxLayout()
-        self.fps_plot = CapacityPlot("slowest session", "fps", look)
-        self.p99_plot = CapacityPlot("p99 latency", "ms", look)
+        self.fps_plot = CapacityPlot("slowest session", "fps", self.look)
+        self.p99_plot = CapacityPlot("p99 latency", "ms", self.look)
         plots.addWidget(self.fps_plot)
         plots.addWidget(self.p99_plot)
         lay.addLayout(plots, 3)
@@ -270,13 +292,15 @@ class CapacityView(QWidget):
         self.devices_text.hide()
         lay.addWidget(self.devices_text)
 
+    def _add_actions(self, lay: QVBoxLayout) -> None:
+        """The verdict, Apply and Export, and Verify on an engine with its table."""
         buttons = QHBoxLayout()
         self.verdict = QLabel()
         self.verdict.setWordWrap(True)
         buttons.addWidget(self.verdict, 1)
         self.apply_button = QPushButton("Apply recommended")
         self.apply_button.setToolTip("Put the live run on the recommendation: one change")
-        self.apply_button.clicked.connect(presenter.apply_recommended)
+        self.apply_button.clicked.connect(self.presenter.apply_recommended)
         self.export_button = QPushButton("Export recommended…")
         self.export_button.setToolTip("Write its policy.json and Triton config.pbtxt to a folder")
         self.export_button.clicked.connect(self.choose_export_recommended)
@@ -299,7 +323,7 @@ class CapacityView(QWidget):
         )
         self.verify_button.setEnabled(False)
         self.verify_button.clicked.connect(
-            lambda: presenter.verify_on(self.verify_engine.currentData())
+            lambda: self.presenter.verify_on(self.verify_engine.currentData())
         )
         verify_row.addWidget(self.verify_button)
         verify_row.addStretch(1)
@@ -311,12 +335,6 @@ class CapacityView(QWidget):
         self.verify_text.setWordWrap(True)
         self.verify_text.hide()
         lay.addWidget(self.verify_text)
-
-        presenter.computing.connect(self._on_computing)
-        presenter.planned.connect(self._on_planned)
-        presenter.note.connect(self._on_note)
-        presenter.verifying.connect(self._on_verifying)
-        presenter.verified.connect(self._on_verified)
 
     # -- from the window ---------------------------------------------------------------------
 

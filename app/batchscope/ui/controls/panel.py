@@ -140,6 +140,27 @@ class ControlsPanel(QWidget):
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         form.setContentsMargins(8, 4, 8, 4)
 
+        self._make_policy_widgets()
+        self._make_device_widgets(devices, engines)
+        self._make_run_widgets()
+        self._lay_out(form)
+        #: slider -> the RunConfig field it sets
+        self._sliders: dict[Slider, str] = {
+            self.max_batch: "max_batch",
+            self.max_delay: "max_delay_ms",
+            self.fixed_batch: "batch",
+            self.objective: "slo_ms",
+            self.fps: "fps",
+            self.neighbours: "neighbours",
+            self.neighbour_duty: "neighbour_duty",
+            self.devices: "devices",
+        }
+        self._pending: dict[str, Any] = {}
+        self._flush_debounced = qdebounced(self._flush, timeout=SLIDER_DEBOUNCE_MS)
+        self._connect()
+
+    def _make_policy_widgets(self) -> None:
+        """The policy list and its knobs' sliders."""
         self.policy = QComboBox()
         for p in POLICIES:
             self.policy.addItem(KINDS[p].label, p)
@@ -148,6 +169,12 @@ class ControlsPanel(QWidget):
         self.max_delay = _slider("max_delay_ms")
         self.fixed_batch = _slider("batch")
         self.objective = _slider("slo_ms")
+
+    def _make_device_widgets(
+        self, devices: list[DeviceChoice], engines: dict[str, str | None] | None
+    ) -> None:
+        """The device list (a runtime that cannot run here greyed, the reason its tip) and
+        the engine list."""
         self.device = ElidedCombo()
         self.device.setSizeAdjustPolicy(
             QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
@@ -166,6 +193,10 @@ class ControlsPanel(QWidget):
             add_item(self.engine, ENGINE_LABELS[name], name, why)
         self._serving: str | None = None
         self._ray_address: str | None = None  # gui --ray-address: Ray's, whenever on Ray
+
+    def _make_run_widgets(self) -> None:
+        """Precision, resolution, fps, the model's switches, devices and router, the
+        emulated device's neighbours, the deadline drop, and the lines that warn."""
         self.precision = QComboBox()
         self.resolution = QComboBox()
         self.fps = _slider("fps")
@@ -211,6 +242,8 @@ class ControlsPanel(QWidget):
         self.error.setWordWrap(True)
         self.error.hide()
 
+    def _lay_out(self, form: QFormLayout) -> None:
+        """The rows, in the panel's order; each knob's row kept to grey with its policy."""
         batch_row = _row(self.max_batch, self.unlimited)
         fps_row = _row(self.fps, self.source_fps)
         # two to a line: one line of three set the panel's width (546 px at 1280×800)
@@ -247,19 +280,8 @@ class ControlsPanel(QWidget):
         form.addRow(self.drop_warning)
         form.addRow(self.error)
 
-        #: slider -> the RunConfig field it sets
-        self._sliders: dict[Slider, str] = {
-            self.max_batch: "max_batch",
-            self.max_delay: "max_delay_ms",
-            self.fixed_batch: "batch",
-            self.objective: "slo_ms",
-            self.fps: "fps",
-            self.neighbours: "neighbours",
-            self.neighbour_duty: "neighbour_duty",
-            self.devices: "devices",
-        }
-        self._pending: dict[str, Any] = {}
-        self._flush_debounced = qdebounced(self._flush, timeout=SLIDER_DEBOUNCE_MS)
+    def _connect(self) -> None:
+        """Every control's change to the handler that sends it."""
         self.policy.currentIndexChanged.connect(self._on_policy)
         self.engine.currentIndexChanged.connect(self._on_engine)
         self.device.currentIndexChanged.connect(self._on_device)
