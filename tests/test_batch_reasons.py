@@ -6,15 +6,14 @@ import pytest
 
 from batchscope.config import RunConfig
 from batchscope.engine.engine import Engine
-from batchscope.engine.policies import (
+from batchscope.engine.policies import Waiting, make_policy
+from batchscope.engine.rules import (
     ALL_WAITING,
     CAP,
     DEADLINE,
     FIXED_SIZE,
     FULL,
     ONE_AT_A_TIME,
-    Waiting,
-    make_policy,
 )
 from batchscope.sim.host_jitter import measured_jitter
 from batchscope.sim.simulator import simulate

@@ -7,8 +7,8 @@ import pyqtgraph as pg
 import pytest
 
 from batchscope.config import RunConfig
-from batchscope.engine.policies import REASONS
 from batchscope.engine.report.bus_layout import bus_layout, reasons_text
+from batchscope.engine.rules import REASONS
 from batchscope.engine.snapshot import BusRecords, SessionView
 from batchscope.engine.stats import BATCH_DTYPE, ITEM_DTYPE, OVERWRITE_DTYPE
 from batchscope.experiment import ExperimentError, Fault

@@ -28,14 +28,10 @@ from batchscope.config import (
     RunConfig,
 )
 from batchscope.engine.rules import (
-    ALL_WAITING,
-    CAP,
-    DEADLINE,
     FIXED_SIZE,
     FULL,
     NO_CAP,
     ONE_AT_A_TIME,
-    REASONS,
     aimd_next,
     capped_take,
     deadline_take,
@@ -90,16 +86,12 @@ class WaitingWindow(Protocol):
     def __lt__(self, other: Any, /) -> bool: ...
 
 
-__all__ = [  # the reasons a batch left, from engine/rules.py, where the rules are
-    "ALL_WAITING", "CAP", "DEADLINE", "FIXED_SIZE", "FULL", "ONE_AT_A_TIME", "REASONS",
-]  # fmt: skip
-
-
 class Decision(NamedTuple):
     """Take these sessions' windows now, or look again at ``wait_until`` (s).
 
     ``take`` empty and ``wait_until`` None: nothing to do until a new window arrives.
-    ``reason``: why the batch leaves now (an index into :data:`REASONS`).
+    ``reason``: why the batch leaves now (an index into
+    :data:`~batchscope.engine.rules.REASONS`).
     """
 
     take: tuple[int, ...] = ()

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from batchscope.engine.metrics import MetricsStore
-from batchscope.engine.policies import REASONS
+from batchscope.engine.rules import REASONS
 
 FLUSH_PERIOD_S = 1.0
 

@@ -314,7 +314,7 @@ BATCH_DTYPE = np.dtype(
         ("compute_s", np.float64),
         ("post_s", np.float64),
         ("end", np.float64),
-        ("reason", np.int8),  # why it left: an index into policies.REASONS (0: not said)
+        ("reason", np.int8),  # why it left: an index into rules.REASONS (0: not said)
         ("cap", np.int32),  # the policy's cap when it left (0: none), e.g. adaptive's
         # empty rows run after the windows to fill the policy's batch shape (fixed's:
         # batch - size), device time that delivers nothing; 0 for every other policy

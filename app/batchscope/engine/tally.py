@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from batchscope.engine.policies import REASONS
+from batchscope.engine.rules import REASONS
 from batchscope.engine.stats import (
     ITEM_DTYPE,
     PERCENTILES,

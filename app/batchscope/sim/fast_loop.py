@@ -50,6 +50,7 @@ import numpy as np
 
 from batchscope.engine import rules
 from batchscope.engine.policies import RULES, BatchPolicy
+from batchscope.engine.routing import IDLE
 from batchscope.engine.rules import (
     FIXED_SIZE,
     FULL,
@@ -77,10 +78,14 @@ Delivered = tuple[list[float], list[int]]
 Stop = Callable[[float, Collection[int], Measured, Delivered], bool]
 CHECK_EVERY_S = 0.5  # virtual seconds between two asks of a Stop
 
+#: The rules (engine/rules.py) the loop calls, compiled with it.
+RULE_NAMES = (
+    "oldest_pick", "round_robin_pick", "capped_take", "deadline_take", "aimd_next",
+    "two_choices", "less_loaded",
+)  # fmt: skip
 #: The built-in policies the loop plays, by their code in it.
 CODES = {"oldest": 0, "round-robin": 1, "all": 2, "adaptive": 3, "dynamic": 4, "fixed": 5}
 ROUTER_CODES = {"pinned": 0, "least-loaded": 1}
-IDLE = -1.0  # an idle device's free key (routing.IDLE): below any time
 DONE, CHECK = 0, 1  # what _loop returns: the run ended, or a Stop is to be asked
 #: Positions in the loop's counters (``_State.counts``).
 N_MEASURED, N_DELIVERED, N_OPENED, NEXT_WINDOW, RESUME, RESUME_DEVICE = range(6)
@@ -386,30 +391,22 @@ def compiled() -> bool:
     loops then play every run. The loop is compiled by running it once on no frames, so a
     failure shows here, not in a run. Not at import: numba's own import costs ~0.2 s a
     command that never simulates would pay."""
-    global _genrand, _random, _loop, oldest_pick, round_robin_pick, capped_take
-    global deadline_take, aimd_next, two_choices, less_loaded
-    python = (_genrand, _random, _loop, oldest_pick, round_robin_pick, capped_take,
-              deadline_take, aimd_next, two_choices, less_loaded)  # fmt: skip
+    names = (*RULE_NAMES, "_genrand", "_random", "_loop")
+    python = {name: globals()[name] for name in names}
     try:
         from numba import njit
 
-        # the rules (engine/rules.py), compiled into the loop under the names it calls
-        oldest_pick = njit(cache=True)(rules.oldest_pick)
-        round_robin_pick = njit(cache=True)(rules.round_robin_pick)
-        capped_take = njit(cache=True)(rules.capped_take)
-        deadline_take = njit(cache=True)(rules.deadline_take)
-        aimd_next = njit(cache=True)(rules.aimd_next)
-        two_choices = njit(cache=True)(rules.two_choices)
-        less_loaded = njit(cache=True)(rules.less_loaded)
-        _genrand = njit(cache=True)(_genrand)
-        _random = njit(cache=True)(_random)
-        _loop = njit(cache=True)(_loop)
+        # the rules (engine/rules.py) first, under the names the loop calls them by, then
+        # the loop's own functions: numba reads the module's names when it compiles
+        for name in RULE_NAMES:
+            globals()[name] = njit(cache=True)(getattr(rules, name))
+        for name in ("_genrand", "_random", "_loop"):
+            globals()[name] = njit(cache=True)(python[name])
         params = (0.0, 1.0, 1, np.zeros((1, 2)), 0, 1, 0.0, 0.0, 0, np.zeros(1, np.int64))
         draws = np.zeros(624, np.int64), np.full(1, 624, np.int64)
         _call((np.zeros(0), np.zeros(0, np.int64)), params, draws, _State(0, 1, 1, 1.0, -1))
     except Exception:
-        (_genrand, _random, _loop, oldest_pick, round_robin_pick, capped_take, deadline_take,
-         aimd_next, two_choices, less_loaded) = python  # fmt: skip
+        globals().update(python)
         return False
     return True
 
@@ -425,7 +422,7 @@ def play_fast(
     curves: Sequence[BatchCurve],
     router: str,
     pins: Sequence[int] | None,
-    draws: random.Random,
+    draws: random.Random | None,
     t0: float,
     t_end: float,
     n_ids: int,
@@ -434,12 +431,14 @@ def play_fast(
     """The measured batches and their windows of a plain run on ``len(curves)`` devices
     (the general loops' records), or None when ``stop`` ended it (one device only);
     ``frames.opened`` and ``frames.published`` filled as the loops fill them; ``draws``
+    (least-loaded's; None where nothing is drawn: pinned, or fewer than three devices)
     left as they leave them; one device's policy left as it would be (adaptive's cap,
     round-robin's last id)."""
     policy = policies[0]
     code = code_of(policy)
     assert code is not None, "compiled_loop() said which policies play here"
     assert stop is None or len(curves) == 1, "a Stop is asked on one device"
+    assert draws is not None or router == "pinned" or len(curves) < 3, "least-loaded draws"
     cap = policy._max_batch if code >= 2 else 1  # type: ignore[attr-defined]
     cap = -1 if cap is None else int(cap)
     delay_s = policy._max_delay_ms / 1000.0 if code >= 4 else 0.0  # type: ignore[attr-defined]
@@ -453,9 +452,12 @@ def play_fast(
         if id(curve) not in seconds:
             seconds[id(curve)] = [curve.ms(rows) * 1.0 / 1000.0 for rows in range(1, most + 1)]
         table[d, 1:] = seconds[id(curve)]
-    version, internal, gauss = draws.getstate()
-    mt = np.array(internal[:624], np.int64)
-    mti = np.array([internal[624]], np.int64)
+    if draws is None:  # no router draws (one device): a state never drawn from
+        mt, mti = np.zeros(624, np.int64), np.full(1, 624, np.int64)
+    else:
+        version, internal, gauss = draws.getstate()
+        mt = np.array(internal[:624], np.int64)
+        mti = np.array([internal[624]], np.int64)
     times = frames.times_array.astype(np.float64, copy=False)
     sessions = frames.sessions_array.astype(np.int64, copy=False)
     n_dev = len(curves)
@@ -474,7 +476,8 @@ def play_fast(
             return None
         state.check[0] = now + CHECK_EVERY_S
     records.catch_up(state)
-    draws.setstate((version, (*mt.tolist(), int(mti[0])), gauss))
+    if draws is not None:
+        draws.setstate((version, (*mt.tolist(), int(mti[0])), gauss))
     frames.opened.extend(state.opened[: state.counts[N_OPENED]].tolist())
     frames.published = int(state.counts[NEXT_WINDOW])
     if n_dev == 1:

@@ -257,10 +257,7 @@ def play_records(
         and jitter is None
         and compiled_loop([policy])
     ):
-        draws = random.Random(0)  # one device: never drawn from
-        records = play_fast(
-            frames, [policy], [curve], "pinned", None, draws, t0, t_end, n_ids, stop
-        )
+        records = play_fast(frames, [policy], [curve], "pinned", None, None, t0, t_end, n_ids, stop)
         if records is None:
             return None
         segments.close(t_end)

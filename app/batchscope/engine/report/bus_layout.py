@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from batchscope.engine.policies import REASONS
+from batchscope.engine.rules import REASONS
 from batchscope.engine.snapshot import BUS_S, BusRecords
 
 LANE = 1.0  # a session lane's height (y units)
