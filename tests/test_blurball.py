@@ -57,6 +57,27 @@ def test_lean_gives_the_same_output(model: BlurBall) -> None:
         torch.testing.assert_close(lean(x), model(x), rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("lean", [False, True])
+def test_the_int8_arrangement_is_the_same_function(model: BlurBall, lean: bool) -> None:
+    """BlurBall(for_int8=True) (the graph the int8 model is quantized from) gives the plain
+    model's output up to float rounding, with the same parameters; every fuse of every
+    branch is exercised when not lean."""
+    x = _window(2, 72, 128)
+    plain, arranged = BlurBall(lean=lean).eval(), BlurBall(lean=lean, for_int8=True).eval()
+    plain.load_state_dict(model.state_dict())
+    arranged.load_state_dict(model.state_dict())
+    assert list(arranged.state_dict()) == list(model.state_dict())
+    with torch.inference_mode():
+        want, got = plain(x), arranged(x)
+        branches = [torch.randn(1, c, 72 >> k, 128 >> k) for k, c in enumerate((16, 32, 64, 128))]
+        fused_plain = plain.stage4[0](branches)
+        fused_arranged = arranged.stage4[0](branches)
+    scale = float(want.abs().max())
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-5 * scale)
+    for a, b in zip(fused_arranged, fused_plain, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-5 * float(b.abs().max()))
+
+
 def test_batch_items_are_independent(model: BlurBall) -> None:
     x = _window(2, 72, 128)
     with torch.inference_mode():

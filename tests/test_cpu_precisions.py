@@ -239,6 +239,8 @@ def test_the_int8_model_is_quantized_with_progress_and_cached(int8_cache, monkey
     assert path.is_relative_to(folder) and path.read_bytes() == data
     ops = {n.op_type for n in onnx.load_from_string(data).graph.node}
     assert {"QuantizeLinear", "DequantizeLinear", "Conv"} <= ops
+    # BlurBall's int8 arrangement: the SE pooling quantized (no float ReduceMean)
+    assert "AveragePool" in ops and "ReduceMean" not in ops
     # a second build reads the file: no export, no calibration
     monkeypatch.setattr(onnx_quantize, "quantize", lambda *a, **k: pytest.fail("quantized again"))
     nothing = lambda *_: pytest.fail("written again")  # noqa: E731

@@ -58,9 +58,18 @@ class SqueezeExcitation(nn.Module):
             nn.Sigmoid(),
         )
 
+    #: the int8 arrangement (:class:`BlurBall` ``for_int8``): the same gating in operators
+    #: with fast uint8 kernels in ONNX Runtime (module doc)
+    for_int8 = False
+
     def forward(self, x: Tensor) -> Tensor:
-        gate = self.fc(x.mean(dim=(2, 3)))
-        return x * gate[:, :, None, None]
+        if not self.for_int8:
+            gate = self.fc(x.mean(dim=(2, 3)))
+            return x * gate[:, :, None, None]
+        pooled = nn.functional.avg_pool2d(x, tuple(x.shape[-2:])).flatten(1)
+        gate = self.fc(pooled)[:, None, None, :]  # channels last: [N, 1, 1, C]
+        rows = x.permute(0, 2, 3, 1)
+        return (rows * gate.expand_as(rows)).permute(0, 3, 1, 2)
 
 
 class BasicBlock(nn.Module):
@@ -130,8 +139,14 @@ def _fuse_layer(channels: tuple[int, ...], i: int, j: int) -> nn.Module | None:
     return nn.Sequential(*steps)
 
 
+def _up2(x: Tensor) -> Tensor:
+    return nn.functional.interpolate(x, scale_factor=2, mode="nearest")
+
+
 class HighResolutionModule(nn.Module):
     """Parallel branches of two BasicBlocks each, then every branch fused into every other."""
+
+    for_int8 = False  # the int8 arrangement of the fuse (:meth:`_fuse_nested`)
 
     def __init__(self, channels: tuple[int, ...]) -> None:
         super().__init__()
@@ -152,11 +167,31 @@ class HighResolutionModule(nn.Module):
         fused = []
         for i, layers in enumerate(self.fuse_layers[: len(xs) if outputs is None else outputs]):
             y = xs[i]
-            for j, layer in enumerate(cast("Iterable[nn.Module | None]", layers)):
-                if layer is not None:  # None at j == i: the branch itself
-                    y = y + layer(xs[j])
+            if self.for_int8:
+                y = self._fuse_nested(xs, i, layers)
+            else:
+                for j, layer in enumerate(cast("Iterable[nn.Module | None]", layers)):
+                    if layer is not None:  # None at j == i: the branch itself
+                        y = y + layer(xs[j])
             fused.append(self.relu(y))
         return fused
+
+    @staticmethod
+    def _fuse_nested(xs: list[Tensor], i: int, layers: nn.Module) -> Tensor:
+        """Branch ``i``'s fused sum with the lower resolutions upsampled ×2 one level at a
+        time: up2(f(i+1) + up2(f(i+2) + …)) equals up2(f(i+1)) + up4(f(i+2)) + … (nearest
+        upsampling is a copy, and a ×4 is two ×2), so only one upsampling a fuse reaches
+        branch ``i``'s resolution; the sum differs from the plain one by rounding only."""
+        steps = list(cast("Iterable[nn.Module | None]", layers))
+        y = xs[i]
+        for j in range(i):  # the higher resolutions, strided down
+            y = y + cast(nn.Module, steps[j])(xs[j])
+        lower = None
+        for j in range(len(xs) - 1, i, -1):  # the lowest resolution first
+            conv, bn, _ = cast(nn.Sequential, steps[j])  # the ×2^(j-i) upsampling left out
+            mapped = bn(conv(xs[j]))
+            lower = mapped if lower is None else mapped + _up2(lower)
+        return y if lower is None else y + _up2(lower)
 
 
 def _new_branch(in_channels: int, out_channels: int) -> nn.Sequential:
@@ -175,9 +210,18 @@ class BlurBall(nn.Module):
     post-processing. ``lean=True`` skips computing the stage-4 fused outputs of
     branches 1–3, which the head never reads (≈1 GMAC at 512×288); their parameters
     stay so that checkpoints still load, and the output is unchanged.
+
+    ``for_int8=True`` is the same function arranged for ONNX Runtime's uint8 kernels (the
+    graph ``models.onnx_quantize`` quantizes; measured in docs/BENCHMARKS.md): the SE
+    gate is applied channels-last to a gate expanded to the whole tensor (a broadcast
+    QLinearMul over 16 channels ran a loop turn per pixel, 2.5 ms a full-resolution block
+    at batch 4), its pooling is an AveragePool (a quantized operator; a ReduceMean ran in
+    float after a dequantization), and a fuse upsamples ×2 one level at a time
+    (:meth:`HighResolutionModule._fuse_nested`). Outputs equal the plain arrangement's
+    up to float rounding; the parameters are the same.
     """
 
-    def __init__(self, lean: bool = False) -> None:
+    def __init__(self, lean: bool = False, for_int8: bool = False) -> None:
         super().__init__()
         self.lean = lean
         c = BRANCH_CHANNELS
@@ -201,6 +245,9 @@ class BlurBall(nn.Module):
         self.transition3 = _module_list([None, None, None, _new_branch(c[2], c[3])])
         self.stage4 = nn.ModuleList([HighResolutionModule(c)])
         self.final_layers = nn.ModuleList([nn.Conv2d(c[0], 3, 1)])
+        for module in self.modules():  # no parameter changes: the checkpoint loads as ever
+            if isinstance(module, SqueezeExcitation | HighResolutionModule):
+                module.for_int8 = for_int8
 
     def forward(self, x: Tensor) -> Tensor:
         height, width = x.shape[-2:]

@@ -105,7 +105,8 @@ def exportable(
         raise ExportError(
             f"precision {precision}: an ONNX export is {' or '.join(EXPORT_PRECISIONS)}"
         )
-    model = BlurBall(lean=lean).eval()
+    # int8: the same function in the operators ONNX Runtime's uint8 kernels run fast
+    model = BlurBall(lean=lean, for_int8=precision == "int8").eval()
     if checkpoint:
         load_checkpoint(model, checkpoint)  # CheckpointError, one line
     dtype = DTYPES.get(precision, torch.float32)
