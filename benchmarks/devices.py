@@ -6,7 +6,7 @@ Eight tables, each measured in this one run:
    512x288 fp16, 30 fps) for each policy, best of 3: wall seconds, simulated seconds
    per wall second, and the same × devices ("per device"), after one untimed run (numba's
    compile, or its cache's load); beside it the same run in the Python loop (the compiled
-   loop's reference: ``play_devices(compiled=False)``) and the one-device simulator on one
+   loop's reference: ``play_devices(fast=False)``) and the one-device simulator on one
    device's share of the sessions, for the ratios.
 2. **Fewest devices**: ``plan --sessions S`` (server-24gb, p99 ≤ 100 ms, 8 seeds × 30 s)
    for S = 200 and 256: devices, router, wall seconds (the one-device plan included).
@@ -104,7 +104,7 @@ def speed(devices: int, per_device: int) -> None:
 def python_loop(config: RunConfig, on: list, router: str) -> None:
     """``simulate_devices`` with the Python loop (the compiled one's reference)."""
     curves = [d.curve(config) for d in on]
-    played = play_devices(config, curves, router, 1.0, compiled=False)
+    played = play_devices(config, curves, router, 1.0, fast=False)
     devices_report(played, config, on, router, 1.0)
 
 

@@ -1,28 +1,34 @@
-"""The compiled devices' loop against the Python one: the same records, to the bit.
+"""The fast loop against the general one, and compiled against its Python form: the
+same records, to the bit.
 
 A plain run on several devices (``simulate --devices``, the planner's fewest devices)
 plays in ``sim/fast_loop.py``, as one on one device does (tests/test_planner_speed.py
 compares those with ``play_records``); every other run in ``play_devices``' Python loop.
 Both are played here on random plain runs (every built-in policy with knobs that bind,
 both routers, 1 to 5 devices of unequal profiles, MIG slices among them) and every
-batch, window, opening, overwrite and report compared.
+batch, window, opening, overwrite and report compared; and the fast loop's Python form
+(the same code, uncompiled) against its compiled form.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import subprocess
 import sys
+import types
 
 import numpy as np
 import pytest
 
 from batchscope.config import RunConfig
+from batchscope.engine import rules
 from batchscope.engine.policies import make_policy
+from batchscope.sim import devices as devices_loop
 from batchscope.sim import fast_loop
 from batchscope.sim.devices import devices_report, load_devices, play_devices, simulate_devices
-from batchscope.sim.fast_loop import compiled_loop
+from batchscope.sim.fast_loop import play_fast, plays_fast
 from batchscope.sim.simulator import simulate
 
 PROFILES = ("laptop-8gb", "server-24gb", "server-24gb@1g", "laptop-8gb@3g")
@@ -42,10 +48,33 @@ KNOBS = (
 
 def test_the_compiled_loop_is_what_plays_a_plain_run():
     """numba is a dependency: if it failed to import or to cache, plain runs would fall
-    back to the Python loop silently, 4-5x slower (docs/BENCHMARKS.md)."""
+    back to the general loops silently, 4-5x slower (docs/BENCHMARKS.md)."""
     assert fast_loop.compiled()
     config = RunConfig(backend="emulated", sessions=4, policy="oldest")
-    assert compiled_loop([make_policy(config)])
+    assert plays_fast([make_policy(config)])
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_the_loops_python_form_gives_the_compiled_records(seed, monkeypatch):
+    """The oracle: the same code object run as Python (the rules uncompiled) plays random
+    plain runs on 1-5 devices to the compiled loop's records, draws included."""
+    loop = fast_loop.python_form()
+    assert (
+        isinstance(loop, types.FunctionType)
+        and loop.__code__ is fast_loop._PYTHON["_loop"].__code__
+    )
+    assert all(loop.__globals__[name] is getattr(rules, name) for name in fast_loop.RULE_NAMES)
+    runs = list(_random_runs(6, seed + 100))
+    played = []
+    for python in (False, True):
+        monkeypatch.setattr(devices_loop, "play_fast", functools.partial(play_fast, python=python))
+        played.append([play_devices(c, [d.curve(c) for d in ds], r, 0.5) for c, ds, r, _ in runs])
+    for (config, _, router, names), compiled, python in zip(runs, *played, strict=True):
+        what = (config.policy_label(), router, names, config.sessions, config.seed)
+        assert compiled.measured == python.measured and compiled.measured, what
+        assert compiled.delivered == python.delivered, what
+        (a,), (b,) = compiled.clock.schedules, python.clock.schedules
+        assert (a.opened, a.published) == (b.opened, b.published), what
 
 
 def _random_runs(n: int, seed: int):
@@ -72,7 +101,7 @@ def test_random_plain_runs_give_the_python_loops_records(seed):
     for config, devices, router, names in _random_runs(30, seed):
         curves = [d.curve(config) for d in devices]
         warmup = 0.5
-        python = play_devices(config, curves, router, warmup, compiled=False)
+        python = play_devices(config, curves, router, warmup, fast=False)
         compiled = play_devices(config, curves, router, warmup)
         what = (config.policy_label(), router, names, config.sessions, config.seed)
         assert compiled.measured == python.measured, what
@@ -96,7 +125,7 @@ def test_many_sessions_on_four_devices_give_the_python_loops_records():
         )  # fmt: skip
         curves = [d.curve(config) for d in devices]
         for router in ("pinned", "least-loaded"):
-            python = play_devices(config, curves, router, 0.5, compiled=False)
+            python = play_devices(config, curves, router, 0.5, fast=False)
             compiled = play_devices(config, curves, router, 0.5)
             assert compiled.measured == python.measured, (knobs, router)
             assert compiled.delivered == python.delivered, (knobs, router)
@@ -131,6 +160,7 @@ def test_without_a_working_numba_the_python_loop_plays_every_run(numba):
 import json, sys
 {BROKEN_NUMBA[numba]}
 from batchscope.config import RunConfig
+from batchscope.sim import devices as devices_loop
 from batchscope.sim import fast_loop
 from batchscope.sim.devices import load_devices, simulate_devices
 from batchscope.sim.simulator import simulate

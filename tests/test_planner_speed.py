@@ -91,7 +91,7 @@ def same_trace(a: Trace, b: Trace) -> bool:
 def test_a_plain_run_plays_as_the_general_loop_plays_it(monkeypatch):
     configs = list(random_configs(1, 120))
     fast = [play(one_step(c), ProfileCurves(None, c), w) for c, w in configs]
-    monkeypatch.setattr(simulator, "compiled_loop", lambda policies: False)  # the general loop
+    monkeypatch.setattr(simulator, "plays_fast", lambda policies: False)  # the general loop
     for (config, warmup), trace in zip(configs, fast, strict=True):
         general = play(one_step(config), ProfileCurves(None, config), warmup)
         assert same_trace(trace, general), (config, warmup)

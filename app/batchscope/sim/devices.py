@@ -55,7 +55,8 @@ Real devices and neighbours are refused with one clear error.
 A *plain* run (no experiment, pace, measured host, several resolutions or deadline drop:
 what ``simulate --devices`` and the planner's fewest devices play) plays the same turns in
 compiled code (:mod:`batchscope.sim.fast_loop`, ~4x faster; the records to the bit,
-tested); this loop plays every run there and is its reference.
+tested); this loop plays every other run (every run where numba is not there) and is its
+reference.
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ from batchscope.experiment import Experiment, Fault, Step
 from batchscope.profiles.profile import BatchCurve, DeviceProfile, load_profile
 from batchscope.sim.changes import Changes, need_fps
 from batchscope.sim.clock import NEVER, Clock
-from batchscope.sim.fast_loop import Delivered, Measured, compiled_loop, play_fast
+from batchscope.sim.fast_loop import Delivered, Measured, play_fast, plays_fast
 from batchscope.sim.host_jitter import HostJitter
 from batchscope.sim.simulator import DEFAULT_WARMUP_S, measured_records
 
@@ -301,7 +302,7 @@ def play_devices(
     jitter: HostJitter | None = None,
     shapes: Shapes | None = None,
     steps: Steps | None = None,
-    compiled: bool = True,
+    fast: bool = True,
 ) -> DevicesPlayed:
     """Play ``config`` on one device per curve, windows placed by ``router`` (module doc).
 
@@ -311,8 +312,9 @@ def play_devices(
     ``shapes``: sessions at several model resolutions, a batch of one (:class:`Shapes`;
     None: every session at the config's). ``steps``: an experiment's steps and faults
     (:func:`play_devices_experiment`; ``config`` is then its opening config).
-    ``compiled``: a plain run (none of those, no deadline drop) plays in the compiled loop
-    (:mod:`batchscope.sim.fast_loop`, the same records) where numba is present."""
+    ``fast``: a plain run (none of those, no deadline drop) plays in the compiled loop
+    (:mod:`batchscope.sim.fast_loop`, the same records) where numba is present; False: in
+    this loop (the tests' reference)."""
     check_router(router)
     need_fps(config)
     if not warmup_s >= 0:
@@ -381,7 +383,7 @@ def play_devices(
     pins = pinned(router)
     draws = router_draws(config.seed)  # least-loaded's two choices
     plain = steps is None and not paces and jitter is None and shapes is None and drop_s is None
-    if compiled and plain and compiled_loop(policies):
+    if fast and plain and plays_fast(policies):
         records = play_fast(frames, policies, curves, router, pins, draws, t0, t_end, n_ids)
         assert records is not None, "no stop: the run plays to its end"
         measured_, delivered_ = records

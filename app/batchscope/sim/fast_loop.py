@@ -35,16 +35,21 @@ mailboxes as they are before the device takes its next batch; True ends the run
 The records are the general loops' to the bit: ``tests/test_fast_loop.py`` plays
 random plain runs both ways and compares every batch, window and overwrite, and
 ``benchmarks/sim_speed.py --check`` compares its grid with dumps made before this loop
-played one device. Where numba cannot compile it (not installed, a frozen build),
-:func:`compiled` is False and the general loops play every run.
+played one device. The loop is one piece of Python that numba compiles; the same code
+runs as Python (:func:`python_form`: the one code object, the rules uncompiled) as the
+oracle the compiled form is tested against. Where numba cannot compile it (not
+installed, a frozen build), :func:`compiled` is False and the general loops play every
+run: on numpy scalars the Python form runs 2-3x slower than they do
+(docs/BENCHMARKS.md).
 """
 
 from __future__ import annotations
 
 import functools
 import random
+import types
 from collections.abc import Callable, Collection, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -373,13 +378,13 @@ class _Records:
 
 
 def _call(
+    loop: Callable[..., int],
     frames: tuple[np.ndarray, np.ndarray],
     params: tuple[Any, ...],
     draws: tuple[np.ndarray, np.ndarray],
     state: _State,
 ) -> int:
     """One call of the loop, its arguments in order (one type each: one compiled version)."""
-    loop: Callable[..., int] = _loop  # numba's dispatcher once compiled() has run
     return int(loop(*frames, *params, *draws, *state.arrays()))
 
 
@@ -391,8 +396,7 @@ def compiled() -> bool:
     loops then play every run. The loop is compiled by running it once on no frames, so a
     failure shows here, not in a run. Not at import: numba's own import costs ~0.2 s a
     command that never simulates would pay."""
-    names = (*RULE_NAMES, "_genrand", "_random", "_loop")
-    python = {name: globals()[name] for name in names}
+    python = {name: globals()[name] for name in (*RULE_NAMES, *_PYTHON)}
     try:
         from numba import njit
 
@@ -400,20 +404,33 @@ def compiled() -> bool:
         # the loop's own functions: numba reads the module's names when it compiles
         for name in RULE_NAMES:
             globals()[name] = njit(cache=True)(getattr(rules, name))
-        for name in ("_genrand", "_random", "_loop"):
+        for name in _PYTHON:
             globals()[name] = njit(cache=True)(python[name])
         params = (0.0, 1.0, 1, np.zeros((1, 2)), 0, 1, 0.0, 0.0, 0, np.zeros(1, np.int64))
         draws = np.zeros(624, np.int64), np.full(1, 624, np.int64)
-        _call((np.zeros(0), np.zeros(0, np.int64)), params, draws, _State(0, 1, 1, 1.0, -1))
+        frames = np.zeros(0), np.zeros(0, np.int64)
+        _call(globals()["_loop"], frames, params, draws, _State(0, 1, 1, 1.0, -1))
     except Exception:
         globals().update(python)
         return False
     return True
 
 
-def compiled_loop(policies: Sequence[BatchPolicy]) -> bool:
-    """Whether the fast loop plays these policies (built-in rules, numba present)."""
+def plays_fast(policies: Sequence[BatchPolicy]) -> bool:
+    """Whether the fast loop plays these policies here (built-in rules, numba present)."""
     return all(code_of(p) is not None for p in policies) and compiled()
+
+
+@functools.cache
+def python_form() -> Callable[..., int]:
+    """The loop as Python: :func:`_loop`'s own code object over a namespace in which the
+    rules and the Mersenne Twister are the uncompiled functions (numba, once it compiled
+    the loop, left its dispatchers under those names in this module)."""
+    space = dict(globals())
+    space.update({name: getattr(rules, name) for name in RULE_NAMES})
+    for name, function in _PYTHON.items():
+        space[name] = types.FunctionType(function.__code__, space, name)
+    return cast("Callable[..., int]", space["_loop"])
 
 
 def play_fast(
@@ -427,16 +444,18 @@ def play_fast(
     t_end: float,
     n_ids: int,
     stop: Stop | None = None,
+    python: bool = False,
 ) -> tuple[Measured, Delivered] | None:
     """The measured batches and their windows of a plain run on ``len(curves)`` devices
-    (the general loops' records), or None when ``stop`` ended it (one device only);
+    (the general loops' records), or None when ``stop`` ended it (one device only), played
+    by the compiled loop (``python``: by its Python form, the tests' oracle);
     ``frames.opened`` and ``frames.published`` filled as the loops fill them; ``draws``
     (least-loaded's; None where nothing is drawn: pinned, or fewer than three devices)
     left as they leave them; one device's policy left as it would be (adaptive's cap,
     round-robin's last id)."""
     policy = policies[0]
     code = code_of(policy)
-    assert code is not None, "compiled_loop() said which policies play here"
+    assert code is not None, "plays_fast() said which policies play here"
     assert stop is None or len(curves) == 1, "a Stop is asked on one device"
     assert draws is not None or router == "pinned" or len(curves) < 3, "least-loaded draws"
     cap = policy._max_batch if code >= 2 else 1  # type: ignore[attr-defined]
@@ -468,7 +487,8 @@ def play_fast(
     records = _Records()
     if stop is not None:
         state.check[0] = t0
-    while _call((times, sessions), params, (mt, mti), state) == CHECK:
+    loop = python_form() if python else globals()["_loop"]
+    while _call(loop, (times, sessions), params, (mt, mti), state) == CHECK:
         assert stop is not None
         records.catch_up(state)
         now = float(state.check[1])
@@ -487,3 +507,7 @@ def play_fast(
             cursor = int(state.dev_i[7, 0])
             policy._last = None if cursor < 0 else cursor  # type: ignore[attr-defined]
     return records.measured, records.delivered
+
+
+#: The loop's own functions as Python, before :func:`compiled` puts numba's in their place.
+_PYTHON = {"_genrand": _genrand, "_random": _random, "_loop": _loop}

@@ -85,7 +85,7 @@ from batchscope.experiment import Experiment, Step
 from batchscope.profiles.profile import BatchCurve, DeviceProfile, load_profile
 from batchscope.sim.changes import Changes, CurveFor, need_fps
 from batchscope.sim.clock import NEVER, Clock
-from batchscope.sim.fast_loop import Delivered, Measured, Stop, compiled_loop, play_fast
+from batchscope.sim.fast_loop import Delivered, Measured, Stop, play_fast, plays_fast
 from batchscope.sim.host_jitter import HostJitter
 
 DEFAULT_WARMUP_S = 1.0  # the same default as `batchscope run --warmup`
@@ -255,7 +255,7 @@ def play_records(
         and not neighbours
         and slowdown == 1.0
         and jitter is None
-        and compiled_loop([policy])
+        and plays_fast([policy])
     ):
         records = play_fast(frames, [policy], [curve], "pinned", None, None, t0, t_end, n_ids, stop)
         if records is None:
