@@ -95,7 +95,7 @@ from batchscope.experiment import Experiment, Fault, Step
 from batchscope.profiles.profile import BatchCurve, DeviceProfile, load_profile
 from batchscope.sim.changes import Changes, need_fps
 from batchscope.sim.clock import NEVER, Clock
-from batchscope.sim.fast_loop import Delivered, Measured, play_fast, plays_fast
+from batchscope.sim.fast_loop import Delivered, Measured, make_batch, play_fast, plays_fast
 from batchscope.sim.host_jitter import HostJitter
 from batchscope.sim.simulator import DEFAULT_WARMUP_S, measured_records
 
@@ -504,7 +504,7 @@ def play_devices(
                 n = len(batch)
                 if now >= t0:
                     reason, cap, pad = why[d]
-                    measured.append((start[d], n, now, d, reason, cap, pad))
+                    measured.append(make_batch((start[d], n, now, d, reason, cap, pad)))
                     add_arrivals(map(_arrival_of, batch))
                     add_sessions(map(_session_of, batch))
                 chooser = choosers[d]

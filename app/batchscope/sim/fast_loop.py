@@ -49,7 +49,7 @@ import functools
 import random
 import types
 from collections.abc import Callable, Collection, Sequence
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 
@@ -71,9 +71,26 @@ from batchscope.engine.rules import (
 from batchscope.profiles.profile import BatchCurve
 from batchscope.sim.clock import Schedule
 
-#: (start, size, end, device (the curve's index on one device: 0), why it left, the
-#: policy's cap then, padded rows), one per measured batch
-Measured = list[tuple[float, int, float, int, int, int, int]]
+
+class Batch(NamedTuple):
+    """One measured batch of a simulated run, as the loops record it."""
+
+    start: float  # s, virtual clock
+    size: int  # windows in it
+    end: float  # s
+    device: int  # the device that ran it; on one device, its curve's index (a step may switch)
+    reason: int  # why it left (engine/rules.py's reasons)
+    cap: int  # the policy's cap then
+    padded: int  # rows the device ran beyond its windows (a fixed shape)
+
+
+#: The measured batches, in the order they ended.
+Measured = list[Batch]
+#: A :class:`Batch` from the tuple of its fields, without NamedTuple's Python-level
+#: ``__new__`` (a third of its cost: the loops make one a batch, 3 000 in a 30 s run)
+make_batch: Callable[[tuple[float, int, float, int, int, int, int]], Batch] = functools.partial(
+    tuple.__new__, Batch
+)
 #: The measured batches' windows, batch after batch: their arrivals (s) and sessions (two
 #: flat lists: keeping each window's pending list to the end would hand the garbage
 #: collector ~20 000 long-lived objects a run to walk, again and again).
@@ -368,9 +385,8 @@ class _Records:
         if nm > done:
             starts, ends = state.m_f[done:nm].T.tolist()
             sizes, devices, reasons, caps, pads = state.m_i[done:nm].T.tolist()
-            self.measured.extend(
-                zip(starts, sizes, ends, devices, reasons, caps, pads, strict=True)
-            )
+            rows = zip(starts, sizes, ends, devices, reasons, caps, pads, strict=True)
+            self.measured.extend(map(make_batch, rows))
         have, nd = len(self.delivered[0]), int(state.counts[N_DELIVERED])
         if nd > have:
             self.delivered[0].extend(state.d_a[have:nd].tolist())

@@ -85,7 +85,7 @@ from batchscope.experiment import Experiment, Step
 from batchscope.profiles.profile import BatchCurve, DeviceProfile, load_profile
 from batchscope.sim.changes import Changes, CurveFor, need_fps
 from batchscope.sim.clock import NEVER, Clock
-from batchscope.sim.fast_loop import Delivered, Measured, Stop, play_fast, plays_fast
+from batchscope.sim.fast_loop import Delivered, Measured, Stop, make_batch, play_fast, plays_fast
 from batchscope.sim.host_jitter import HostJitter
 
 DEFAULT_WARMUP_S = 1.0  # the same default as `batchscope run --warmup`
@@ -285,8 +285,7 @@ def play_records(
     timer: float | None = None  # the pending wait_until, if any
     looks = clock.looks
 
-    # (start, size, end, curve index, why it left, the policy's cap then, padded rows)
-    measured: list[tuple[float, int, float, int, int, int, int]] = []
+    measured: Measured = []
     delivered: Delivered = ([], [])  # their windows' arrivals and sessions, batch after batch
     add_arrivals, add_sessions = delivered[0].extend, delivered[1].extend
 
@@ -331,7 +330,7 @@ def play_records(
             busy = False
             n = len(taken)
             if now >= t0:  # delivered in the measured interval
-                measured.append((start, n, now, batch_k, reason, cap, pad))
+                measured.append(make_batch((start, n, now, batch_k, reason, cap, pad)))
                 add_arrivals(map(_arrival_of, taken))
                 add_sessions(map(_session_of, taken))
             if chooser.learns:
@@ -385,9 +384,7 @@ def _trace(
 ) -> Trace:
     """The played run's records over its measured interval [t0, t_end]."""
     items, batches = measured_records(measured, delivered)
-    used = {
-        (k, n + pad) for _, n, _, k, _, _, pad in measured
-    }  # (curve index, rows the device ran) in the interval
+    used = {(b.device, b.size + b.padded) for b in measured}  # (curve, rows run) measured
     peaks = [
         p.peak_mb
         for k, n in used

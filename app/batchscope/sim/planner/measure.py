@@ -7,7 +7,7 @@ import math
 import statistics
 import threading
 from collections.abc import Collection
-from operator import itemgetter
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -40,7 +40,7 @@ Figures = tuple[float, float, float]
 #: limit is over it whatever the rounding and the interpolation's last bit.
 P99_MARGIN_MS = 0.001
 
-_size_of, _end_of = itemgetter(1), itemgetter(2)
+_size_of, _end_of = attrgetter("size"), attrgetter("end")
 
 
 class Tally:
