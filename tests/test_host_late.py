@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from batchscope.config import RunConfig
-from batchscope.engine.backends.base import Backend, BatchResult
 from batchscope.engine.feeder import Feeder
 from batchscope.engine.host_check import probe_phrase, probe_timers
 from batchscope.engine.metrics import MetricsStore
@@ -21,6 +20,7 @@ from batchscope.engine.session import Mailboxes, Session, Window
 from batchscope.engine.sources import SyntheticSource
 from batchscope.engine.stats import host_late_summary, item_records, stage_means
 from batchscope.engine.worker import Worker
+from clocked import ClockedBoxes, ClockedDevice
 from contract import wait_for
 
 
@@ -56,46 +56,15 @@ def test_a_late_publish_is_measured_against_the_frames_due_time():
     assert window.arrival == now[0]  # its latency still starts at its arrival
 
 
-class _Instant(Backend):
-    """A device that takes no time, on the test's clock."""
-
-    label, resolution, weights = "instant", (64, 48), "timing only"
-
-    def __init__(self, clock) -> None:
-        self._clock = clock
-
-    def run(self, windows, pad: int = 0) -> BatchResult:
-        t = self._clock()
-        return BatchResult([None] * len(windows), t, t, t)
-
-
-class _LateBoxes(Mailboxes):
-    """Mailboxes whose waits end ``late`` s after they should (a busy host), on the test's
-    clock, once ``armed``: a wait until a deadline advances the clock past it by ``late``.
-    Unarmed, a wait is a real millisecond and the clock stands still (the worker's thread
-    loops meanwhile, and must not run the clock ahead of the window the test publishes)."""
-
-    def __init__(self, now: list[float], late: float) -> None:
-        super().__init__()
-        self.now, self.late = now, late
-        self.armed = threading.Event()
-
-    def wait(self, timeout: float) -> None:
-        if self.armed.is_set():
-            self.now[0] += timeout + self.late
-        else:
-            self.armed.wait(0.001)
-
-
 def test_a_worker_that_wakes_late_for_its_deadline_records_it_per_batch_and_window():
     now = [100.0]
-    boxes = _LateBoxes(now, late=0.007)
+    boxes = ClockedBoxes(now, late=0.007)
     store = MetricsStore()
     policy = make_policy(RunConfig(policy="dynamic", max_batch=8, max_delay_ms=10.0))
     worker = Worker(boxes, store, policy, lambda kind, msg: None, clock=lambda: now[0])
     frame = np.zeros((48, 64, 3), np.uint8)
     try:
-        worker.swap_backend(_Instant(lambda: now[0]))
+        worker.swap_backend(ClockedDevice(now))  # no time: an instant device
         worker.start()
         boxes.publish(Window(0, 3, 2, (frame,) * 3, now[0], late=0.002))
         boxes.armed.set()  # from now on, its waits are late
