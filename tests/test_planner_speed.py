@@ -290,6 +290,6 @@ def test_the_bounds_hold_at_every_check():
         final.figures(played)
         for most, n_max in watch.noted:
             assert np.all(final.counts <= most), config
-            assert len(played.delivered[0]) <= n_max, config
+            assert len(played.delivered.arrivals) <= n_max, config
             checks += 1
     assert checks > 300

@@ -396,8 +396,8 @@ def play_devices(
         return len(pending[d]), free_at[d] if busy[d] else IDLE
 
     measured: Measured = []
-    delivered: Delivered = ([], [])
-    add_arrivals, add_sessions = delivered[0].extend, delivered[1].extend
+    delivered = Delivered([], [])
+    add_arrivals, add_sessions = delivered.arrivals.extend, delivered.sessions.extend
     i = 0
 
     def route(s: int) -> int:

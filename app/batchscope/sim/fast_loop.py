@@ -91,10 +91,13 @@ Measured = list[Batch]
 make_batch: Callable[[tuple[float, int, float, int, int, int, int]], Batch] = functools.partial(
     tuple.__new__, Batch
 )
-#: The measured batches' windows, batch after batch: their arrivals (s) and sessions (two
-#: flat lists: keeping each window's pending list to the end would hand the garbage
-#: collector ~20 000 long-lived objects a run to walk, again and again).
-Delivered = tuple[list[float], list[int]]
+class Delivered(NamedTuple):
+    """The measured batches' windows, batch after batch (two flat lists: keeping each
+    window's pending list to the end would hand the garbage collector ~20 000 long-lived
+    objects a run to walk, again and again)."""
+
+    arrivals: list[float]  # s
+    sessions: list[int]
 #: ``stop(now, waiting, measured, delivered)``: True ends the run (see the module doc);
 #: ``waiting``: the sessions with a window waiting (no batch runs at ``now``)
 Stop = Callable[[float, Collection[int], Measured, Delivered], bool]
@@ -378,7 +381,7 @@ class _Records:
 
     def __init__(self) -> None:
         self.measured: Measured = []
-        self.delivered: Delivered = ([], [])
+        self.delivered = Delivered([], [])
 
     def catch_up(self, state: _State) -> None:
         done, nm = len(self.measured), int(state.counts[N_MEASURED])
@@ -387,10 +390,10 @@ class _Records:
             sizes, devices, reasons, caps, pads = state.m_i[done:nm].T.tolist()
             rows = zip(starts, sizes, ends, devices, reasons, caps, pads, strict=True)
             self.measured.extend(map(make_batch, rows))
-        have, nd = len(self.delivered[0]), int(state.counts[N_DELIVERED])
+        have, nd = len(self.delivered.arrivals), int(state.counts[N_DELIVERED])
         if nd > have:
-            self.delivered[0].extend(state.d_a[have:nd].tolist())
-            self.delivered[1].extend(state.d_s[have:nd].tolist())
+            self.delivered.arrivals.extend(state.d_a[have:nd].tolist())
+            self.delivered.sessions.extend(state.d_s[have:nd].tolist())
 
 
 def _call(

@@ -286,8 +286,8 @@ def play_records(
     looks = clock.looks
 
     measured: Measured = []
-    delivered: Delivered = ([], [])  # their windows' arrivals and sessions, batch after batch
-    add_arrivals, add_sessions = delivered[0].extend, delivered[1].extend
+    delivered = Delivered([], [])  # their windows, batch after batch
+    add_arrivals, add_sessions = delivered.arrivals.extend, delivered.sessions.extend
 
     while True:
         # busy: nothing before free_at asks the policy, it only changes state;

@@ -95,8 +95,8 @@ class Tally:
         if not batches:
             return
         m = len(batches)
-        arrivals = np.array(delivered[0][self._items :], np.float64)
-        sessions = np.array(delivered[1][self._items :], np.int64)
+        arrivals = np.array(delivered.arrivals[self._items :], np.float64)
+        sessions = np.array(delivered.sessions[self._items :], np.int64)
         ends = np.fromiter(map(_end_of, batches), np.float64, m)
         sizes = np.fromiter(map(_size_of, batches), np.int64, m)
         latencies = (np.repeat(ends, sizes) - arrivals) * 1000.0  # latencies_ms's floats
