@@ -49,6 +49,7 @@ def test_a_run_switches_from_its_worker_to_an_engine_and_back_on_one_thread(fake
         assert engine.apply(engine.config.with_changes(backend="triton")) is None
         fake = built[0]
         assert engine.backend is fake and engine.config.serving == "triton"
+        assert engine.worker.client is not None  # its loop chosen at the swap
         assert wait_for(lambda: fake.sent > 30, 30.0)
         assert _flows(engine)
         serving = engine.report()["serving"]
@@ -65,6 +66,7 @@ def test_a_run_switches_from_its_worker_to_an_engine_and_back_on_one_thread(fake
         assert fake.closed
         assert engine.config.serving is None
         assert engine.backend.label.startswith("emulated")
+        assert engine.worker.client is None  # the batching loop again
         assert _flows(engine)
         assert "serving" not in engine.report()
         # the worker batches again (cap 4), in the segment the switch opened
@@ -84,7 +86,9 @@ def test_a_second_switch_counts_the_new_engine_from_its_start(fakes):
     try:
         assert wait_for(lambda: built[0].sent > 30, 30.0)
         first = sum(engine.report()["serving"]["batch_sizes"].values())
+        client = engine.worker.client
         assert engine.apply(engine.config.with_changes(backend="ray")) is None
+        assert engine.worker.client is not client  # another engine: a new client
         assert built[0].closed and engine.backend is built[1]
         serving = engine.report()["serving"]
         assert serving["engine"] == "ray"
@@ -102,7 +106,9 @@ def test_a_redeploy_on_the_same_engine_carries_its_batch_counts(fakes):
     engine = _started(backend="triton")
     try:
         assert wait_for(lambda: built[0].sent > 30, 30.0)
+        client = engine.worker.client
         assert engine.apply(engine.config.with_changes(profile="server-24gb")) is None
+        assert engine.worker.client is client  # the same engine: its client goes on
         assert built[0].closed and engine.backend is built[1]
         counted = sum(engine.report()["serving"]["batch_sizes"].values())
         assert counted >= sum(built[0].counts().values())  # the first deployment's kept

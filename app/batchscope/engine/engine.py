@@ -55,7 +55,7 @@ from batchscope.engine.roster import (
 from batchscope.engine.routing import Router, devices_label, pinned_counts
 from batchscope.engine.segments import SegmentLog
 from batchscope.engine.serving.base import SERVING_STOP_S
-from batchscope.engine.serving.dispatch import ServingWorker, engine_of
+from batchscope.engine.serving.dispatch import ServingClient, ServingWorker
 from batchscope.engine.serving.engines import serving_backend
 from batchscope.engine.serving.ray_serve import acquire_serving, release_serving
 from batchscope.engine.session import Mailboxes, Session, Window, shown_state
@@ -246,7 +246,7 @@ class Engine:
         if self._worker is not None:
             # a serving engine's backend closes on the worker's thread (one swapped out,
             # on a thread aside the worker waits for): its processes stop
-            serving = engine_of(self._worker.backend) or self._worker.retiring
+            serving = self._serving() is not None or self._worker.retiring
             self._worker.stop(left() + (SERVING_STOP_S if serving else 0.0))
         self._others.stop(left())
         if self._load is not None:
@@ -311,8 +311,9 @@ class Engine:
         """
         self.store.reset()
         self.mailboxes.reset_counts()
-        if self._worker is not None:
-            self._worker.reset_serving()
+        client = self._serving()
+        if client is not None:
+            client.reset()
         self._load_mark = load_mark()
         for slot in self.roster.slots:
             if isinstance(slot.source, StreamSource):
@@ -619,6 +620,10 @@ class Engine:
         assert self._worker is not None, "the engine is not open"
         return self._worker
 
+    def _serving(self) -> ServingClient | None:
+        """The serving engine's client while the backend is one (engine/serving/dispatch.py)."""
+        return self._worker.client if self._worker is not None else None
+
     @property
     def backend(self) -> Backend:
         backend = self.worker.backend
@@ -750,8 +755,9 @@ class Engine:
         if probe is not None:
             report["host_probe"] = probe
         report["host_load"] = host_load_since(self._load_mark)
-        if self._worker is not None and engine_of(self._worker.backend):
-            report["serving"] = self._worker.report()
+        client = self._serving()
+        if client is not None:
+            report["serving"] = client.report()
         elif "devices" in report:  # BatchScope's workers: each device's own memory
             for entry, worker in zip(report["devices"], self.workers(), strict=False):
                 if worker.backend is not None:
@@ -764,8 +770,9 @@ class Engine:
         ``pinned``); nothing on one device."""
         if self._worker is None or self.config.devices == 1:
             return [], None
-        if engine_of(self._worker.backend):
-            return self._worker.replica_labels(), None
+        client = self._serving()
+        if client is not None:
+            return client.replica_labels(), None
         names = self.config.device_names()  # the simulator's names
         router = self._router
         if router is None or router.kind != "pinned":

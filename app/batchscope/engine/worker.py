@@ -8,7 +8,9 @@ the first used it cost 1.7× per batch (see docs/BENCHMARKS.md).
 The loop runs, between batches and never mid-batch, the calls handed to it
 (:meth:`Worker.call`: build a backend, swap it in, retune the policy), then
 asks the policy what to run, takes those windows from the mailboxes, runs
-them as one batch and records per-item and per-batch timings. Batching
+them as one batch and records per-item and per-batch timings (a serving engine's
+client takes that turn while the backend is one, chosen at the swap:
+engine/serving/dispatch.py). Batching
 begins at :meth:`Worker.start`; until then only calls run (the engine builds
 its first backend that way).
 
@@ -93,6 +95,9 @@ class Worker:
         # threads closing backends swapped out (a serving engine's server takes seconds to
         # stop: not on this thread, which goes on running batches)
         self._closers: list[threading.Thread] = []
+        # one turn of the loop with a backend in, chosen at each swap (:meth:`_swapped`):
+        # the batching loop here
+        self._turn: Callable[[], None] = self._step
         self._prepare()
         name = "batchscope-worker" + (f"-{device}" if device else "")
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -132,14 +137,15 @@ class Worker:
                 self.policy = policy
             old, self.backend = self.backend, backend
             self.oom_cap = None
-            if old is not None:
-                self._retire(old)
+            self._swapped(old)
 
         self._result(self.call(swap))
 
-    def _retire(self, old: Backend) -> None:
-        """Worker thread: a backend swapped out (the new one is in) is closed."""
-        old.close()
+    def _swapped(self, old: Backend | None) -> None:
+        """Worker thread, at a swap (the new backend is in): ``old``, the backend swapped
+        out (None: the first swap), is closed; the loop stays the batching loop."""
+        if old is not None:
+            old.close()
 
     def close_aside(self, backend: Backend) -> None:
         """Close ``backend`` on a thread of its own (:meth:`wait_retired` waits for it)."""
@@ -220,7 +226,7 @@ class Worker:
                 if not self._go.is_set() or self.paused or self.backend is None:
                     self._mailboxes.wait(POLL_S)
                     continue
-                self._step()
+                self._turn()
             except Exception as exc:  # the loop must survive anything
                 self._event("error", f"worker: {type(exc).__name__}: {exc}")
                 self._terminate.wait(POLL_S)

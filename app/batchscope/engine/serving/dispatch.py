@@ -1,31 +1,33 @@
-"""The worker, which is a serving engine's client while its backend is one.
+"""The worker, and the serving engine's client that runs its loop while its backend is one.
 
 BatchScope's sessions stay as they are on the client's side (the feeder, the latest-only
-mailboxes); while the backend is a serving engine's (``ServingBackend``),
-:class:`ServingWorker` replaces the batching loop with a client's: a session
+mailboxes); while the backend is a serving engine's (``ServingBackend``), a
+:class:`ServingClient` runs the worker's loop in place of the batching loop: a session
 whose last request has been answered sends its newest window at once, so at most one
 request per session is in flight and a window that waits meanwhile can be overwritten, as
 in a real deployment's clients. The engine (Ray Serve) gathers the requests into batches
 by its own rule, which the policy is mapped onto (``ray_serve.batching_of``): the knobs
 change live through its setters, never a redeploy.
 
-Each answer carries the batch the engine ran it in; the worker records a batch once all
+Each answer carries the batch the engine ran it in; the client records a batch once all
 its windows are back, with the same item and batch records as the in-process worker, so
 reports, segments and the live views read them unchanged. The stages map onto the
 worker's: *wait* is arrival → the engine's batch start (the mailbox, the way to the
 replica and its queue), *prep* and *compute* are the replica's, *post* is the replica's
-post-processing and the way back. The serving stages apart (:attr:`ServingWorker.serving`)
+post-processing and the way back. The serving stages apart (:attr:`ServingClient.serving`)
 go in the report's ``serving`` object.
 
-With any other backend it is the in-process :class:`~batchscope.engine.worker.Worker`, on
-the same thread: the engine switches live (a backend swap, between two batches), and a
-model that ran on this thread before runs on it again (a thread that takes over torch from
-another runs it 1.7x slower on a CPU: docs/BENCHMARKS.md). At a swap the old engine's
-answers in flight land (the swap waits for them) and are recorded as its own, and the old
-engine stops on a thread aside, this one serving the new meanwhile; on a
-switch to another engine the serving figures start again (the report's ``serving`` object
-is the engine's that serves at the end, since it took over), while a redeploy on the same
-engine (a device change) carries the engine's batch counts across.
+With any other backend :class:`ServingWorker` is the in-process
+:class:`~batchscope.engine.worker.Worker`, on the same thread: the engine switches live (a
+backend swap, between two batches), and a model that ran on this thread before runs on it
+again (a thread that takes over torch from another runs it 1.7x slower on a CPU:
+docs/BENCHMARKS.md). The loop is chosen at the swap, not at every turn. At a swap the old
+engine's answers in flight land (the swap waits for them) and are recorded as its own, and
+the old engine stops on a thread aside, this one serving the new meanwhile; on a switch to
+another engine the serving figures start again with a new client (the report's ``serving``
+object is the engine's that serves at the end, since it took over), while a redeploy on
+the same engine (a device change) keeps its client, which carries the engine's batch
+counts across.
 """
 
 from __future__ import annotations
@@ -82,16 +84,53 @@ class Answer:
     served: Served  # on the client's clock
 
 
-def engine_of(backend: Backend | None) -> str | None:
-    """The serving engine a backend is the client of (ray, triton), or None: in-process."""
-    return backend.engine if isinstance(backend, ServingBackend) else None
-
-
 class ServingWorker(Worker):
-    """The worker; a client per session of a serving engine while its backend is one."""
+    """The worker; its :attr:`client` runs the loop while its backend is a serving
+    engine's, the batching loop runs it otherwise."""
 
     def _prepare(self) -> None:
-        # made before the thread starts (Worker.__init__ starts it)
+        # made before the thread starts (Worker.__init__ starts it); set at each swap, on
+        # the worker thread: None while the backend is in-process
+        self.client: ServingClient | None = None
+
+    def _swapped(self, old: Backend | None) -> None:
+        """Worker thread, at a swap: the loop the new backend needs. A serving engine's
+        gets a client of its own, unless the same engine served before (a redeploy: a
+        device change), whose client goes on; the client of ``old`` records the answers in
+        flight from it and closes it aside, an in-process ``old`` closes here."""
+        backend, was = self.backend, self.client
+        if not isinstance(backend, ServingBackend):
+            self.client = None
+        elif was is not None and was.engine == backend.engine:
+            was.backend = backend
+        else:
+            self.client = ServingClient(backend, self)
+        self._turn = self._step if self.client is None else self.client.step
+        if was is not None:
+            assert isinstance(old, ServingBackend), "a client's backend is a serving engine's"
+            was.retire(old)
+        elif old is not None:
+            old.close()
+
+
+class ServingClient:
+    """A client per session of one serving engine, as the loop of its worker's thread.
+
+    It keeps the engine's figures while it serves: the serving stages, the batches the
+    engine formed (as recorded, and as the engine counts them) and its replicas; another
+    engine gets a new client, so they start again.
+    """
+
+    def __init__(self, backend: ServingBackend, worker: ServingWorker) -> None:
+        self.backend = backend  # the deployment it sends to (a redeploy: the new one)
+        self.engine = backend.engine
+        self._worker = worker  # its knobs, read live: policy, scorer, drop_after_s
+        self._mailboxes = worker._mailboxes
+        self._store = worker._store
+        self._event = worker._event
+        self._clock = worker._clock
+        self._terminate = worker._terminate
+        self._fit = worker._fit  # the windows made for the backend's resolution
         self._in_flight: dict[int, Future] = {}
         # (window, sent, received, its future, the backend it went to): answers the loop
         # has yet to record
@@ -104,34 +143,31 @@ class ServingWorker(Worker):
         # batches the engine formed since the reset in deployments swapped out since (a
         # device change redeploys on the same engine)
         self._counted_before: Counter[int] = Counter()
-        self._serving_lock = threading.Lock()
+        self._lock = threading.Lock()  # the figures, read by the engine's readers
         self.serving = ServingStages()
         self.formed: Counter[int] = Counter()  # batch sizes the engine formed, as recorded
         # replica PID -> its device index in the records (in order of its first answer)
         self._pids: dict[int, int] = {}
 
-    def reset_serving(self) -> None:
+    def reset(self) -> None:
         """Forget the serving figures (statistics reset): the engine's own batch counts
         are read from here on (``counted_since_reset``)."""
-        with self._serving_lock:
+        with self._lock:
             self.serving = ServingStages()
             self.formed = Counter()
         self._counted_at_reset = Counter()
         self._counted_before = Counter()
         backend = self.backend
-        if isinstance(backend, ServingBackend):
-            try:
-                self._counted_at_reset = Counter(backend.counts())
-                backend.reset()
-            except Exception as exc:
-                self._event("error", f"{backend.engine}: its batch counts were not read: {exc}")
+        try:
+            self._counted_at_reset = Counter(backend.counts())
+            backend.reset()
+        except Exception as exc:
+            self._event("error", f"{backend.engine}: its batch counts were not read: {exc}")
 
     def counted_since_reset(self) -> dict[int, int]:
         """The batches the engine formed since the statistics' start (or since it took
         over), as it counts them."""
-        backend = self.backend
-        assert isinstance(backend, ServingBackend), "counted on a serving engine only"
-        now = self._since_reset(backend) + self._counted_before
+        now = self._since_reset(self.backend) + self._counted_before
         return {int(k): v for k, v in now.items() if v > 0}
 
     def _since_reset(self, backend: ServingBackend) -> Counter[int]:
@@ -140,21 +176,21 @@ class ServingWorker(Worker):
         return +now  # the positive counts
 
     def serving_figures(self) -> tuple[dict[str, float], dict[int, int]]:
-        with self._serving_lock:
+        with self._lock:
             return self.serving.means_ms(), dict(self.formed)
 
     # -- the loop (worker thread) -----------------------------------------------
 
-    def _step(self) -> None:
+    def step(self) -> None:
+        """One turn of the worker's loop: record the answers back, hand the engine the
+        policy's knobs, and send each session with none in flight its newest window."""
         backend = self.backend
-        if not isinstance(backend, ServingBackend):  # in-process: the batching loop
-            super()._step()
-            return
         self._collect(backend)
         self._sync_batching(backend)
         now = self._clock()
-        if self.drop_after_s is not None:
-            drops = self._mailboxes.expire(now, self.drop_after_s)
+        drop_after_s = self._worker.drop_after_s
+        if drop_after_s is not None:
+            drops = self._mailboxes.expire(now, drop_after_s)
             if drops:
                 self._store.record_expired(drops)
         idle = [w[SESSION] for w in self._mailboxes.waiting() if w[SESSION] not in self._in_flight]
@@ -205,42 +241,31 @@ class ServingWorker(Worker):
         for key in [k for k, g in self._batches.items() if now - g[0].received > STALE_S]:
             self._record(self._batches.pop(key), backend)
 
-    def _retire(self, old: Backend) -> None:
-        """Worker thread, at a swap (the new backend is in): close ``old``, and when it was
-        a serving engine's, record the answers its close let land. Another engine's figures
-        start again; a redeploy on the same engine carries its batch counts."""
-        new_engine = engine_of(self.backend)
-        if not isinstance(old, ServingBackend):
-            old.close()
-        else:
-            try:
-                counted = self._since_reset(old)
-            except Exception as exc:  # its server is gone: said, not guessed
-                counted = Counter()
-                self._event("error", f"{old.engine}: its batch counts were not read: {exc}")
-            # the answers in flight land (each within its batch), then the engine stops
-            # aside (Triton's server 2 s, Ray's app 1 s) while this thread serves the new
-            wait(list(self._in_flight.values()), timeout=RETIRE_WAIT_S)
-            self.close_aside(old)
-            self._collect(old)
-            for group in self._batches.values():
-                self._record(group, old)
-            self._batches.clear()
-            self._in_flight.clear()
-            self._counted_at_reset = Counter()
-            if new_engine == old.engine:
-                self._counted_before += counted
-        if isinstance(old, ServingBackend) or new_engine != engine_of(old):
-            with self._serving_lock:  # another deployment: other replicas
-                self._pids = {}
-        if new_engine != engine_of(old):
-            with self._serving_lock:
-                self.serving = ServingStages()
-                self.formed = Counter()
-            self._counted_before = Counter()
-            self._applied = None
+    def retire(self, old: ServingBackend) -> None:
+        """Worker thread, at a swap (the new backend is in): ``old``, the deployment this
+        client served, goes. The answers in flight from it land and are recorded as its
+        own, then it stops aside (Triton's server 2 s, Ray's app 1 s) while the worker
+        serves the new one; what it counted carries into the next deployment (a redeploy
+        on the same engine, which this client goes on serving), its replicas do not."""
+        try:
+            counted = self._since_reset(old)
+        except Exception as exc:  # its server is gone: said, not guessed
+            counted = Counter()
+            self._event("error", f"{old.engine}: its batch counts were not read: {exc}")
+        # the answers in flight land (each within its batch), then the engine stops aside
+        wait(list(self._in_flight.values()), timeout=RETIRE_WAIT_S)
+        self._worker.close_aside(old)
+        self._collect(old)
+        for group in self._batches.values():
+            self._record(group, old)
+        self._batches.clear()
+        self._in_flight.clear()
+        self._counted_at_reset = Counter()
+        self._counted_before += counted
+        with self._lock:  # another deployment: other replicas
+            self._pids = {}
 
-    def _record(self, answers: list[Answer], backend: Backend) -> None:
+    def _record(self, answers: list[Answer], backend: ServingBackend) -> None:
         """One batch the engine formed, with the answers of its windows that came back."""
         first = answers[0].served
         n = first.batch_size  # as the engine formed it, whether or not all came back
@@ -249,12 +274,12 @@ class ServingWorker(Worker):
         latest: dict[int, Latest] = {}
         worst = 0.0
         positions = backend.draws_detections
-        knows_arrival = getattr(backend, "knows_arrival", True)
+        scorer = self._worker.scorer
         spans: list[dict[str, float]] = []
         on = self._replica_index(first.pid)
         for a in answers:
             win, sv = a.window, a.served
-            scored = UNSCORED if self.scorer is None else self.scorer(win, sv.detection, positions)
+            scored = UNSCORED if scorer is None else scorer(win, sv.detection, positions)
             times = (win.arrival, sv.start, sv.prep_end, sv.compute_end, a.received)
             device = sv.device_late
             records.append((win.session, n, *times, *scored, 0.0, device, win.late + device, on))
@@ -262,15 +287,7 @@ class ServingWorker(Worker):
             worst = max(worst, lat_ms)
             frame = win.frames[-1].copy()  # not the frame cache (see Worker._run_batch)
             latest[win.session] = Latest(frame, sv.detection, win.seq, win.frame_index, lat_ms)
-            span = {"client": a.sent - win.arrival}
-            if knows_arrival:
-                span["to_replica"] = max(0.0, sv.arrived - a.sent)
-                span["queue"] = sv.start - sv.arrived
-            else:  # the engine does not say when a request arrived: one stage
-                span["to_engine_and_queue"] = max(0.0, sv.start - a.sent)
-            span["compute"] = sv.post_end - sv.start
-            span["back"] = max(0.0, a.received - sv.post_end)
-            spans.append(span)
+            spans.append(_stages(a, backend.knows_arrival))
         batch = (
             first.start,
             n,
@@ -286,15 +303,15 @@ class ServingWorker(Worker):
             on,
         )
         self._store.record_batch(records, batch, latest)
-        with self._serving_lock:
+        with self._lock:
             for sp in spans:
                 self.serving.add(sp)
             self.formed[n] += 1
-        self.policy.observe(n, worst)
+        self._worker.policy.observe(n, worst)
 
     def _replica_index(self, pid: int) -> int:
         """The device index of the replica ``pid``: in order of its first answer."""
-        with self._serving_lock:
+        with self._lock:
             if pid not in self._pids:
                 self._pids[pid] = len(self._pids)
             return self._pids[pid]
@@ -302,15 +319,14 @@ class ServingWorker(Worker):
     def replica_labels(self) -> list[str]:
         """The replicas that answered since the deployment began, by device index (the
         report's ``devices`` names)."""
-        engine = engine_of(self.backend) or "worker"
-        with self._serving_lock:
+        with self._lock:
             pids = sorted(self._pids, key=self._pids.__getitem__)
-        return [f"{engine} replica (pid {pid})" for pid in pids]
+        return [f"{self.engine} replica (pid {pid})" for pid in pids]
 
     def _sync_batching(self, backend: ServingBackend) -> None:
         """Hand the policy's knobs to the engine when they changed (a live change, or the
         adaptive cap moved): one call to the replica's setters."""
-        want = backend.batching_of(self.policy)
+        want = backend.batching_of(self._worker.policy)
         if want == self._applied:
             return
         try:
@@ -338,7 +354,6 @@ class ServingWorker(Worker):
         those whose answers the client recorded), the serving stages' means (ms) and the
         engine's own figures (``ServingBackend.report``)."""
         backend = self.backend
-        assert isinstance(backend, ServingBackend), "reported on a serving engine only"
         stages, formed = self.serving_figures()
         try:
             counted = {str(k): v for k, v in sorted(self.counted_since_reset().items())}
@@ -361,3 +376,18 @@ class ServingWorker(Worker):
             "stages_ms": stages,
             **own,
         }
+
+
+def _stages(answer: Answer, knows_arrival: bool) -> dict[str, float]:
+    """One answer's serving stages (s), on the client's clock; an engine that does not say
+    when a request arrived has one stage from the send to its batch's start."""
+    win, sv = answer.window, answer.served
+    span = {"client": answer.sent - win.arrival}
+    if knows_arrival:
+        span["to_replica"] = max(0.0, sv.arrived - answer.sent)
+        span["queue"] = sv.start - sv.arrived
+    else:
+        span["to_engine_and_queue"] = max(0.0, sv.start - answer.sent)
+    span["compute"] = sv.post_end - sv.start
+    span["back"] = max(0.0, answer.received - sv.post_end)
+    return span
