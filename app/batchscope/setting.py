@@ -261,51 +261,16 @@ def triton_config(
         policy, cap, config.batch, config.max_delay_ms, config.sessions
     )
     w, h = config.resolution
-    knobs = ", ".join(f"{k}={getattr(config, k)}" for k in POLICY_PARAMS[policy]) or "no knobs"
     precision = export_precision(config.precision, cpu)
     note = precision_note(config.precision, cpu)
     cpu = cpu or python_backend
-    device = "CPU" if cpu else "GPU"
     instance = ["    kind: KIND_CPU"] if cpu else ["    kind: KIND_GPU", "    gpus: [ 0 ]"]
-    parameters: list[str] = []
     if python_backend:
-        runs = [
-            "# The model: Triton's Python backend runs model.py, which serves",
-            *_comment(runner.says + "."),
-            "# For a GPU Triton with its own ONNX Runtime backend, use the onnxruntime_onnx",
-            "# config.pbtxt exported beside this repository.",
-        ]
-        platform = 'backend: "python"'
-        for key, value in runner.all_parameters().items():
-            parameters += [
-                "parameters {",
-                f'  key: "{key}"',
-                f"  value: {{ string_value: {json.dumps(value)} }}",
-                "}",
-            ]
+        runs, platform, parameters = _python_backend_lines(runner)
     else:
-        runs, platform = [], 'platform: "onnxruntime_onnx"'
+        runs, platform, parameters = [], 'platform: "onnxruntime_onnx"', []
     lines = [
-        "# Triton model configuration for BlurBall, made by `batchscope plan --export`",
-        f"# from the setting: policy {policy} ({knobs}), {config.sessions} sessions at "
-        f"{config.fps:g} fps, {config.precision} {format_resolution(config.resolution)}, "
-        f"profile {config.profile}.",
-        "#",
-        "# Policy mapping (BatchScope -> Triton's dynamic batcher):",
-        *_comment(TRITON_MAPPING[policy]),
-        "#",
-        f"# One model instance on one {device}: one job on the device at a time (Clockwork's",
-        "# rule; what BatchScope's worker does and what its batch curves measured).",
-        "#",
-        "# Latest-only mailboxes:",
-        *_comment(LATEST_ONLY_CAVEAT),
-        "#",
-        "# Tensors: BlurBall's ONNX export, made by",
-        f"#   batchscope export-onnx --out {MODEL_FILE} --precision {precision} "
-        f"--resolution {format_resolution(config.resolution)}",
-        f"# and placed at {model_name}/1/{MODEL_FILE} in the model repository, beside",
-        f"# {model_name}/config.pbtxt: uint8 frames in (the normalisation is inside the graph),",
-        "# logits out in the export's precision.",
+        *_triton_header(config, model_name, precision, "CPU" if cpu else "GPU"),
         *runs,
         *(["# Precision:", *_comment(note + ".")] if note else []),
         f'name: "{model_name}"',
@@ -338,6 +303,55 @@ def triton_config(
         *parameters,
     ]
     return "\n".join(lines) + "\n"
+
+
+def _triton_header(config: RunConfig, model_name: str, precision: str, device: str) -> list[str]:
+    """The configuration's opening comments: the setting, the policy's mapping, one
+    instance, the latest-only caveat and the export that makes the tensors."""
+    policy = config.policy
+    knobs = ", ".join(f"{k}={getattr(config, k)}" for k in POLICY_PARAMS[policy]) or "no knobs"
+    return [
+        "# Triton model configuration for BlurBall, made by `batchscope plan --export`",
+        f"# from the setting: policy {policy} ({knobs}), {config.sessions} sessions at "
+        f"{config.fps:g} fps, {config.precision} {format_resolution(config.resolution)}, "
+        f"profile {config.profile}.",
+        "#",
+        "# Policy mapping (BatchScope -> Triton's dynamic batcher):",
+        *_comment(TRITON_MAPPING[policy]),
+        "#",
+        f"# One model instance on one {device}: one job on the device at a time (Clockwork's",
+        "# rule; what BatchScope's worker does and what its batch curves measured).",
+        "#",
+        "# Latest-only mailboxes:",
+        *_comment(LATEST_ONLY_CAVEAT),
+        "#",
+        "# Tensors: BlurBall's ONNX export, made by",
+        f"#   batchscope export-onnx --out {MODEL_FILE} --precision {precision} "
+        f"--resolution {format_resolution(config.resolution)}",
+        f"# and placed at {model_name}/1/{MODEL_FILE} in the model repository, beside",
+        f"# {model_name}/config.pbtxt: uint8 frames in (the normalisation is inside the graph),",
+        "# logits out in the export's precision.",
+    ]
+
+
+def _python_backend_lines(runner: TritonRunner) -> tuple[list[str], str, list[str]]:
+    """For Triton's Python backend: the comments that say what model.py runs, the
+    backend line, and ``runner``'s parameters as the configuration's ``parameters`` blocks."""
+    runs = [
+        "# The model: Triton's Python backend runs model.py, which serves",
+        *_comment(runner.says + "."),
+        "# For a GPU Triton with its own ONNX Runtime backend, use the onnxruntime_onnx",
+        "# config.pbtxt exported beside this repository.",
+    ]
+    parameters: list[str] = []
+    for key, value in runner.all_parameters().items():
+        parameters += [
+            "parameters {",
+            f'  key: "{key}"',
+            f"  value: {{ string_value: {json.dumps(value)} }}",
+            "}",
+        ]
+    return runs, 'backend: "python"', parameters
 
 
 def triton_batching(

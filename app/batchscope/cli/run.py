@@ -291,32 +291,8 @@ def _add_output_flags(group: Any) -> None:
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     listed = parse_real_devices(args.devices)  # the real model on each real device listed
-    first_profile = None  # an emulated device 0 of a list beside a real one
-    if listed is not None:
-        first_real = is_real_device(listed[0])
-        want = "torch" if first_real else "emulated"
-        if args.backend not in (None, want):
-            raise ConfigError(
-                "devices",
-                args.devices,
-                f"a list naming a real device is BatchScope's worker (--backend {want}, its "
-                f"first device's kind); with --backend {args.backend} give a count",
-            )
-        if first_real and args.device not in (None, listed[0]):
-            raise ConfigError(
-                "device", args.device, f"--devices lists {listed[0]} first: give one of the two"
-            )
-        if not first_real:
-            first_profile = listed[0][len(EMULATED) :]
-            given = given_options(args.parser, getattr(args, "argv", ()))
-            if "profile" in given and args.profile != first_profile:
-                raise ConfigError(
-                    "profile",
-                    args.profile,
-                    f"--devices lists emulated:{first_profile} first: give one of the two",
-                )
-        args.backend = want
-        args.device = listed[0] if first_real else args.device
+    # an emulated device 0 of a list beside a real one
+    first_profile = None if listed is None else _take_device_list(args, listed)
     backend = args.backend or ("torch" if args.device else "emulated")
     # what runs a batch: in a serving engine's replica too, the real model with --device
     real = backend == "torch" or (backend in SERVING_ENGINES and args.device)
@@ -383,6 +359,39 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     if getattr(args, "config", None):
         return _with_setting(args, config)
     return config
+
+
+def _take_device_list(args: argparse.Namespace, listed: list[str]) -> str | None:
+    """A ``--devices`` list naming a real device runs in BatchScope's worker, its first
+    device's kind the backend (``args.backend``: torch for a real one, else emulated): a
+    real one is ``args.device``, an emulated one device 0's profile (returned; None for a
+    real one). A flag that names another backend, device or profile is refused."""
+    first_real = is_real_device(listed[0])
+    want = "torch" if first_real else "emulated"
+    if args.backend not in (None, want):
+        raise ConfigError(
+            "devices",
+            args.devices,
+            f"a list naming a real device is BatchScope's worker (--backend {want}, its "
+            f"first device's kind); with --backend {args.backend} give a count",
+        )
+    if first_real and args.device not in (None, listed[0]):
+        raise ConfigError(
+            "device", args.device, f"--devices lists {listed[0]} first: give one of the two"
+        )
+    first_profile = None
+    if not first_real:
+        first_profile = listed[0][len(EMULATED) :]
+        given = given_options(args.parser, getattr(args, "argv", ()))
+        if "profile" in given and args.profile != first_profile:
+            raise ConfigError(
+                "profile",
+                args.profile,
+                f"--devices lists emulated:{first_profile} first: give one of the two",
+            )
+    args.backend = want
+    args.device = listed[0] if first_real else args.device
+    return first_profile
 
 
 def _devices_of(text: str, profile: str, backend: str) -> tuple[int, tuple[str, ...]]:

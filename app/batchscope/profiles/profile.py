@@ -201,94 +201,16 @@ class DeviceProfile:
 
 def parse_profile(data: Any, origin: str) -> DeviceProfile:
     """Validate a profile's JSON; every error names ``origin`` and the field."""
-
-    def fail(where: str, why: str) -> ProfileError:
-        return ProfileError(f"{origin}: {where}: {why}")
-
-    def number(value: Any, where: str, *, zero: bool = False) -> float:
-        """``value`` as a finite number > 0 (≥ 0 with ``zero``). JSON as Python reads it
-        also holds NaN and ±Infinity, and a NaN passes every ``<`` test, so each number
-        is checked here rather than found later as a crash or a 0 fps run."""
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if not ok or not math.isfinite(value) or value < 0 or (value == 0 and not zero):
-            bound = "≥ 0" if zero else "> 0"
-            raise fail(where, f"must be a finite number {bound}, got {value!r}")
-        return float(value)
-
     if not isinstance(data, dict):
-        raise fail("top level", "expected a JSON object")
+        raise _fail(origin, "top level", "expected a JSON object")
     if data.get("memory_total_mb") is not None:
-        number(data["memory_total_mb"], "memory_total_mb")
+        _number(origin, data["memory_total_mb"], "memory_total_mb")
     for key in ("name", "curves"):
         if key not in data:
-            raise fail(key, "missing field")
+            raise _fail(origin, key, "missing field")
     if not isinstance(data["curves"], list) or not data["curves"]:
-        raise fail("curves", "expected a non-empty list")
-    curves = []
-    for i, raw in enumerate(data["curves"]):
-        where = f"curves[{i}]"
-        if not isinstance(raw, dict):
-            raise fail(where, "expected an object")
-        for key in ("precision", "resolution", "points"):
-            if key not in raw:
-                raise fail(f"{where}.{key}", "missing field")
-        if raw["precision"] not in PRECISIONS:
-            raise fail(f"{where}.precision", f"unknown precision {raw['precision']!r}")
-        res = raw["resolution"]
-        if not (
-            isinstance(res, list)
-            and len(res) == 2
-            and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in res)
-        ):
-            raise fail(f"{where}.resolution", f"expected [width, height], got {res!r}")
-        runtime = raw.get("runtime", "torch")
-        if runtime not in RUNTIMES:
-            raise fail(
-                f"{where}.runtime", f"unknown runtime {runtime!r}; known: {', '.join(RUNTIMES)}"
-            )
-        provider = raw.get("provider")
-        if provider is not None and not isinstance(provider, str):
-            raise fail(f"{where}.provider", f"expected a name, got {provider!r}")
-        noisy = raw.get("noisy")
-        if noisy is not None and not isinstance(noisy, str):
-            raise fail(f"{where}.noisy", f"expected a text, got {noisy!r}")
-        points = []
-        for j, p in enumerate(raw["points"] if isinstance(raw["points"], list) else []):
-            pw = f"{where}.points[{j}]"
-            if not isinstance(p, dict) or "batch" not in p:
-                raise fail(pw, "expected an object with batch and ms")
-            batch = p["batch"]
-            if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
-                raise fail(f"{pw}.batch", f"must be an integer ≥ 1, got {batch!r}")
-            ms = p.get("ms")
-            if ms is None and not p.get("error"):
-                raise fail(f"{pw}.ms", "missing field")
-            peak = p.get("peak_mb")  # 0 is a reading: a CPU point's RSS may not rise
-            best = p.get("best_ms")
-            points.append(
-                CurvePoint(
-                    batch=batch,
-                    ms=None if ms is None else number(ms, f"{pw}.ms"),
-                    peak_mb=None if peak is None else number(peak, f"{pw}.peak_mb", zero=True),
-                    error=p.get("error"),
-                    best_ms=None if best is None else number(best, f"{pw}.best_ms"),
-                )
-            )
-        measured = [(p.batch, p.ms) for p in points if p.ms is not None]
-        if not measured:
-            raise fail(f"{where}.points", "no measured point")
-        for (a_batch, a_ms), (b_batch, b_ms) in pairwise(measured):
-            if b_batch <= a_batch:
-                raise fail(f"{where}.points", "batch sizes must increase")
-            if b_ms < a_ms:
-                raise fail(
-                    f"{where}.points",
-                    f"time falls from {a_ms:g} ms at batch {a_batch} to {b_ms:g} ms at"
-                    f" batch {b_batch} (must not decrease)",
-                )
-        curves.append(
-            BatchCurve(raw["precision"], (res[0], res[1]), tuple(points), runtime, provider, noisy)
-        )
+        raise _fail(origin, "curves", "expected a non-empty list")
+    curves = [_parse_curve(origin, f"curves[{i}]", raw) for i, raw in enumerate(data["curves"])]
     known = {"format", "name", "device", "memory_total_mb", "source", "curves"}
     return DeviceProfile(
         name=str(data["name"]),
@@ -298,6 +220,103 @@ def parse_profile(data: Any, origin: str) -> DeviceProfile:
         source=str(data.get("source", "")),
         meta={k: v for k, v in data.items() if k not in known},
     )
+
+
+def _fail(origin: str, where: str, why: str) -> ProfileError:
+    """A profile's error, naming its file (``origin``) and the field (``where``)."""
+    return ProfileError(f"{origin}: {where}: {why}")
+
+
+def _number(origin: str, value: Any, where: str, *, zero: bool = False) -> float:
+    """``value`` as a finite number > 0 (≥ 0 with ``zero``). JSON as Python reads it
+    also holds NaN and ±Infinity, and a NaN passes every ``<`` test, so each number
+    is checked here rather than found later as a crash or a 0 fps run."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not ok or not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+        bound = "≥ 0" if zero else "> 0"
+        raise _fail(origin, where, f"must be a finite number {bound}, got {value!r}")
+    return float(value)
+
+
+def _parse_curve(origin: str, where: str, raw: Any) -> BatchCurve:
+    """One of ``curves``: its precision, resolution, runtime, provider and note, then its
+    points."""
+    if not isinstance(raw, dict):
+        raise _fail(origin, where, "expected an object")
+    for key in ("precision", "resolution", "points"):
+        if key not in raw:
+            raise _fail(origin, f"{where}.{key}", "missing field")
+    if raw["precision"] not in PRECISIONS:
+        raise _fail(origin, f"{where}.precision", f"unknown precision {raw['precision']!r}")
+    res = raw["resolution"]
+    if not (
+        isinstance(res, list)
+        and len(res) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in res)
+    ):
+        raise _fail(origin, f"{where}.resolution", f"expected [width, height], got {res!r}")
+    runtime = raw.get("runtime", "torch")
+    if runtime not in RUNTIMES:
+        raise _fail(
+            origin,
+            f"{where}.runtime",
+            f"unknown runtime {runtime!r}; known: {', '.join(RUNTIMES)}",
+        )
+    provider = raw.get("provider")
+    if provider is not None and not isinstance(provider, str):
+        raise _fail(origin, f"{where}.provider", f"expected a name, got {provider!r}")
+    noisy = raw.get("noisy")
+    if noisy is not None and not isinstance(noisy, str):
+        raise _fail(origin, f"{where}.noisy", f"expected a text, got {noisy!r}")
+    points = _parse_points(origin, where, raw["points"])
+    _check_measured(origin, where, points)
+    return BatchCurve(raw["precision"], (res[0], res[1]), tuple(points), runtime, provider, noisy)
+
+
+def _parse_points(origin: str, where: str, raw_points: Any) -> list[CurvePoint]:
+    """A curve's points, each a batch size ≥ 1 with its ms (or the error that stopped it),
+    peak memory and best time; anything but a list holds none."""
+    points = []
+    for j, p in enumerate(raw_points if isinstance(raw_points, list) else []):
+        pw = f"{where}.points[{j}]"
+        if not isinstance(p, dict) or "batch" not in p:
+            raise _fail(origin, pw, "expected an object with batch and ms")
+        batch = p["batch"]
+        if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
+            raise _fail(origin, f"{pw}.batch", f"must be an integer ≥ 1, got {batch!r}")
+        ms = p.get("ms")
+        if ms is None and not p.get("error"):
+            raise _fail(origin, f"{pw}.ms", "missing field")
+        peak = p.get("peak_mb")  # 0 is a reading: a CPU point's RSS may not rise
+        best = p.get("best_ms")
+        points.append(
+            CurvePoint(
+                batch=batch,
+                ms=None if ms is None else _number(origin, ms, f"{pw}.ms"),
+                peak_mb=None if peak is None else _number(origin, peak, f"{pw}.peak_mb", zero=True),
+                error=p.get("error"),
+                best_ms=None if best is None else _number(origin, best, f"{pw}.best_ms"),
+            )
+        )
+    return points
+
+
+def _check_measured(origin: str, where: str, points: list[CurvePoint]) -> None:
+    """A curve needs a measured point, and over its measured points batch sizes increase
+    and the time never falls."""
+    measured = [(p.batch, p.ms) for p in points if p.ms is not None]
+    if not measured:
+        raise _fail(origin, f"{where}.points", "no measured point")
+    for (a_batch, a_ms), (b_batch, b_ms) in pairwise(measured):
+        if b_batch <= a_batch:
+            raise _fail(origin, f"{where}.points", "batch sizes must increase")
+        if b_ms < a_ms:
+            raise _fail(
+                origin,
+                f"{where}.points",
+                f"time falls from {a_ms:g} ms at batch {a_batch} to {b_ms:g} ms at"
+                f" batch {b_batch} (must not decrease)",
+            )
 
 
 def builtin_dir() -> Path:
