@@ -91,15 +91,7 @@ class Recorder:
         on_error: Callable[[str], object],
     ) -> None:
         self.folder = Path(folder)
-        try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            if any(self.folder.iterdir()):
-                raise RecordingError(f"{self.folder}: folder is not empty; choose a new one")
-            probe = self.folder / ".write-test"
-            probe.write_text("")
-            probe.unlink()
-        except OSError as exc:
-            raise RecordingError(f"{self.folder}: cannot record here ({exc.strerror})") from None
+        self._claim_folder()
         self._store = store
         self._on_error = on_error
         self._t0 = t0
@@ -111,6 +103,38 @@ class Recorder:
         self.failures: list[str] = []  # what could not be written (a full disk), in order
         self._marks: dict[str, Any] = {}
         self._fds: dict[str, int] = {}
+        self._open_files(config_json)
+        self._sizes = dict.fromkeys(self._fds, 0)  # bytes of whole lines in each file
+        self._buffers = {name: io.StringIO() for name in self._fds}
+        self._csv = {
+            name: csv.writer(buf, lineterminator="\n") for name, buf in self._buffers.items()
+        }
+        self._write_headers()
+        failure = self._write_out()
+        if failure is not None:
+            self._close()
+            raise RecordingError(f"{self.folder}: cannot record here ({failure[1].strerror})")
+        self._flush_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="batchscope-recorder", daemon=True)
+        self._thread.start()
+
+    def _claim_folder(self) -> None:
+        """RecordingError unless the folder is made or empty and takes a file (a probe,
+        made and removed)."""
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            if any(self.folder.iterdir()):
+                raise RecordingError(f"{self.folder}: folder is not empty; choose a new one")
+            probe = self.folder / ".write-test"
+            probe.write_text("")
+            probe.unlink()
+        except OSError as exc:
+            raise RecordingError(f"{self.folder}: cannot record here ({exc.strerror})") from None
+
+    def _open_files(self, config_json: dict[str, Any]) -> None:
+        """Write ``config.json`` and open the files appended to; RecordingError (and
+        none left open) when the folder refuses."""
         try:
             _write_file(self.folder / "config.json", json.dumps(config_json, indent=2) + "\n")
             # One unbuffered O_APPEND descriptor per file and one write() per flush: a
@@ -124,11 +148,9 @@ class Recorder:
         except OSError as exc:
             self._close()
             raise RecordingError(f"{self.folder}: cannot record here ({exc.strerror})") from None
-        self._sizes = dict.fromkeys(self._fds, 0)  # bytes of whole lines in each file
-        self._buffers = {name: io.StringIO() for name in self._fds}
-        self._csv = {
-            name: csv.writer(buf, lineterminator="\n") for name, buf in self._buffers.items()
-        }
+
+    def _write_headers(self) -> None:
+        """The CSV files' header rows, into their buffers (written out before the thread starts)."""
         self._csv["items.csv"].writerow(
             [
                 "session",
@@ -161,14 +183,6 @@ class Recorder:
         self._csv["timeline.csv"].writerow(
             ["t", "throughput_wps", "busy", "mean_batch", "fps", "memory_mb"]
         )
-        failure = self._write_out()
-        if failure is not None:
-            self._close()
-            raise RecordingError(f"{self.folder}: cannot record here ({failure[1].strerror})")
-        self._flush_lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="batchscope-recorder", daemon=True)
-        self._thread.start()
 
     def _run(self) -> None:
         while not self.failures and not self._stop.wait(FLUSH_PERIOD_S):

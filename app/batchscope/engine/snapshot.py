@@ -227,16 +227,7 @@ def take_snapshot(store: MetricsStore, at: SnapshotInputs) -> Snapshot:
         timeline = list(store.timeline)
         overwrites = store.overwrites.tail(4096) if at.until is None else None
         expiries = store.expiries.tail(4096) if at.until is None else None
-    bus = None
-    if overwrites is not None and expiries is not None:
-        bus_start = at.now - BUS_S
-        bus = BusRecords(
-            pick(items, items["result"] > bus_start),
-            pick(batches, batches["end"] > bus_start),
-            pick(overwrites, overwrites["t"] > bus_start),
-            at.t0,
-            pick(expiries, expiries["t"] > bus_start),
-        )
+    bus = _bus_records(at, items, batches, overwrites, expiries)
     host_late = host_late_summary(pick(items, items["result"] > at.now - HOST_S))
     end = np.inf if at.until is None else at.until
     truncated = len(items) > 0 and items["result"][0] > at.since and len(items) >= MAX_ITEMS
@@ -247,6 +238,66 @@ def take_snapshot(store: MetricsStore, at: SnapshotInputs) -> Snapshot:
     if at.devices:  # the scope's wall time: from its start to its end, or now
         span = min(at.now, end) - at.since
         devices = device_entries(items, scoped, at.devices, span, at.pinned)
+    views, recent = _session_views(at, items, result_times, delivered, latest)
+    last = timeline[-1] if timeline else None
+    parts = list(recent.values())
+    overall = latency_summary(np.concatenate(parts) if parts else np.empty(0))
+    return Snapshot(
+        t=at.now - at.t0,
+        config=at.config,
+        running=at.running,
+        paused=at.paused,
+        device=at.device.label,
+        weights=at.device.weights,
+        draws_detections=at.device.draws_detections,
+        policy=at.device.policy,
+        oom_cap=at.device.oom_cap,
+        sessions=views,
+        recent_latency_ms=recent,
+        batch_sizes={int(k): int(c) for k, c in zip(sizes, counts, strict=True)},
+        throughput_wps=last.throughput_wps if last else 0.0,
+        busy=last.busy if last else 0.0,
+        memory=last.memory if last else {},
+        timeline=timeline,
+        scope=at.scope,
+        segment=at.segment,
+        truncated=bool(truncated),
+        bus=bus,
+        host_late_ms=host_late,
+        devices=devices,
+        latency_ms=overall,
+    )
+
+
+def _bus_records(
+    at: SnapshotInputs,
+    items: np.ndarray,
+    batches: np.ndarray,
+    overwrites: np.ndarray | None,
+    expiries: np.ndarray | None,
+) -> BusRecords | None:
+    """The bus view's records: the device's last ``BUS_S`` s (None for a closed segment,
+    whose overwrites and expiries were not copied)."""
+    if overwrites is None or expiries is None:
+        return None
+    bus_start = at.now - BUS_S
+    return BusRecords(
+        pick(items, items["result"] > bus_start),
+        pick(batches, batches["end"] > bus_start),
+        pick(overwrites, overwrites["t"] > bus_start),
+        at.t0,
+        pick(expiries, expiries["t"] > bus_start),
+    )
+
+
+def _session_views(
+    at: SnapshotInputs,
+    items: np.ndarray,
+    result_times: dict[int, list[float]],
+    delivered: dict[int, int],
+    latest: dict[int, Latest],
+) -> tuple[list[SessionView], dict[int, np.ndarray]]:
+    """Each session's row over the scope's windows (``items``), and its latencies (ms)."""
     # group the windows by session once (a stable sort keeps each one's time order),
     # instead of one pass over all of them per session
     by_session, spans, count = group_sessions(items)
@@ -280,34 +331,7 @@ def take_snapshot(store: MetricsStore, at: SnapshotInputs) -> Snapshot:
                 truth=s.source.truth(shown.frame_index) if has_truth and shown else None,
             )
         )
-    last = timeline[-1] if timeline else None
-    parts = list(recent.values())
-    overall = latency_summary(np.concatenate(parts) if parts else np.empty(0))
-    return Snapshot(
-        t=at.now - at.t0,
-        config=at.config,
-        running=at.running,
-        paused=at.paused,
-        device=at.device.label,
-        weights=at.device.weights,
-        draws_detections=at.device.draws_detections,
-        policy=at.device.policy,
-        oom_cap=at.device.oom_cap,
-        sessions=views,
-        recent_latency_ms=recent,
-        batch_sizes={int(k): int(c) for k, c in zip(sizes, counts, strict=True)},
-        throughput_wps=last.throughput_wps if last else 0.0,
-        busy=last.busy if last else 0.0,
-        memory=last.memory if last else {},
-        timeline=timeline,
-        scope=at.scope,
-        segment=at.segment,
-        truncated=bool(truncated),
-        bus=bus,
-        host_late_ms=host_late,
-        devices=devices,
-        latency_ms=overall,
-    )
+    return views, recent
 
 
 def keep_buses(buses: dict[int, BusRecords], segments: Sequence[Any], snap: Snapshot) -> None:

@@ -256,24 +256,9 @@ class VideoFileSource(CachedSource):
             w, h = resolution
             limit = max(1, budget_bytes // (w * h * 3))
             expected = max(0, int(cap.get(cv2.CAP_PROP_FRAME_COUNT) or 0))
-            frames = np.empty((min(limit, expected or 64), h, w, 3), np.uint8)
-            total = min(limit, expected) if expected else limit
-            step = max(1, total // 50)
-            n, size = 0, (0, 0)
-            stamps: list[float] = []  # each frame's time (ms), to tell a variable rate
-            while n < limit:
-                _check_cancel(cancel)
-                if progress is not None and n % step == 0:
-                    progress(n, total)
-                ok, bgr = cap.read()
-                if not ok or bgr is None:
-                    break
-                if n == len(frames):  # the file said fewer frames than it has
-                    frames = _grown(frames, limit)
-                size = (bgr.shape[1], bgr.shape[0])
-                frames[n] = to_model(bgr, resolution, fit)
-                stamps.append(cap.get(cv2.CAP_PROP_POS_MSEC))
-                n += 1
+            frames, n, size, stamps = _decode_frames(
+                cap, resolution, fit, limit, expected, cancel, progress
+            )
             longer = n == limit and cap.read()[0]
             width = cap.get(cv2.CAP_PROP_FRAME_WIDTH)
             codec = fourcc(cap)
@@ -551,6 +536,40 @@ def list_cameras(max_index: int = 8) -> list[CameraInfo]:
             found.append(CameraInfo(i, f"camera {i}"))
         cap.release()
     return found
+
+
+def _decode_frames(
+    cap: Any,
+    resolution: tuple[int, int],
+    fit: str,
+    limit: int,
+    expected: int,
+    cancel: threading.Event | None,
+    progress: Callable[[int, int], None] | None,
+) -> tuple[np.ndarray, int, tuple[int, int], list[float]]:
+    """Up to ``limit`` frames of ``cap``, each decoded straight into one array at the model
+    resolution (sized for the ``expected`` frames the file announces, grown if it has more):
+    (the array, the frames in it, the source's size, each frame's time in ms)."""
+    w, h = resolution
+    frames = np.empty((min(limit, expected or 64), h, w, 3), np.uint8)
+    total = min(limit, expected) if expected else limit
+    step = max(1, total // 50)
+    n, size = 0, (0, 0)
+    stamps: list[float] = []  # each frame's time (ms), to tell a variable rate
+    while n < limit:
+        _check_cancel(cancel)
+        if progress is not None and n % step == 0:
+            progress(n, total)
+        ok, bgr = cap.read()
+        if not ok or bgr is None:
+            break
+        if n == len(frames):  # the file said fewer frames than it has
+            frames = _grown(frames, limit)
+        size = (bgr.shape[1], bgr.shape[0])
+        frames[n] = to_model(bgr, resolution, fit)
+        stamps.append(cap.get(cv2.CAP_PROP_POS_MSEC))
+        n += 1
+    return frames, n, size, stamps
 
 
 def _grown(frames: np.ndarray, limit: int) -> np.ndarray:

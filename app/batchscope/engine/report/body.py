@@ -79,41 +79,8 @@ def report_body(
     per_session = []
     states_and_fps = []
     for s in sessions:
-        delivered = figures.delivered(s.id)
-        present = min(present_s.get(s.id, duration_s), duration_s)
-        fps = delivered / present if present > 0 else 0.0
+        entry, fps = _session_entry(s, config, figures, duration_s, present_s, overwritten, expired)
         states_and_fps.append((s.state, fps))
-        latency, stages, host_late = figures.session_figures(s.id)
-        entry: dict[str, Any] = {
-            "id": s.id,
-            "source": mask_credentials(s.source),
-            "fps": round(fps, 3),
-            "delivered": delivered,
-            "overwritten": int(overwritten.get(s.id, 0)),
-            "expired": int(expired.get(s.id, 0)),
-            "latency_ms": latency,
-            "stages_ms": stages,
-            "host_late_ms": host_late,
-        }
-        if present < duration_s - PRESENT_TOLERANCE_S:
-            entry["present_s"] = round(present, 3)
-        if s.has_truth:
-            entry["accuracy"] = figures.accuracy([s.id])
-        if s.stream is not None:  # live: never paced, so no paced_fps
-            entry["stream"] = dict(s.stream)
-        elif s.source_fps is not None:
-            paced = config.fps or s.source_fps
-            entry["source_fps"] = round(s.source_fps, 3)
-            entry["paced_fps"] = round(paced, 3)
-            if abs(paced - s.source_fps) > 0.01:
-                entry["pacing"] = (
-                    f"paced at {paced:g} fps; its own rate is {s.source_fps:g} fps "
-                    f"(plays {paced / s.source_fps:.2f}× as fast)"
-                )
-        if s.state != "running":
-            entry["state"] = s.state
-        if s.error:
-            entry["error"] = s.error
         per_session.append(entry)
     windows = figures.windows()
     overall = {
@@ -144,6 +111,54 @@ def report_body(
     if extra:
         report.update(extra)
     return report
+
+
+def _session_entry(
+    s: SessionInfo,
+    config: RunConfig,
+    figures: Figures,
+    duration_s: float,
+    present_s: Mapping[int, float],
+    overwritten: Mapping[int, int],
+    expired: Mapping[int, int],
+) -> tuple[dict[str, Any], float]:
+    """One session's entry in the report's ``sessions``, and its fps (what it delivered
+    over the seconds it was present)."""
+    delivered = figures.delivered(s.id)
+    present = min(present_s.get(s.id, duration_s), duration_s)
+    fps = delivered / present if present > 0 else 0.0
+    latency, stages, host_late = figures.session_figures(s.id)
+    entry: dict[str, Any] = {
+        "id": s.id,
+        "source": mask_credentials(s.source),
+        "fps": round(fps, 3),
+        "delivered": delivered,
+        "overwritten": int(overwritten.get(s.id, 0)),
+        "expired": int(expired.get(s.id, 0)),
+        "latency_ms": latency,
+        "stages_ms": stages,
+        "host_late_ms": host_late,
+    }
+    if present < duration_s - PRESENT_TOLERANCE_S:
+        entry["present_s"] = round(present, 3)
+    if s.has_truth:
+        entry["accuracy"] = figures.accuracy([s.id])
+    if s.stream is not None:  # live: never paced, so no paced_fps
+        entry["stream"] = dict(s.stream)
+    elif s.source_fps is not None:
+        paced = config.fps or s.source_fps
+        entry["source_fps"] = round(s.source_fps, 3)
+        entry["paced_fps"] = round(paced, 3)
+        if abs(paced - s.source_fps) > 0.01:
+            entry["pacing"] = (
+                f"paced at {paced:g} fps; its own rate is {s.source_fps:g} fps "
+                f"(plays {paced / s.source_fps:.2f}× as fast)"
+            )
+    if s.state != "running":
+        entry["state"] = s.state
+    if s.error:
+        entry["error"] = s.error
+    return entry, fps
 
 
 def device_list(

@@ -178,33 +178,8 @@ def bus_layout(
     cell_h = device_h / max(len(every), int(b["size"].max()) if len(b) else 1, 1)
     layout_lanes = {sid: -GAP - LANE * (k + 0.5) for k, sid in enumerate(lanes)}
 
-    # each window's batch, by its device and its shared start time; the window's place in
-    # it by session (batches sorted by device then start: one search over both keys)
-    order = np.lexsort((items["session"], items["start"], items["device"]))
-    items = items[order]
-    if len(b):
-        span = max(1.0, float(np.abs(b["start"]).max()) * 4.0)
-        key_b = b["device"] * span + b["start"]
-        key_i = items["device"] * span + items["start"]
-        batch_of = np.clip(np.searchsorted(key_b, key_i), 0, len(b) - 1)
-        ok = (b["start"][batch_of] == items["start"]) & (b["device"][batch_of] == items["device"])
-    else:
-        batch_of, ok = np.zeros(len(items), np.intp), np.zeros(len(items), bool)
-    items, batch_of = items[ok], batch_of[ok]
-    first = np.r_[True, batch_of[1:] != batch_of[:-1]] if len(items) else np.zeros(0, bool)
-    group_start = np.maximum.accumulate(np.where(first, np.arange(len(items)), 0))
-    rank = np.arange(len(items)) - group_start
-
-    waits_ms = (items["start"] - items["arrival"]) * 1000.0
-    view = np.zeros(len(b), BATCH_VIEW)
-    view["start"], view["end"] = start, end
-    view["size"], view["reason"], view["cap"] = b["size"], b["reason"], b["cap"]
-    view["device"] = b["device"]
-    if len(items):
-        np.maximum.at(view["wait_ms"], batch_of, waits_ms)
-    members: list[list[int]] = [[] for _ in range(len(b))]
-    for k, sid in zip(batch_of.tolist(), items["session"].tolist(), strict=True):
-        members[k].append(sid)
+    items, batch_of, rank = _match_batches(b, items)
+    view, members = _batch_view(b, start, end, items, batch_of)
 
     cells, waits = {}, {}
     x0 = items["start"] - t0
@@ -234,3 +209,43 @@ def bus_layout(
         (gone["t"] - t0, gone_y, gone["session"].astype(int)),
         devices,
     )
+
+
+def _match_batches(b: np.ndarray, items: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each window's batch in ``b``, by its device and its shared start time, and the
+    window's place in it by session: (the windows that ran in one of ``b``, sorted by
+    device, start and session; the index of each one's batch; its rank in that batch)."""
+    # batches sorted by device then start: one search over both keys
+    order = np.lexsort((items["session"], items["start"], items["device"]))
+    items = items[order]
+    if len(b):
+        span = max(1.0, float(np.abs(b["start"]).max()) * 4.0)
+        key_b = b["device"] * span + b["start"]
+        key_i = items["device"] * span + items["start"]
+        batch_of = np.clip(np.searchsorted(key_b, key_i), 0, len(b) - 1)
+        ok = (b["start"][batch_of] == items["start"]) & (b["device"][batch_of] == items["device"])
+    else:
+        batch_of, ok = np.zeros(len(items), np.intp), np.zeros(len(items), bool)
+    items, batch_of = items[ok], batch_of[ok]
+    first = np.r_[True, batch_of[1:] != batch_of[:-1]] if len(items) else np.zeros(0, bool)
+    group_start = np.maximum.accumulate(np.where(first, np.arange(len(items)), 0))
+    rank = np.arange(len(items)) - group_start
+    return items, batch_of, rank
+
+
+def _batch_view(
+    b: np.ndarray, start: np.ndarray, end: np.ndarray, items: np.ndarray, batch_of: np.ndarray
+) -> tuple[np.ndarray, list[list[int]]]:
+    """The batches in view as :data:`BATCH_VIEW` rows (``start`` and ``end`` in s since
+    start; each one's longest wait over its windows), and the sessions each carried."""
+    waits_ms = (items["start"] - items["arrival"]) * 1000.0
+    view = np.zeros(len(b), BATCH_VIEW)
+    view["start"], view["end"] = start, end
+    view["size"], view["reason"], view["cap"] = b["size"], b["reason"], b["cap"]
+    view["device"] = b["device"]
+    if len(items):
+        np.maximum.at(view["wait_ms"], batch_of, waits_ms)
+    members: list[list[int]] = [[] for _ in range(len(b))]
+    for k, sid in zip(batch_of.tolist(), items["session"].tolist(), strict=True):
+        members[k].append(sid)
+    return view, members
