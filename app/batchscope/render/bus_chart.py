@@ -10,6 +10,7 @@ the report's other plots (``render/charts.py``), at twice its nominal size.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QFont, QImage, QPainter, QPen
@@ -53,7 +54,6 @@ def bus_chart(lay: BusLayout, title: str, width: int = 1000) -> bytes:
     span = max(1e-9, lay.t_max - lay.t_min)
     band_top, band_bottom = top, top + BAND_PX
     lanes_top = band_bottom + 14
-    band_h = lay.band[1] - lay.band[0]
 
     def x(t: float) -> float:
         return left + plot_w * (min(max(t, lay.t_min), lay.t_max) - lay.t_min) / span
@@ -84,7 +84,17 @@ def bus_chart(lay: BusLayout, title: str, width: int = 1000) -> bytes:
         Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
         "device",
     )
-    # the cells: one per window, stacked in its batch's bar
+    _cells(p, lay, x, band_bottom)
+    _lanes(p, lay, x, lane_y, left, plot_w)
+    _marks(p, lay, x, lane_y)
+    p.end()
+    return _png(image)
+
+
+def _cells(p: QPainter, lay: BusLayout, x: Callable[[float], float], band_bottom: float) -> None:
+    """The device band's cells: one per window, stacked in its batch's bar, in its
+    session's colour."""
+    band_h = lay.band[1] - lay.band[0]
     for sid, (x0, x1, y0) in lay.cells.items():
         colour = QColor(session_colour(sid))
         for a, b, y in zip(x0.tolist(), x1.tolist(), y0.tolist(), strict=True):
@@ -93,7 +103,17 @@ def bus_chart(lay: BusLayout, title: str, width: int = 1000) -> bytes:
             yb = band_bottom - BAND_PX * y / band_h
             gap = 0.5 if px1 - px0 > 3 else 0.0
             p.fillRect(QRectF(px0, yb - h + gap, max(0.6, px1 - px0 - gap), h - gap), colour)
-    # lanes: waits and overwritten windows
+
+
+def _lanes(
+    p: QPainter,
+    lay: BusLayout,
+    x: Callable[[float], float],
+    lane_y: Callable[[int], float],
+    left: float,
+    plot_w: float,
+) -> None:
+    """A lane per session: its name, its line, and each of its windows' waits on it."""
     for sid in lay.lanes:
         y = lane_y(sid)
         p.setPen(INK)
@@ -109,6 +129,13 @@ def bus_chart(lay: BusLayout, title: str, width: int = 1000) -> bytes:
             arrival, start = lay.waits[sid]
             for a, s in zip(arrival.tolist(), start.tolist(), strict=True):
                 p.drawLine(QPointF(x(a), y), QPointF(max(x(s), x(a) + 0.8), y))
+
+
+def _marks(
+    p: QPainter, lay: BusLayout, x: Callable[[float], float], lane_y: Callable[[int], float]
+) -> None:
+    """Each overwritten window, a × just above its lane, and each window dropped as too
+    old, a ▾ just below it."""
     p.setPen(QPen(QColor("#555555"), 1.0))
     times, _, sessions = lay.overwrites
     for t, sid in zip(times.tolist(), sessions.tolist(), strict=True):
@@ -122,5 +149,3 @@ def bus_chart(lay: BusLayout, title: str, width: int = 1000) -> bytes:
         p.drawLine(QPointF(cx - r, cy - r), QPointF(cx + r, cy - r))
         p.drawLine(QPointF(cx - r, cy - r), QPointF(cx, cy + r))
         p.drawLine(QPointF(cx + r, cy - r), QPointF(cx, cy + r))
-    p.end()
-    return _png(image)

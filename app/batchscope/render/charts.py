@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -182,49 +182,14 @@ def bar_chart(
         return plot.bottom() - plot.height() * value / y_max
 
     p.setFont(small)
-    tick = 0.0
-    while tick <= y_max + 1e-9:
-        p.setPen(QPen(GRID, 1))
-        p.drawLine(plot.left(), y(tick), plot.right(), y(tick))
-        p.setPen(INK)
-        p.drawText(
-            QRectF(0, y(tick) - 9, left - 8, 18),
-            Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
-            f"{tick:g}",
-        )
-        tick += step
-    p.save()
-    p.translate(14, plot.center().y())
-    p.rotate(-90)
-    p.drawText(QRectF(-80, -10, 160, 20), Qt.AlignmentFlag.AlignCenter, unit)
-    p.restore()
+    _value_axis(p, plot, y, y_max, step, unit)
 
     n = max(1, len(groups))
     slot = plot.width() / n
     bar = min(48.0, slot * 0.8 / max(1, len(series)))
     for g, label in enumerate(groups):
         x0 = plot.left() + g * slot + (slot - bar * len(series)) / 2
-        for k, s in enumerate(series):
-            value = s.values[g] if g < len(s.values) else None
-            if value is None:
-                continue
-            rect = QRectF(x0 + k * bar + 1, y(value), bar - 2, plot.bottom() - y(value))
-            p.fillRect(rect, s.color)
-            if s.hatched:
-                p.fillRect(rect, QBrush(QColor("white"), Qt.BrushStyle.BDiagPattern))
-                p.setPen(QPen(s.color, 1.5))
-                p.drawRect(rect)
-            p.setPen(INK)
-            text = f"{value:.0f}" if value >= 10 else f"{value:.1f}"
-            fitted = _fitted(small, text, bar + 2)  # wider, it would cover the next bar's
-            if fitted is not None:
-                p.setFont(fitted)
-                p.drawText(
-                    QRectF(rect.left() - 12, rect.top() - 17, rect.width() + 24, 16),
-                    Qt.AlignmentFlag.AlignCenter | Qt.AlignmentFlag.AlignBottom,
-                    text,
-                )
-                p.setFont(small)
+        _group_bars(p, series, g, x0, bar, plot.bottom(), y, small)
         if g % labels.every == 0:
             p.setFont(labels.font())
             x = plot.left() + (g + 0.5) * slot - labels.room / 2 + LABEL_PAD
@@ -239,6 +204,69 @@ def bar_chart(
     p.drawLine(plot.left(), plot.bottom(), plot.right(), plot.bottom())
     p.end()
     return _png(image)
+
+
+def _value_axis(
+    p: QPainter,
+    plot: QRectF,
+    y: Callable[[float], float],
+    y_max: float,
+    step: float,
+    unit: str,
+) -> None:
+    """The value axis left of ``plot``: a grid line and its value every ``step`` up to
+    ``y_max``, and ``unit`` written upwards beside them."""
+    tick = 0.0
+    while tick <= y_max + 1e-9:
+        p.setPen(QPen(GRID, 1))
+        p.drawLine(plot.left(), y(tick), plot.right(), y(tick))
+        p.setPen(INK)
+        p.drawText(
+            QRectF(0, y(tick) - 9, plot.left() - 8, 18),
+            Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
+            f"{tick:g}",
+        )
+        tick += step
+    p.save()
+    p.translate(14, plot.center().y())
+    p.rotate(-90)
+    p.drawText(QRectF(-80, -10, 160, 20), Qt.AlignmentFlag.AlignCenter, unit)
+    p.restore()
+
+
+def _group_bars(
+    p: QPainter,
+    series: Sequence[Series],
+    g: int,
+    x0: float,
+    bar: float,
+    base: float,
+    y: Callable[[float], float],
+    small: QFont,
+) -> None:
+    """Group ``g``'s bars from ``x0``, one per series (``bar`` nominal px wide, from the
+    axis at ``base`` up; a prediction hatched), each with its value above it where that fits."""
+    for k, s in enumerate(series):
+        value = s.values[g] if g < len(s.values) else None
+        if value is None:
+            continue
+        rect = QRectF(x0 + k * bar + 1, y(value), bar - 2, base - y(value))
+        p.fillRect(rect, s.color)
+        if s.hatched:
+            p.fillRect(rect, QBrush(QColor("white"), Qt.BrushStyle.BDiagPattern))
+            p.setPen(QPen(s.color, 1.5))
+            p.drawRect(rect)
+        p.setPen(INK)
+        text = f"{value:.0f}" if value >= 10 else f"{value:.1f}"
+        fitted = _fitted(small, text, bar + 2)  # wider, it would cover the next bar's
+        if fitted is not None:
+            p.setFont(fitted)
+            p.drawText(
+                QRectF(rect.left() - 12, rect.top() - 17, rect.width() + 24, 16),
+                Qt.AlignmentFlag.AlignCenter | Qt.AlignmentFlag.AlignBottom,
+                text,
+            )
+            p.setFont(small)
 
 
 def _fitted(font: QFont, text: str, room: float, smallest: int = 9) -> QFont | None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QFont, QGuiApplication, QImage, QPainter, QPainterPath, QPen
@@ -170,7 +170,15 @@ def _panel(
     p.setPen(QPen(INK, 2))
     p.drawLine(plot.bottomLeft(), plot.bottomRight())
     p.drawLine(plot.bottomLeft(), plot.topLeft())
-    # the budget
+    _budget_line(p, plot, y_of, budget, budget_text)
+    _policy_lines(p, plot, series, values, x_of, y_of, n_max, y_top)
+
+
+def _budget_line(
+    p: QPainter, plot: QRectF, y_of: Callable[[float], float], budget: float, budget_text: str
+) -> None:
+    """The budget as a dashed line across ``plot``, labelled below it (above it where
+    there is no room)."""
     pen = QPen(BUDGET, 4, Qt.PenStyle.DashLine)
     p.setPen(pen)
     p.drawLine(QPointF(plot.left(), y_of(budget)), QPointF(plot.right(), y_of(budget)))
@@ -183,7 +191,21 @@ def _panel(
     p.drawText(
         label, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, f"budget {budget_text}"
     )
-    # one line per policy, offset a little sideways so equal values stay visible
+
+
+def _policy_lines(
+    p: QPainter,
+    plot: QRectF,
+    series: Sequence[Series],
+    values: Sequence[Sequence[float]],
+    x_of: Callable[[float], float],
+    y_of: Callable[[float], float],
+    n_max: int,
+    y_top: float,
+) -> None:
+    """One line per policy, offset a little sideways so equal values stay visible: a dot
+    per point (a triangle on the top edge where it is clipped at ``y_top``), a ring on the
+    most sessions that fit."""
     k = len(series)
     for j, (s, ys) in enumerate(zip(series, values, strict=True)):
         colour = POLICY_COLOURS.get(s.policy, INK)
