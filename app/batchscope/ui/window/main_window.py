@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
     QGroupBox,
     QInputDialog,
     QMainWindow,
+    QMenuBar,
     QScrollArea,
     QSizePolicy,
     QSplitter,
@@ -146,6 +147,22 @@ class MainWindow(QMainWindow):
         self._first_result_shown = False  # for the start-up log (BATCHSCOPE_STARTUP_LOG)
         self.setAcceptDrops(True)
 
+        self._make_widgets(look, settings, devices)
+        self._build_layout()
+        self._build_actions()
+        self.controls.show_config(engine.config)
+        self.sessions.show_count(engine.config.sessions)
+        self._connect()
+
+        self.timer = QTimer(self)
+        self.timer.setInterval(1000 // TICK_HZ)
+        self.timer.timeout.connect(self.tick)
+
+    def _make_widgets(
+        self, look: Look, settings: QSettings | None, devices: list[DeviceChoice] | None
+    ) -> None:
+        """The panels, the plots, the segment table, the Capacity tab, the caption and the
+        status line."""
         self.controls = ControlsPanel(devices if devices is not None else device_choices())
         self.sessions = SessionsPanel(look)
         self.sessions.settings = settings  # Add stream…'s recent URLs
@@ -170,11 +187,10 @@ class MainWindow(QMainWindow):
         self.caption.hide()
         self.status_line = StatusLine(look)
         self.setStatusBar(self.status_line)
-        self._build_layout()
-        self._build_actions()
-        self.controls.show_config(engine.config)
-        self.sessions.show_count(engine.config.sessions)
 
+    def _connect(self) -> None:
+        """The panels' and the presenter's signals to what handles them; the segment table
+        judged against the Capacity tab's budget."""
         p = self.presenter
         self.controls.changed.connect(p.change)
         self.sessions.sessions_changed.connect(p.set_sessions)
@@ -197,10 +213,6 @@ class MainWindow(QMainWindow):
         self.segment_table.set_budget(budget.p99_ms, budget.min_fps_ratio)
         budget.budget_changed.connect(self.segment_table.set_budget)
 
-        self.timer = QTimer(self)
-        self.timer.setInterval(1000 // TICK_HZ)
-        self.timer.timeout.connect(self.tick)
-
     # -- layout -----------------------------------------------------------------------------
 
     def _build_layout(self) -> None:
@@ -214,6 +226,46 @@ class MainWindow(QMainWindow):
         lay.addWidget(controls_box)
         lay.addWidget(sessions_box, 1)
 
+        rows = self._build_plot_rows()
+
+        self.dashboard = QWidget()
+        dlay = QVBoxLayout(self.dashboard)
+        dlay.setContentsMargins(4, 6, 6, 6)
+        dlay.addWidget(self.caption)
+        dlay.addWidget(self.headline)
+        dlay.addWidget(rows, 1)
+        # the starting view until the engine runs, then the dashboard (``_on_started``)
+        self.starting = StartingView()
+        self.pages = QStackedWidget()
+        self.pages.addWidget(self.starting)
+        self.pages.addWidget(self.dashboard)
+
+        # the panel scrolls in a short window (1280×800 with the Segments dock open) rather
+        # than set the window's height; it keeps its width
+        self.panel = QScrollArea()
+        self.panel.setWidget(left)
+        self.panel.setWidgetResizable(True)
+        self.panel.setFrameShape(QFrame.Shape.NoFrame)
+        self.panel.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self._fit_panel()
+        self.split = QSplitter(Qt.Orientation.Horizontal)
+        self.split.addWidget(self.panel)
+        self.split.addWidget(self.pages)
+        self.split.setStretchFactor(1, 1)
+        self.split.setSizes([400, 1200])
+        self._panel_sizes = self.split.sizes()
+        # the window before presentation mode: saved as settings keep it, and its rectangle
+        self._normal_geometry: QByteArray | None = None
+        self.screen_size: tuple[int, int] | None = None  # presentation fills it (--size)
+        self._normal_rect = QRect()
+        self.setCentralWidget(self.split)
+
+        self._build_segments_dock()
+
+    def _build_plot_rows(self) -> QSplitter:
+        """The dashboard's two rows: the video wall beside the top tabs (fps and throughput
+        over time, the bus, the devices, the Capacity tab); the latency histogram, the
+        overwritten frames and the bottom tabs (batch sizes, stages, memory)."""
         video_card = QFrame()
         video_card.setObjectName("card")
         vlay = QVBoxLayout(video_card)
@@ -251,39 +303,11 @@ class MainWindow(QMainWindow):
         rows.addWidget(top)
         rows.addWidget(bottom)
         rows.setSizes([520, 440])
+        return rows
 
-        self.dashboard = QWidget()
-        dlay = QVBoxLayout(self.dashboard)
-        dlay.setContentsMargins(4, 6, 6, 6)
-        dlay.addWidget(self.caption)
-        dlay.addWidget(self.headline)
-        dlay.addWidget(rows, 1)
-        # the starting view until the engine runs, then the dashboard (``_on_started``)
-        self.starting = StartingView()
-        self.pages = QStackedWidget()
-        self.pages.addWidget(self.starting)
-        self.pages.addWidget(self.dashboard)
-
-        # the panel scrolls in a short window (1280×800 with the Segments dock open) rather
-        # than set the window's height; it keeps its width
-        self.panel = QScrollArea()
-        self.panel.setWidget(left)
-        self.panel.setWidgetResizable(True)
-        self.panel.setFrameShape(QFrame.Shape.NoFrame)
-        self.panel.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self._fit_panel()
-        self.split = QSplitter(Qt.Orientation.Horizontal)
-        self.split.addWidget(self.panel)
-        self.split.addWidget(self.pages)
-        self.split.setStretchFactor(1, 1)
-        self.split.setSizes([400, 1200])
-        self._panel_sizes = self.split.sizes()
-        # the window before presentation mode: saved as settings keep it, and its rectangle
-        self._normal_geometry: QByteArray | None = None
-        self.screen_size: tuple[int, int] | None = None  # presentation fills it (--size)
-        self._normal_rect = QRect()
-        self.setCentralWidget(self.split)
-
+    def _build_segments_dock(self) -> None:
+        """The Segments dock under the dashboard, hidden until an experiment or View ›
+        Segments shows it."""
         self.segments_dock = QDockWidget("Segments", self)
         self.segments_dock.setObjectName("segments")
         self.segments_dock.setWidget(self.segment_table)
@@ -335,6 +359,20 @@ class MainWindow(QMainWindow):
         bar.addAction(self.segments_action)
 
         menu = self.menuBar()
+        self._build_file_menu(menu, export_plots, export_numbers)
+        run_menu = menu.addMenu("&Run")
+        run_menu.addAction(self.pause_action)
+        run_menu.addAction(reset)
+        run_menu.addAction(self.record_action)
+        self._build_experiments_menu(menu)
+        self.faults_menu = add_faults_menu(menu, self.presenter, self)
+        self._build_view_menu(menu)
+
+    def _build_file_menu(
+        self, menu: QMenuBar, export_plots: QAction, export_numbers: QAction
+    ) -> None:
+        """File: add sources, choose the weights, open an experiment or a setting, export,
+        quit."""
         file_menu = menu.addMenu("&File")
         add = file_menu.addAction("Add video files…")
         add.triggered.connect(self.sessions._choose_files)
@@ -362,10 +400,10 @@ class MainWindow(QMainWindow):
         quit_action = file_menu.addAction("Quit")
         quit_action.setShortcut(QKeySequence.StandardKey.Quit)
         quit_action.triggered.connect(self.close)
-        run_menu = menu.addMenu("&Run")
-        run_menu.addAction(self.pause_action)
-        run_menu.addAction(reset)
-        run_menu.addAction(self.record_action)
+
+    def _build_experiments_menu(self, menu: QMenuBar) -> None:
+        """Experiments: every experiment file found (one that cannot be read greyed, its
+        tip says why), open one from a file, stop the one playing."""
         self.experiments_menu = menu.addMenu("&Experiments")
         self.experiments_menu.setToolTipsVisible(True)
         for entry in menu_entries():
@@ -382,7 +420,10 @@ class MainWindow(QMainWindow):
         self.stop_experiment_action = self.experiments_menu.addAction("Stop experiment")
         self.stop_experiment_action.setEnabled(False)
         self.stop_experiment_action.triggered.connect(self.presenter.stop_experiment)
-        self.faults_menu = add_faults_menu(menu, self.presenter, self)
+
+    def _build_view_menu(self, menu: QMenuBar) -> None:
+        """View: the theme, the Segments dock, presentation mode, the time plots' span and
+        the metrics endpoint."""
         view = menu.addMenu("&View")
         group = QActionGroup(self)
         self.theme_actions = {}
