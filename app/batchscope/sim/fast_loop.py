@@ -91,6 +91,8 @@ Measured = list[Batch]
 make_batch: Callable[[tuple[float, int, float, int, int, int, int]], Batch] = functools.partial(
     tuple.__new__, Batch
 )
+
+
 class Delivered(NamedTuple):
     """The measured batches' windows, batch after batch (two flat lists: keeping each
     window's pending list to the end would hand the garbage collector ~20 000 long-lived
@@ -98,6 +100,8 @@ class Delivered(NamedTuple):
 
     arrivals: list[float]  # s
     sessions: list[int]
+
+
 #: ``stop(now, waiting, measured, delivered)``: True ends the run (see the module doc);
 #: ``waiting``: the sessions with a window waiting (no batch runs at ``now``)
 Stop = Callable[[float, Collection[int], Measured, Delivered], bool]
