@@ -251,12 +251,7 @@ def _group_bars(
         if value is None:
             continue
         rect = QRectF(x0 + k * bar + 1, y(value), bar - 2, base - y(value))
-        p.fillRect(rect, s.color)
-        if s.hatched:
-            p.fillRect(rect, QBrush(QColor("white"), Qt.BrushStyle.BDiagPattern))
-            p.setPen(QPen(s.color, 1.5))
-            p.drawRect(rect)
-        p.setPen(INK)
+        _fill(p, rect, s)
         text = f"{value:.0f}" if value >= 10 else f"{value:.1f}"
         fitted = _fitted(small, text, bar + 2)  # wider, it would cover the next bar's
         if fitted is not None:
@@ -267,6 +262,17 @@ def _group_bars(
                 text,
             )
             p.setFont(small)
+
+
+def _fill(p: QPainter, rect: QRectF, s: Series) -> None:
+    """A bar or a legend box in ``s``'s colour (a prediction hatched and outlined); the pen
+    left at ink."""
+    p.fillRect(rect, s.color)
+    if s.hatched:
+        p.fillRect(rect, QBrush(QColor("white"), Qt.BrushStyle.BDiagPattern))
+        p.setPen(QPen(s.color, 1.5))
+        p.drawRect(rect)
+    p.setPen(INK)
 
 
 def _fitted(font: QFont, text: str, room: float, smallest: int = 9) -> QFont | None:
@@ -293,13 +299,7 @@ def _legend(p: QPainter, series: Sequence[Series], font: QFont, width: int) -> N
     metrics = p.fontMetrics()
     x = 12.0
     for s in series:
-        box = QRectF(x, 38, 16, 16)
-        p.fillRect(box, s.color)
-        if s.hatched:
-            p.fillRect(box, QBrush(QColor("white"), Qt.BrushStyle.BDiagPattern))
-            p.setPen(QPen(s.color, 1.5))
-            p.drawRect(box)
-        p.setPen(INK)
+        _fill(p, QRectF(x, 38, 16, 16), s)
         p.drawText(QRectF(x + 22, 36, width, 20), Qt.AlignmentFlag.AlignLeft, s.name)
         x += 22 + metrics.horizontalAdvance(s.name) + 24
 
