@@ -158,7 +158,7 @@ def grid() -> Iterator[tuple[str, RunConfig | Experiment]]:
 #: 13; visible, detected: issue 29's accuracy split), and config keys (postprocess: 29).
 ADDED_FIELDS = (
     *("reason", "cap", "visible", "detected"),
-    *("host_wait", "host_device", "late", "device_late"),  # the host (issue 25)
+    *("host_wait", "host_device", "host_late"),  # the host (issue 25; named so since 45)
 )
 ADDED_CONFIG = ("postprocess", "stream_transport", "stream_timeout_s", "stream_read_timeout_s")
 #: Report keys added since the dumps, wherever they are: the host's lateness (issue 25; the

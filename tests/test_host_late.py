@@ -33,7 +33,7 @@ def test_the_host_stage_is_carved_out_of_the_wait_and_the_stages_still_add_up():
     items["result"] = [0.032, 0.032]
     items["host_wait"] = [0.006, 0.004]  # the worker woke 6 ms late; item 2 waited 10 ms
     items["host_device"] = [0.002, 0.002]  # and the device's timer ended 2 ms late
-    items["late"] = [0.011, 0.006]  # and item 1 was published 3 ms late besides
+    items["host_late"] = [0.011, 0.006]  # and item 1 was published 3 ms late besides
     stages = stage_means(items)
     assert stages == {"wait": 10.0, "host": 7.0, "prep": 1.0, "compute": 8.0, "post": 1.0}
     latency = float(np.mean(items["result"] - items["arrival"])) * 1000
@@ -73,10 +73,10 @@ def test_a_worker_that_wakes_late_for_its_deadline_records_it_per_batch_and_wind
         worker.stop()
     batch = store.batches.view()[0]
     item = store.items.view()[0]
-    assert batch["late"] == pytest.approx(0.007)  # woke 7 ms after the 10 ms deadline
+    assert batch["host_wait"] == pytest.approx(0.007)  # woke 7 ms after the 10 ms deadline
     assert item["host_wait"] == pytest.approx(0.007)
     assert item["host_device"] == 0.0  # an instant device has no timer to be late
-    assert item["late"] == pytest.approx(0.009)  # and its window was published 2 ms late
+    assert item["host_late"] == pytest.approx(0.009)  # and its window was published 2 ms late
     assert item["start"] - item["arrival"] == pytest.approx(0.017)
 
 

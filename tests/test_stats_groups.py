@@ -79,10 +79,10 @@ def test_grouped_host_lateness_is_numpys_percentile_of_each_group():
         counts = rng.integers(0, 40, size=int(rng.integers(1, 10)))
         items = item_records(int(counts.sum()))
         late = rng.exponential(0.002, items.size)
-        items["late"] = np.where(rng.random(items.size) < 0.3, 0.0, late)  # many ties at 0
+        items["host_late"] = np.where(rng.random(items.size) < 0.3, 0.0, late)  # many ties at 0
         start = 0
         for count, got in zip(counts.tolist(), host_late_summaries(items, counts), strict=True):
-            group = items["late"][start : start + count] * 1000.0
+            group = items["host_late"][start : start + count] * 1000.0
             start += count
             want = np.percentile(group, [50, 99]) if count else [0.0, 0.0]
             assert got == {"p50": round(float(want[0]), 3), "p99": round(float(want[1]), 3)}

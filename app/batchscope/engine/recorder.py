@@ -225,7 +225,7 @@ class Recorder:
                 _px(r["error_px"]),
                 _px(r["fresh_px"]),
                 _ms(r["host_wait"] + r["host_device"]),
-                _ms(r["late"]),
+                _ms(r["host_late"]),
             )
             for r in items
         )
@@ -240,7 +240,7 @@ class Recorder:
                 REASONS[int(b["reason"])],
                 int(b["cap"]),
                 int(b["padded"]),
-                _ms(b["late"]),
+                _ms(b["host_wait"]),
                 int(b["device"]),
             )
             for b in batches

@@ -137,7 +137,7 @@ def stage_means_grouped(
 
 def host_late_summary(items: np.ndarray) -> dict[str, float]:
     """p50 and p99 ms of how late the host served each window (:data:`ITEM_DTYPE`'s
-    ``late``: the feeder's late publish plus the worker's late wake-up)."""
+    ``host_late``: the feeder's late publish plus the worker's late wake-up)."""
     return host_late_summaries(items, [items.size])[0]
 
 
@@ -146,7 +146,7 @@ def host_late_summaries(
 ) -> list[dict[str, float]]:
     """:func:`host_late_summary` of each group of ``items`` (consecutive runs of ``counts``
     records), in one pass: :func:`latency_summaries`' p50 and p99 of the lateness."""
-    summaries = latency_summaries(items["late"] * 1000.0, counts)
+    summaries = latency_summaries(items["host_late"] * 1000.0, counts)
     return [{"p50": x["p50"], "p99": x["p99"]} for x in summaries]
 
 
@@ -264,7 +264,7 @@ ITEM_DTYPE = np.dtype(
         ("host_device", np.float64),
         # how late the host served it in all (s): the feeder's publish after its due
         # time (before arrival, so not in its latency) plus ``host_wait`` and ``host_device``
-        ("late", np.float64),
+        ("host_late", np.float64),
         # which device ran it: its index in the run's devices (0 with one device)
         ("device", np.int16),
     ]
@@ -319,8 +319,10 @@ BATCH_DTYPE = np.dtype(
         # empty rows run after the windows to fill the policy's batch shape (fixed's:
         # batch - size), device time that delivers nothing; 0 for every other policy
         ("padded", np.int32),
-        ("late", np.float64),  # how late the worker woke for it (s; 0: it was running)
-        ("device_late", np.float64),  # how late its emulated device time ended (s)
+        # the host's share, as its windows' records say it (s): how late the worker woke
+        # for it (0: it was running), and how late its emulated device time ended
+        ("host_wait", np.float64),
+        ("host_device", np.float64),
         # which device ran it: its index in the run's devices (0 with one device)
         ("device", np.int16),
     ]

@@ -213,7 +213,7 @@ class Tally:
         self._max = _grow(self._max, n)
         np.maximum.at(self._max, sid, latency)
         us = np.rint(latency * US_PER_S).astype(np.int64)
-        late = np.rint(items["late"] * US_PER_S).astype(np.int64)
+        late = np.rint(items["host_late"] * US_PER_S).astype(np.int64)
         self._latency.add(sid, us)
         self._all_latency.add(np.zeros_like(sid), us)
         self._late.add(sid, late)

@@ -46,10 +46,10 @@ def host_jitter(items: np.ndarray, batches: np.ndarray) -> dict[str, Any]:
 
     return {
         "publish_ms": quantiles(
-            (items["late"] - items["host_wait"] - items["host_device"]) * 1000.0
+            (items["host_late"] - items["host_wait"] - items["host_device"]) * 1000.0
         ),
-        "wake_ms": quantiles(batches["late"] * 1000.0),
-        "device_ms": quantiles(batches["device_late"] * 1000.0),
+        "wake_ms": quantiles(batches["host_wait"] * 1000.0),
+        "device_ms": quantiles(batches["host_device"] * 1000.0),
     }
 
 
