@@ -15,7 +15,7 @@ from typing import Any
 
 from batchscope.config import RunConfig
 from batchscope.device.checks import BackendError
-from batchscope.engine import engine as engine_module
+from batchscope.engine import run_devices
 from batchscope.engine.serving.base import ServingBackend
 from batchscope.engine.serving.wire import Served, boot_id
 
@@ -99,7 +99,7 @@ def install_fakes(monkeypatch: Any) -> tuple[list[FakeServing], list[str]]:
         built.append(FakeServing(config, config.serving or ""))
         return built[-1]
 
-    monkeypatch.setattr(engine_module, "serving_backend", build)
-    monkeypatch.setattr(engine_module, "acquire_serving", lambda: holds.append("acquire"))
-    monkeypatch.setattr(engine_module, "release_serving", lambda: holds.append("release"))
+    monkeypatch.setattr(run_devices, "serving_backend", build)
+    monkeypatch.setattr(run_devices, "acquire_serving", lambda: holds.append("acquire"))
+    monkeypatch.setattr(run_devices, "release_serving", lambda: holds.append("release"))
     return built, holds

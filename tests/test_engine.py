@@ -252,7 +252,7 @@ def test_pause_stops_processing_and_resume_continues(engines):
     e.set_paused(True)
     # a batch in flight when pausing may still finish: the paused worker runs a call only
     # between batches, once that batch's results are recorded; after that nothing moves
-    e._worker.between_batches(lambda: None)
+    e.worker.between_batches(lambda: None)
     n0 = delivered(e)
     assert not wait_for(lambda: delivered(e) != n0, timeout=0.5)
     e.set_paused(False)

@@ -53,7 +53,7 @@ def test_overlapping_stalls_hold_until_the_later_end(engine):
 
 
 def test_overlapping_slow_devices_multiply_and_each_end_undoes_its_own(engine):
-    worker = engine._worker
+    worker = engine.worker
     assert engine.inject(Fault("slow_device", 30.0, factor=2.0)) is None
     assert engine.inject(Fault("slow_device", 0.3, factor=3.0)) is None
     assert worker.slowdown == 6.0

@@ -13,9 +13,8 @@ import numpy as np
 import pytest
 
 from batchscope.config import RunConfig
-from batchscope.engine import engine as engine_module
 from batchscope.engine import roster as roster_module
-from batchscope.engine import sources
+from batchscope.engine import run_devices, sources
 from batchscope.engine.engine import Engine, EngineStopped
 from batchscope.engine.feeder import Feeder
 from batchscope.engine.roster import Roster, SourceSlot
@@ -80,11 +79,11 @@ def test_failed_change_of_several_fields_applies_none_of_them(engines):
     e = running(sessions=2, policy="all")
     engines.append(e)
     before = e.config
-    policy_before = e._worker.policy
+    policy_before = e.worker.policy
     error = e.apply(before.with_changes(policy="oldest", sessions=5, resolution=(1024, 576)))
     assert error is not None
     assert e.config == before
-    assert e._worker.policy is policy_before
+    assert e.worker.policy is policy_before
     assert len(e.snapshot().sessions) == 2
 
 
@@ -148,7 +147,7 @@ def test_stop_while_opening_sources_ends_every_thread(monkeypatch):
 
 def test_stop_while_building_a_backend_ends_every_thread(monkeypatch):
     building = threading.Event()
-    real = engine_module.make_backend
+    real = run_devices.make_backend
 
     def slow_build(config, oom_above=None, cancelled=lambda: False, said=None):
         building.set()
@@ -156,7 +155,7 @@ def test_stop_while_building_a_backend_ends_every_thread(monkeypatch):
             time.sleep(0.01)
         return real(config, oom_above)
 
-    monkeypatch.setattr(engine_module, "make_backend", slow_build)
+    monkeypatch.setattr(run_devices, "make_backend", slow_build)
     e = Engine(RunConfig(**SMALL))
     t, outcome = _open_in_thread(e)
     assert building.wait(5)
@@ -204,11 +203,11 @@ def test_an_engine_never_opened_stops_at_once():
 def test_moving_the_objective_keeps_the_adaptive_cap(engines):
     e = running(sessions=8, policy="adaptive", slo_ms=1000.0, fps=60.0)
     engines.append(e)
-    policy = e._worker.policy
+    policy = e.worker.policy
     assert wait_for(lambda: policy.cap >= 4)
     cap = policy.cap
     assert e.apply(e.config.with_changes(slo_ms=900.0)) is None
-    assert e._worker.policy is policy  # the same object: nothing rebuilt
+    assert e.worker.policy is policy  # the same object: nothing rebuilt
     assert policy.slo_ms == 900.0
     assert policy.cap >= cap - 1  # the learnt cap stays (a rebuild started over at 1)
 
@@ -216,9 +215,9 @@ def test_moving_the_objective_keeps_the_adaptive_cap(engines):
 def test_changing_max_batch_retunes_instead_of_restarting(engines):
     e = running(sessions=6, policy="all", max_batch=None, fps=60.0)
     engines.append(e)
-    policy = e._worker.policy
+    policy = e.worker.policy
     assert e.apply(e.config.with_changes(max_batch=2)) is None
-    assert e._worker.policy is policy and policy.max_batch == 2
+    assert e.worker.policy is policy and policy.max_batch == 2
     e.reset_stats(announce=False)
     assert wait_for(lambda: sum(e.report()["overall"]["batch_sizes"].values()) > 30)
     assert {int(k) for k in e.report()["overall"]["batch_sizes"]} <= {1, 2}
@@ -227,9 +226,9 @@ def test_changing_max_batch_retunes_instead_of_restarting(engines):
 def test_a_new_policy_kind_builds_a_new_policy(engines):
     e = running(policy="all")
     engines.append(e)
-    old = e._worker.policy
+    old = e.worker.policy
     assert e.apply(e.config.with_changes(policy="round-robin")) is None
-    assert e._worker.policy is not old and e._worker.policy.name == "round-robin"
+    assert e.worker.policy is not old and e.worker.policy.name == "round-robin"
 
 
 # -- 6. the camera loop survives a failing frame --------------------------------------------

@@ -54,7 +54,7 @@ class HeldBuild:
 
     def __init__(self, engine: Engine) -> None:
         self.building, self._release = threading.Event(), threading.Event()
-        build = engine.build_backend
+        build = engine.devices.build_backend
         calls = []
 
         def held(config: RunConfig):
@@ -64,7 +64,7 @@ class HeldBuild:
                 assert self._release.wait(30), "the test never released the build"
             return build(config)
 
-        engine.build_backend = held  # type: ignore[method-assign]
+        engine.devices.build_backend = held  # type: ignore[method-assign]
 
     def release(self) -> None:
         self._release.set()

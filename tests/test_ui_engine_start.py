@@ -15,7 +15,7 @@ import numpy as np
 from PySide6.QtCore import QTimer
 
 from batchscope.device.checks import BackendError
-from batchscope.engine import engine as engine_module
+from batchscope.engine import run_devices
 from batchscope.engine.metrics import MONITOR_PERIOD_S, TimelineSample
 from batchscope.ui.plots.time_plots import time_window
 from fake_serving import FakeServing
@@ -39,9 +39,9 @@ RAY_DID_NOT_START = (
 def fake_engine_start(monkeypatch, build) -> None:
     """Every serving engine the run switches to is started by ``build(config, progress)``;
     Ray is not held (there is none)."""
-    monkeypatch.setattr(engine_module, "serving_backend", build)
-    monkeypatch.setattr(engine_module, "acquire_serving", lambda: None)
-    monkeypatch.setattr(engine_module, "release_serving", lambda: None)
+    monkeypatch.setattr(run_devices, "serving_backend", build)
+    monkeypatch.setattr(run_devices, "acquire_serving", lambda: None)
+    monkeypatch.setattr(run_devices, "release_serving", lambda: None)
 
 
 def test_the_gui_thread_runs_on_while_an_engine_starts(dashboard, qtbot, monkeypatch):

@@ -1,15 +1,16 @@
 """The engine facade: open/start/stop, apply(config) live, snapshot(), report().
 
 The UI and the CLI talk to this object only. It owns the roster (sources and
-sessions), the feeder, the worker, the monitor and, while recording, the
+sessions), the feeder, the devices (device 0's worker and the others:
+:mod:`batchscope.engine.run_devices`), the monitor and, while recording, the
 recorder. Every thread it starts stops within ``stop(timeout)`` from any
 state: opening (decoding a file), building a backend, running, paused,
 recording.
 
 A live change is a transaction (:meth:`Engine.apply`, built in
-:mod:`batchscope.engine.live_change`): what can fail is built first, swapped in
-between two batches only when all of it worked; on failure the run stays
-exactly as it was and keeps delivering.
+:mod:`batchscope.engine.live_change`, which holds the parts it changes): what
+can fail is built first, swapped in between two batches only when all of it
+worked; on failure the run stays exactly as it was and keeps delivering.
 """
 
 from __future__ import annotations
@@ -28,19 +29,13 @@ from batchscope.config import (
 )
 from batchscope.device.load import NeighbourLoad, neighbour_load
 from batchscope.engine.accuracy import UNSCORED, score
-from batchscope.engine.backends import (
-    Backend,
-    BuildCancelled,
-    make_backend,
-)
+from batchscope.engine.backends import Backend
 from batchscope.engine.fault_actions import RunFaults
 from batchscope.engine.feeder import Feeder
 from batchscope.engine.host_check import HostProbe, LoadWatch, host_load_since, load_mark
-from batchscope.engine.live_change import EngineStopped, LiveChange
+from batchscope.engine.live_change import LiveChange
 from batchscope.engine.metrics import Event, MetricsStore, TimelineSample
 from batchscope.engine.monitor import Monitor, sample_timeline
-from batchscope.engine.other_devices import OtherDevices, OtherDevicesBuilt
-from batchscope.engine.policies import make_policy
 from batchscope.engine.recorder import Recorder
 from batchscope.engine.report.body import SessionInfo
 from batchscope.engine.report.live_figures import LiveFigures
@@ -52,12 +47,10 @@ from batchscope.engine.roster import (
     default_sources,
     open_slots,
 )
-from batchscope.engine.routing import Router, devices_label, pinned_counts
+from batchscope.engine.routing import devices_label, pinned_counts
+from batchscope.engine.run_devices import Devices, EngineStopped
 from batchscope.engine.segments import SegmentLog
-from batchscope.engine.serving.base import SERVING_STOP_S
-from batchscope.engine.serving.dispatch import ServingClient, ServingWorker
-from batchscope.engine.serving.engines import serving_backend
-from batchscope.engine.serving.ray_serve import acquire_serving, release_serving
+from batchscope.engine.serving.dispatch import ServingWorker
 from batchscope.engine.session import Mailboxes, Session, Window, shown_state
 from batchscope.engine.snapshot import (
     BusRecords,
@@ -91,7 +84,6 @@ class Engine:
         # backends stamp their batches with perf_counter, and a report over two clocks
         # read all zeros
         clock = self.clock = time.perf_counter
-        self._oom_above = oom_above
         self.run_s = run_s  # seconds its sessions play (inf: until stopped), for loop notes
         self.store = MetricsStore()
         self.mailboxes = Mailboxes(on_overwrite=self.store.record_overwrite)
@@ -103,19 +95,20 @@ class Engine:
         self._listeners: list[Callable[[Event], None]] = []
         self._lifecycle = threading.Lock()  # open/stop: who owns the sources and threads
         self._stopping = threading.Event()
-        self._worker: ServingWorker | None = None  # device 0 (and a serving engine's client)
-        # BatchScope's worker on several devices: devices 1…N−1, and the router
-        self._others = OtherDevices(
+        # device 0's worker (a serving engine's client while its backend is one), the
+        # devices past it, the router over them, Ray's hold (engine/run_devices.py)
+        self.devices = Devices(
             self.mailboxes,
             self.store,
             self.event,
+            self.said,
             clock,
             self._score,
             self._stopping,
             lambda device: self.faults.active.slowdown(device),  # a device joining a fault
+            lambda: [s.id for s in self.roster.sessions()],
+            oom_above,
         )
-        self._router: Router | None = None
-        self._holds_ray = False  # holds the process's Ray (released by stop, or a switch)
         self._feeder = Feeder(
             self.mailboxes,
             lambda m: self.event("error", m),
@@ -129,7 +122,7 @@ class Engine:
             self._feeder,
             self.roster,
             self.segments,
-            self.workers,  # a slow device: the one it names, or every one
+            self.devices.workers,  # a slow device: the one it names, or every one
             lambda: self.config,
             lambda: self.running,
             self.event,
@@ -140,7 +133,18 @@ class Engine:
         self._load: NeighbourLoad | None = None  # real neighbours (torch backend)
         self.progress: str | None = None  # what is being decoded, and how far (or None)
         self.on_progress: Callable[[str], None] | None = None  # hears ``said`` (the CLI)
-        self._live = LiveChange(self)  # live changes, one at a time (engine/live_change.py)
+        # live changes, one at a time (engine/live_change.py), on the parts they change
+        self._live = LiveChange(
+            self,
+            self.devices,
+            self.roster,
+            self.segments,
+            self.faults,
+            self._feeder,
+            self.mailboxes,
+            clock,
+            self.event,
+        )
         self.host_probe: HostProbe | None = None  # the timers' check at the start
         self._load_mark = load_mark()  # the machine's load since the statistics began
         self._load_watch = LoadWatch()  # and over the last seconds (the status bar's)
@@ -155,40 +159,33 @@ class Engine:
         which case its sessions show the error and the others run. A ``stop()``
         meanwhile makes this raise EngineStopped, with nothing left open.
         """
-        config = self.config
+        config, devices = self.config, self.devices
         with self._lifecycle:
             if self._stopping.is_set():
                 raise EngineStopped()
             if self.host_probe is None:  # while the sources open: it costs no time
                 self.host_probe = HostProbe(self._stopping)
-            self.hold_ray(config)
-            # the worker, or a serving engine's client while its backend is one: the engine
-            # can switch live (engine/serving/dispatch.py)
-            self._worker = ServingWorker(
-                self.mailboxes, self.store, make_policy(config), self.event, self.clock
-            )
-            self.set_worker_knobs(config)
-            self._worker.scorer = self._score
+            worker = devices.open(config)
         try:
             slots = self.open_sources(config.sources or default_sources(), config)
         except BaseException:
-            self._worker.stop()
+            worker.stop()
             raise
         try:
             if not config.skip_bad_sources:
                 for slot in slots:
                     if slot.error:
                         raise SourceError(slot.spec, slot.error)
-            self.swap_in(self.build_backend(config))
-            self.swap_other_devices(self.build_other_devices(config), config, new_policy=False)
+            devices.swap_in(devices.build_backend(config))
+            devices.swap_others(devices.build_others(config), config, False, self.running)
         except WorkerStopped:
             close_slots(slots)
-            self._others.stop()
+            devices.others.stop()
             raise EngineStopped() from None
         except BaseException:
             close_slots(slots)
-            self._others.stop()
-            self._worker.stop()
+            devices.others.stop()
+            worker.stop()
             raise
         self.install_sources(slots)
         for slot in slots:
@@ -196,7 +193,7 @@ class Engine:
                 self.event("info", f"{slot.spec}: {slot.source.note}")
 
     def start(self) -> None:
-        if self._worker is None or self._worker.backend is None:
+        if not self.devices.opened or self.devices.worker.backend is None:
             self.open()
         self.sync_load(self.config)
         started = self.clock()
@@ -207,7 +204,7 @@ class Engine:
         self.segments.open(self._t0, self.config)
         self.sync_sessions()
         self.worker.start()
-        self._others.start()
+        self.devices.others.start()
         self._feeder.start()
         self._monitor.start()
         self.running = True
@@ -242,16 +239,10 @@ class Engine:
         self.stop_recording()
         self._feeder.stop(left())
         self._monitor.stop(left())
-        self._others.stop(0.0)  # told: a build under way is cancelled
-        if self._worker is not None:
-            # a serving engine's backend closes on the worker's thread (one swapped out,
-            # on a thread aside the worker waits for): its processes stop
-            serving = self._serving() is not None or self._worker.retiring
-            self._worker.stop(left() + (SERVING_STOP_S if serving else 0.0))
-        self._others.stop(left())
+        self.devices.stop(left)
         if self._load is not None:
             self._load.stop(left())
-        self.release_ray()  # the last engine out stops Ray's processes
+        self.devices.release_ray()  # the last engine out stops Ray's processes
         with self._lifecycle:
             self.roster.close(left())
         if self.host_probe is not None:
@@ -264,9 +255,7 @@ class Engine:
             out.append("feeder")
         if self._monitor.alive:
             out.append("monitor")
-        if self._worker is not None and self._worker.alive:
-            out.append("worker")
-        out.extend(f"worker of device {w.device}" for w in self._others.threads() if w.alive)
+        out.extend(self.devices.threads_alive())
         if self.host_probe is not None and self.host_probe.alive:
             out.append("host timer probe")
         if self.recorder is not None and self.recorder.alive:
@@ -284,7 +273,7 @@ class Engine:
         if paused == self.paused:
             return
         self.worker.paused = paused
-        self._others.each(lambda w: setattr(w, "paused", paused))
+        self.devices.others.each(lambda w: setattr(w, "paused", paused))
         self._feeder.set_paused(paused)
         if paused:
             # paused time is never latency: the windows waiting now would count the pause
@@ -299,7 +288,7 @@ class Engine:
 
     @property
     def paused(self) -> bool:
-        return bool(self._worker and self._worker.paused)
+        return self.devices.paused
 
     def reset_stats(self, announce: bool = True, open_segment: bool = True) -> None:
         """Forget statistics; reports and histograms restart from now (e.g. after warm-up).
@@ -311,7 +300,7 @@ class Engine:
         """
         self.store.reset()
         self.mailboxes.reset_counts()
-        client = self._serving()
+        client = self.devices.client
         if client is not None:
             client.reset()
         self._load_mark = load_mark()
@@ -419,8 +408,7 @@ class Engine:
 
     def sync_sessions(self) -> None:
         self.roster.sync(self.config.sessions, self.config.fps)
-        if self._router is not None:  # pinned deals the sessions again
-            self._router.repin(s.id for s in self.roster.sessions())
+        self.devices.repin()
 
     def add_source(self, spec: str) -> SourceSlot:
         """Open one more source (UI) as a live change (a segment opens); a bad one shows
@@ -467,11 +455,6 @@ class Engine:
         """
         return self._live.apply(change, on_done, caption, step, faults, fresh)
 
-    def rephase(self, seed: int) -> None:
-        """Every session's frames on a new phase, drawn as a fresh run with ``seed`` draws
-        them (:meth:`Feeder.rephase <batchscope.engine.feeder.Feeder.rephase>`)."""
-        self._feeder.rephase(seed)
-
     def inject(self, fault: Fault, caption: str = "") -> str | None:
         """Start ``fault`` now (the Faults menu); it ends by itself after ``fault.for_s``.
 
@@ -500,20 +483,6 @@ class Engine:
             self.roster.replace_sources(slots)
         self._report_bad(slots)
 
-    def release_caches(self) -> None:
-        """Give the frame caches back before re-decoding in their place; nothing may hold
-        a view of them: paused sessions, their windows (in the mailboxes and the
-        sessions), the backend's frame pool."""
-        self._feeder.set_sessions([], self.config.fps)
-        for session in self.roster.sessions():
-            self.mailboxes.drop(session.id)
-        self.worker.between_batches(self.backend.forget_frames)
-        for lane in self._others.workers:
-            backend = lane.backend
-            if backend is not None:
-                lane.between_batches(backend.forget_frames)
-        self.roster.release_caches()
-
     def _score(self, window: Window, detection: Any, positions: bool) -> tuple:
         """Worker thread: one delivered result against its source's ground truth."""
         session = self.roster.session(window.session)
@@ -523,112 +492,23 @@ class Engine:
         truth_now = source.truth(session.current_index())
         return score(detection, source.truth(window.frame_index), truth_now, positions)
 
-    def set_worker_knobs(self, config: RunConfig) -> None:
-        """Worker thread: the knobs every device's worker applies to every policy, and the
-        router on several devices."""
-        OtherDevices.set_knobs(self.worker, config)
-        self._others.each(lambda w: OtherDevices.set_knobs(w, config))
-        if self._router is not None and self._router.kind != config.router:
-            self._route(config)
-
     def workers(self) -> list[Worker]:
         """Every device's worker, device 0 first (one unless several devices run in
         BatchScope's worker)."""
-        return [self.worker, *self._others.workers]
-
-    def build_other_devices(self, config: RunConfig) -> OtherDevicesBuilt:
-        """The workers and backends of ``config``'s devices past the first
-        (engine/other_devices.py), built while the run goes on."""
-        try:
-            return self._others.build(config, self._oom_above)
-        except BuildCancelled:
-            raise EngineStopped() from None
-
-    def swap_other_devices(
-        self, built: OtherDevicesBuilt, config: RunConfig, new_policy: bool
-    ) -> None:
-        """Put ``built`` in (after device 0's backend), and route the windows over the
-        devices of ``config`` (no router with one device)."""
-        self._others.swap(built, new_policy, self.running, self.paused)
-        self._route(config)
-
-    def release_other_devices(self, built: OtherDevicesBuilt) -> None:
-        self._others.release(built)
-
-    def _route(self, config: RunConfig) -> None:
-        """The mailboxes' router for ``config``'s devices in BatchScope's worker."""
-        n = 1 + len(self._others.workers)
-        if n == 1:
-            self._router = None
-        else:
-            workers = self.workers()
-            self._router = Router(config.router, n, config.seed, lambda d: workers[d].free_key())
-            self._router.repin(s.id for s in self.roster.sessions())
-        self.mailboxes.route(self._router)
+        return self.devices.workers()
 
     def sync_load(self, config: RunConfig) -> None:
         """Real neighbour processes on a real device, as many as ``config`` asks for."""
         self._load = neighbour_load(self._load, config)
 
-    def build_backend(self, config: RunConfig) -> Backend:
-        """The backend of ``config``, built while the one in use keeps running.
-
-        An in-process backend is built on the worker thread (its model runs there); a
-        serving engine's on this thread: its work is the engine's processes' (seconds:
-        Ray's start, Triton's), and the engine in use keeps serving meanwhile.
-        """
-        oom_above = self._oom_above
-        if config.serving:
-            return serving_backend(config, self.said)
-        try:
-            return self.worker.build_backend(
-                lambda cancelled: make_backend(config, oom_above, cancelled, self.said)
-            )
-        except BuildCancelled:
-            raise EngineStopped() from None
-
-    def swap_in(self, backend: Backend) -> None:
-        """Make ``backend`` the one in use (between two batches); a stop that came first
-        closes it instead (a serving engine's processes with it) and raises WorkerStopped."""
-        try:
-            self.worker.swap_backend(backend)
-        except WorkerStopped:
-            backend.close()
-            raise
-
-    def hold_ray(self, config: RunConfig, *more: RunConfig) -> None:
-        """Hold the process's Ray while ``config`` (or one of ``more``) serves on it, else
-        let it go (:meth:`release_ray`)."""
-        if any(c.serving == "ray" for c in (config, *more)):
-            if not self._holds_ray:
-                acquire_serving()
-                self._holds_ray = True
-        else:
-            self.release_ray()
-
-    def release_ray(self) -> None:
-        """Let the process's Ray go, if this engine holds it: the last holder's release
-        shuts Ray down (its processes, a gigabyte), so a run switched off Ray does not
-        share the machine with it."""
-        if self._holds_ray:
-            self._holds_ray = False
-            release_serving()
-
     @property
     def worker(self) -> ServingWorker:
-        """The worker; :meth:`open` makes it first, before anything that uses it."""
-        assert self._worker is not None, "the engine is not open"
-        return self._worker
-
-    def _serving(self) -> ServingClient | None:
-        """The serving engine's client while the backend is one (engine/serving/dispatch.py)."""
-        return self._worker.client if self._worker is not None else None
+        """Device 0's worker; :meth:`open` makes it first, before anything that uses it."""
+        return self.devices.worker
 
     @property
     def backend(self) -> Backend:
-        backend = self.worker.backend
-        assert backend is not None, "open() swaps the first backend in"
-        return backend
+        return self.devices.backend
 
     @property
     def where(self) -> str:
@@ -744,7 +624,7 @@ class Engine:
             self.figures,
             [s for s in infos if s.id in current],
             self.segments.all(),
-            self._worker.backend if self._worker else None,
+            self.devices.worker.backend if self.devices.opened else None,
             self.clock(),
             self._t0,
             self._stats_t0,
@@ -755,7 +635,7 @@ class Engine:
         if probe is not None:
             report["host_probe"] = probe
         report["host_load"] = host_load_since(self._load_mark)
-        client = self._serving()
+        client = self.devices.client
         if client is not None:
             report["serving"] = client.report()
         elif "devices" in report:  # BatchScope's workers: each device's own memory
@@ -768,13 +648,13 @@ class Engine:
         """On several devices, each one's name by index (BatchScope's workers, or the
         serving engine's replicas that answered), and the sessions pinned to each (router
         ``pinned``); nothing on one device."""
-        if self._worker is None or self.config.devices == 1:
+        if not self.devices.opened or self.config.devices == 1:
             return [], None
-        client = self._serving()
+        client = self.devices.client
         if client is not None:
             return client.replica_labels(), None
         names = self.config.device_names()  # the simulator's names
-        router = self._router
+        router = self.devices.router
         if router is None or router.kind != "pinned":
             return names, None
         return names, pinned_counts(router.pins().values(), router.devices)

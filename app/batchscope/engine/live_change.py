@@ -8,9 +8,11 @@ one event says why, and the run keeps delivering. A change (or an experiment
 step, or a fault from the Faults menu) opens one segment at the instant it took
 effect.
 
-This is the engine's other half: :class:`LiveChange` reads and writes the
-:class:`~batchscope.engine.engine.Engine`'s state through :class:`LiveEngine`, what it
-needs of the engine; the engine's ``apply`` is the way in.
+This is the engine's other half: :class:`LiveChange` holds the engine's parts it acts on
+(the devices, the roster, the segments, the faults, the feeder, the mailboxes) and writes
+the :class:`~batchscope.engine.engine.Engine`'s config; of the engine itself it needs only
+:class:`LiveEngine` (the config, whether it runs, and what opening and starting a run do
+too). The engine's ``apply`` is the way in.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from batchscope.config import (
 from batchscope.engine.backends import Backend, BackendError, EmulatedBackend
 from batchscope.engine.fault_actions import RunFaults
 from batchscope.engine.faults import fault_changes
-from batchscope.engine.metrics import Event
+from batchscope.engine.feeder import Feeder
 from batchscope.engine.neighbours import Neighbours
 from batchscope.engine.other_devices import OtherDevicesBuilt
 from batchscope.engine.policies import make_policy
@@ -44,57 +46,34 @@ from batchscope.engine.roster import (
     close_slots,
     default_sources,
 )
+from batchscope.engine.run_devices import Devices, EngineStopped
 from batchscope.engine.segments import SegmentLog
+from batchscope.engine.session import Mailboxes
 from batchscope.engine.sources import CACHE_BYTES, SourceError
 from batchscope.engine.streams import STREAM_FIELDS, StreamSettings
-from batchscope.engine.worker import Worker, WorkerStopped
+from batchscope.engine.worker import WorkerStopped
 from batchscope.experiment import Fault
 from batchscope.models.weights import CheckpointError
 from batchscope.profiles.profile import ProfileError
 from batchscope.urls import is_stream
 
 
-class EngineStopped(RuntimeError):
-    """The engine was stopped while this was being done (e.g. the window closed)."""
-
-    def __init__(self) -> None:
-        super().__init__("the engine was stopped")
-
-
 class LiveEngine(Protocol):
-    """What a live change needs of the engine (:class:`~batchscope.engine.engine.Engine`)."""
+    """What a live change needs of the engine itself
+    (:class:`~batchscope.engine.engine.Engine`): the config it writes, whether the run
+    runs, and what opening or starting a run does too (the sources opened, installed and
+    played under the engine's lifecycle lock; the sessions; the statistics; the neighbour
+    load)."""
 
     config: RunConfig
-    clock: Callable[[], float]
     running: bool
-    roster: Roster
-    segments: SegmentLog
-    faults: RunFaults
 
-    @property
-    def worker(self) -> Worker: ...
-    @property
-    def paused(self) -> bool: ...
-    def workers(self) -> list[Worker]: ...
-    def build_other_devices(self, config: RunConfig) -> OtherDevicesBuilt: ...
-    def swap_other_devices(
-        self, built: OtherDevicesBuilt, config: RunConfig, new_policy: bool
-    ) -> None: ...
-    def release_other_devices(self, built: OtherDevicesBuilt) -> None: ...
-    @property
-    def backend(self) -> Backend: ...
-    def event(self, kind: str, message: str) -> Event: ...
-    def build_backend(self, config: RunConfig) -> Backend: ...
-    def hold_ray(self, config: RunConfig, *more: RunConfig) -> None: ...
     def open_sources(self, specs: tuple[str, ...], config: RunConfig) -> list[SourceSlot]: ...
     def install_sources(self, slots: list[SourceSlot]) -> None: ...
     def add_slot(self, slot: SourceSlot) -> None: ...
-    def release_caches(self) -> None: ...
     def sync_sessions(self) -> None: ...
-    def rephase(self, seed: int) -> None: ...
     def reset_stats(self, announce: bool = True, open_segment: bool = True) -> None: ...
     def sync_load(self, config: RunConfig) -> None: ...
-    def set_worker_knobs(self, config: RunConfig) -> None: ...
 
 
 class LiveChange:
@@ -107,8 +86,27 @@ class LiveChange:
     added, a precision just set).
     """
 
-    def __init__(self, engine: LiveEngine) -> None:
+    def __init__(
+        self,
+        engine: LiveEngine,
+        devices: Devices,
+        roster: Roster,
+        segments: SegmentLog,
+        faults: RunFaults,
+        feeder: Feeder,
+        mailboxes: Mailboxes,
+        clock: Callable[[], float],
+        event: Callable[[str, str], object],
+    ) -> None:
         self._engine = engine
+        self._devices = devices
+        self._roster = roster
+        self._segments = segments
+        self._faults = faults
+        self._feeder = feeder
+        self._mailboxes = mailboxes
+        self._clock = clock
+        self._event = event
         self._lock = threading.Lock()  # one live change at a time
 
     def apply(
@@ -152,7 +150,7 @@ class LiveChange:
                 new, error = old, str(exc)
                 tried = dict(change if not isinstance(change, RunConfig) else {})
                 label = ", ".join(set_phrase(k, v) for k, v in tried.items())
-                engine.event("error", f"not applied ({label}): {error}")
+                self._event("error", f"not applied ({label}): {error}")
                 if step:
                     opens = (old, tried, error)
             changes = old.diff(new)
@@ -165,7 +163,7 @@ class LiveChange:
                     error = "the engine was stopped"
                 except Exception as exc:
                     error = str(exc) if _is_user_error(exc) else f"{type(exc).__name__}: {exc}"
-                    engine.event("error", f"not applied ({label}): {error}")
+                    self._event("error", f"not applied ({label}): {error}")
                     if step:
                         opens = (old, wanted, error)
                 else:
@@ -175,17 +173,17 @@ class LiveChange:
                 opens = (old, {}, None)
             if fresh and error is None:
                 self._afresh(engine.config)
-            at = engine.clock()  # the step's segment opens here, its faults' clocks start here
-            started, fault_error = engine.faults.start(faults, at)
+            at = self._clock()  # the step's segment opens here, its faults' clocks start here
+            started, fault_error = self._faults.start(faults, at)
             if started:
                 config, wanted, seg_error = opens or (engine.config, {}, None)
                 wanted = {**wanted, "fault": fault_changes(started)}
                 caption = caption or faults_phrase(started)
                 opens = (config, wanted, seg_error)
             if opens is not None and engine.running:
-                engine.segments.open(at, *opens[:2], caption, opens[2], engine.faults.on())
+                self._segments.open(at, *opens[:2], caption, opens[2], self._faults.on())
             if changes and error is None:
-                engine.event("config", label_event)
+                self._event("config", label_event)
             error = error or fault_error
         if on_done:
             on_done(error)
@@ -198,13 +196,12 @@ class LiveChange:
         re-phased from the seed (as a fresh run on it spreads them), and statistics from
         zero (the sessions' counts, the whole run's figures), from the instant the
         segment ``apply`` opens next; earlier segments keep their figures."""
-        engine = self._engine
-        engine.reset_stats(announce=False, open_segment=False)
-        for each in engine.workers():
+        self._engine.reset_stats(announce=False, open_segment=False)
+        for each in self._devices.workers():
             each.set_policy(make_policy(config))
         if config.backend == "emulated":
-            engine.worker.between_batches(lambda: self._set_neighbours(config))
-        engine.rephase(config.seed)
+            self._devices.worker.between_batches(lambda: self._set_neighbours(config))
+        self._feeder.rephase(config.seed)
 
     def add_source(self, spec: str) -> SourceSlot:
         """Open one more source and play it, as one live change: the config lists it, the
@@ -220,7 +217,7 @@ class LiveChange:
     def remove_source(self, spec: str) -> None:
         """Close ``spec`` (not the last source), as one live change (see :meth:`add_source`)."""
         with self._lock:
-            if self._engine.roster.remove(spec):
+            if self._roster.remove(spec):
                 self._sources_changed()
 
     def _sources_changed(self) -> None:
@@ -228,7 +225,7 @@ class LiveChange:
         re-map, and a segment opens with the change named."""
         engine = self._engine
         old = engine.config
-        new = old.with_changes(sources=tuple(s.spec for s in engine.roster.slots))
+        new = old.with_changes(sources=tuple(s.spec for s in self._roster.slots))
         engine.config = new
         engine.sync_sessions()
         changes = old.diff(new)
@@ -236,8 +233,8 @@ class LiveChange:
             return
         if engine.running:
             wanted = {k: b for k, (_, b) in changes.items()}
-            engine.segments.open(engine.clock(), new, wanted, faults=engine.faults.on())
-        engine.event("config", changes_phrase(changes))
+            self._segments.open(self._clock(), new, wanted, faults=self._faults.on())
+        self._event("config", changes_phrase(changes))
 
     def label_segment(
         self, index: int, changes: dict[str, Any], caption: str, faults: Sequence[Fault] = ()
@@ -245,16 +242,15 @@ class LiveChange:
         """Say what segment ``index`` stands for (an experiment's step 0, in the segment
         the experiment started in) and start that step's faults in it: one step, one
         segment. Returns the first fault's error, if any."""
-        engine = self._engine
         with self._lock:
-            started, error = engine.faults.start(faults, engine.clock())
+            started, error = self._faults.start(faults, self._clock())
             if started:
                 changes = {**changes, "fault": fault_changes(started)}
-            engine.segments.relabel(index, changes, caption, engine.faults.on())
+            self._segments.relabel(index, changes, caption, self._faults.on())
         return error
 
     def _transact(self, new: RunConfig, changes: dict[str, tuple[Any, Any]]) -> None:
-        engine = self._engine
+        engine, devices = self._engine, self._devices
         old = engine.config
         # 1. build and check what can fail; the run goes on untouched meanwhile (a switch
         # of engine too: the worker is the new engine's client, or the batcher, after the
@@ -265,35 +261,35 @@ class LiveChange:
         slots = None
         try:
             if set(BACKEND_FIELDS) & changes.keys():
-                engine.hold_ray(old, new)  # Ray stays up while either serves on it
-                backend = engine.build_backend(new)
-                others = engine.build_other_devices(new)
+                devices.hold_ray(old, new)  # Ray stays up while either serves on it
+                backend = devices.build_backend(new)
+                others = devices.build_others(new)
             if {"resolution", "fit", "sources"} & changes.keys():
                 slots = self._reopen(new)
             elif set(STREAM_FIELDS) & changes.keys():
                 slots = self._reopen_streams(new)
             # 2. swap it in, between two batches
             if backend is not None and others is not None:  # with the new policy at once
-                engine.worker.swap_backend(backend, policy)
+                devices.worker.swap_backend(backend, policy)
                 backend = None  # the worker owns it now
-                engine.swap_other_devices(others, new, new_policy=policy is not None)
+                devices.swap_others(others, new, policy is not None, engine.running)
                 others = policy = None
         except BaseException:
             self._release(backend, slots, others)
-            engine.hold_ray(old)
+            devices.hold_ray(old)
             raise
         # off Ray, the last holder out shuts it down: once its app is gone (closed aside)
-        engine.worker.wait_retired()
-        engine.hold_ray(new)
-        worker = engine.worker
+        devices.worker.wait_retired()
+        devices.hold_ray(new)
+        worker = devices.worker
         if policy is not None:  # one policy object per device
-            for each in engine.workers():
+            for each in devices.workers():
                 each.set_policy(policy if each is worker else make_policy(new))
         elif set(POLICY_PARAMS[new.policy]) & changes.keys():
-            for each in engine.workers():
+            for each in devices.workers():
                 each.retune(lambda p: p.retune(new))
         if set(WORKER_FIELDS) & changes.keys():
-            worker.between_batches(lambda: engine.set_worker_knobs(new))
+            worker.between_batches(lambda: devices.set_knobs(new))
         if (
             set(DEVICE_LOAD_FIELDS) & changes.keys()
             and set(BACKEND_FIELDS).isdisjoint(changes.keys())
@@ -318,13 +314,13 @@ class LiveChange:
         if slots is not None:
             close_slots(slots)
         if others is not None:
-            self._engine.release_other_devices(others)
+            self._devices.others.release(others)
         if backend is not None:
-            self._engine.worker.discard(backend)
+            self._devices.worker.discard(backend)
 
     def _set_neighbours(self, config: RunConfig) -> None:
         """Worker thread: the emulated device's neighbours change between two batches."""
-        backend = self._engine.backend
+        backend = self._devices.backend
         assert isinstance(backend, EmulatedBackend), "neighbours are the emulated device's"
         backend.neighbours = Neighbours(config.neighbours, config.neighbour_duty, config.seed)
 
@@ -335,7 +331,7 @@ class LiveChange:
         if a stream that plays now would not open with them."""
         engine = self._engine
         was, will = StreamSettings.of(engine.config), StreamSettings.of(new)
-        slots = engine.roster.slots
+        slots = self._roster.slots
         again = [
             i
             for i, s in enumerate(slots)
@@ -344,11 +340,24 @@ class LiveChange:
         if not again:
             return None
         opened = iter(
-            engine.roster.refuse_broken(
+            self._roster.refuse_broken(
                 engine.open_sources(tuple(slots[i].spec for i in again), new)
             )
         )
         return [next(opened) if i in again else s for i, s in enumerate(slots)]
+
+    def _release_caches(self) -> None:
+        """Give the frame caches back before re-decoding in their place; nothing may hold
+        a view of them: paused sessions, their windows (in the mailboxes and the
+        sessions), every device's backend's frame pool."""
+        self._feeder.set_sessions([], self._engine.config.fps)
+        for session in self._roster.sessions():
+            self._mailboxes.drop(session.id)
+        for worker in self._devices.workers():
+            backend = worker.backend
+            if backend is not None:
+                worker.between_batches(backend.forget_frames)
+        self._roster.release_caches()
 
     def _reopen(self, new: RunConfig) -> list[SourceSlot]:
         """The sources of ``new``; refused if one that works now would fail after the change.
@@ -359,18 +368,18 @@ class LiveChange:
         failure decodes the old ones back, so memory stays within the budget.
         """
         engine = self._engine
-        roster = engine.roster
+        roster = self._roster
         specs = new.sources or default_sources()
         held = cache_bytes(roster.slots)
         if held + roster.cache_estimate(specs, new.resolution) <= CACHE_BYTES:
             return roster.refuse_broken(engine.open_sources(specs, new))
         old = engine.config
-        engine.event(
+        self._event(
             "info",
             f"re-decoding at {format_resolution(new.resolution)} in place of the "
             f"{held / 2**20:.0f} MB frame cache: the sessions pause meanwhile",
         )
-        engine.release_caches()
+        self._release_caches()
         try:
             return roster.refuse_broken(engine.open_sources(specs, new))
         except EngineStopped:

@@ -156,7 +156,7 @@ class OtherDevices:
 
     @staticmethod
     def set_knobs(worker: Worker, config: RunConfig) -> None:
-        """The knobs a worker applies to every policy (the engine's worker: set_worker_knobs)."""
+        """The knobs a worker applies to every policy (every device's: Devices.set_knobs)."""
         ms = config.drop_after_ms
         worker.drop_after_s = None if ms is None else ms / 1000.0
 
