@@ -56,7 +56,7 @@ class Arrivals:
 
         def publish_and_note(window: Window) -> bool:
             with self._lock:  # due = published - late: the schedule, free of wake-up jitter
-                self._due[window.session].append(window.arrival - window.late)
+                self._due[window.session].append(window.arrival - window.publish_late)
             return publish(window)
 
         engine.mailboxes.publish = publish_and_note  # type: ignore[method-assign]

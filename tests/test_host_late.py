@@ -52,7 +52,7 @@ def test_a_late_publish_is_measured_against_the_frames_due_time():
         now[0] = due + 0.004
         feeder._publish_due(now[0])
     (window,) = boxes.take([0])
-    assert window.late == pytest.approx(0.004)
+    assert window.publish_late == pytest.approx(0.004)
     assert window.arrival == now[0]  # its latency still starts at its arrival
 
 
@@ -66,7 +66,7 @@ def test_a_worker_that_wakes_late_for_its_deadline_records_it_per_batch_and_wind
     try:
         worker.swap_backend(ClockedDevice(now))  # no time: an instant device
         worker.start()
-        boxes.publish(Window(0, 3, 2, (frame,) * 3, now[0], late=0.002))
+        boxes.publish(Window(0, 3, 2, (frame,) * 3, now[0], publish_late=0.002))
         boxes.armed.set()  # from now on, its waits are late
         assert wait_for(lambda: store.batches.total == 1)
     finally:

@@ -220,11 +220,11 @@ class Feeder(LoopThread):
                     continue  # stalled (or all paused): the frame goes by unsent
                 self._publish(session, now)
 
-    def _publish(self, session: Session, now: float, late: float = 0.0) -> None:
+    def _publish(self, session: Session, now: float, publish_late: float = 0.0) -> None:
         """Session's next window into its mailbox (under the lock); a failing source marks
-        the session failed, the others go on. ``late``: s past its due time (the host's)."""
+        the session failed, the others go on. ``publish_late``: s past its due time (the host's)."""
         try:
-            window = session.next_window(now, late)
+            window = session.next_window(now, publish_late)
         except Exception as exc:  # a source failing must not stop the others
             session.fail(str(exc))
             self._on_error(f"session {session.id}: {exc}")

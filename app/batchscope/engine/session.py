@@ -40,7 +40,7 @@ class Window:
     arrival: float  # s, perf_counter clock
     scale: tuple[float, float] = (1.0, 1.0)  # model pixels -> source pixels (x, y)
     offset: tuple[int, int] = (0, 0)  # model pixels of the source's top-left (letterbox bars)
-    late: float = 0.0  # s the feeder published it after it was due (the host's delay)
+    publish_late: float = 0.0  # s the feeder published it after it was due (the host's)
 
 
 def first_frame_delay(rng: random.Random, fps: float) -> float:
@@ -68,8 +68,8 @@ class Session:
         where = source.placement
         self._scale, self._offset = where.scale, where.offset
 
-    def next_window(self, now: float, late: float = 0.0) -> Window | None:
-        """Advance one frame; the new window once 3 frames are in, else None. ``late``:
+    def next_window(self, now: float, publish_late: float = 0.0) -> Window | None:
+        """Advance one frame; the new window once 3 frames are in, else None. ``publish_late``:
         how long after its due time the feeder publishes it (s)."""
         index = self.phase_frames + self.seq
         self._frames.append(self.source.frame(index))
@@ -77,7 +77,9 @@ class Session:
         if len(self._frames) < WINDOW:
             return None
         frames = tuple(self._frames)
-        return Window(self.id, self.seq, index, frames, now, self._scale, self._offset, late)
+        return Window(
+            self.id, self.seq, index, frames, now, self._scale, self._offset, publish_late
+        )
 
     def forget_frames(self) -> None:
         """Drop the window it is building (views of the frame cache, given back next)."""

@@ -343,7 +343,7 @@ class Worker:
                     *scored,
                     host,
                     device,
-                    win.late + host + device,
+                    win.publish_late + host + device,
                     self.device,
                 )
             )

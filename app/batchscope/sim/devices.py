@@ -46,9 +46,10 @@ findings on mixed cameras). An experiment's steps and faults play by the one-dev
 simulator's agenda (:func:`play_devices_experiment`, :class:`~batchscope.sim.changes.Changes`:
 the same config changes, segments and faults; one policy per device, retuned or remade
 together). A step may change the devices (their number or profiles) or the router, as a
-live change does (``Engine._route``): a device that joins gets a worker and a policy of
-its own, one that leaves finishes its batch and takes no more, and the windows waiting
-are placed again, in session order, by the router of the new config with fresh draws
+live change does (``Devices.route``, engine/run_devices.py): a device that joins gets a
+worker and a policy of its own, one that leaves finishes its batch and takes no more, and
+the windows waiting are placed again, in session order, by the router of the new config
+with fresh draws
 (live, every change of a backend field builds the devices' workers and router anew).
 Real devices and neighbours are refused with one clear error.
 

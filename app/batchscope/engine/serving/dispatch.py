@@ -282,7 +282,9 @@ class ServingClient:
             scored = UNSCORED if scorer is None else scorer(win, sv.detection, positions)
             times = (win.arrival, sv.start, sv.prep_end, sv.compute_end, a.received)
             device = sv.device_late
-            records.append((win.session, n, *times, *scored, 0.0, device, win.late + device, on))
+            records.append(
+                (win.session, n, *times, *scored, 0.0, device, win.publish_late + device, on)
+            )
             lat_ms = (a.received - win.arrival) * 1000.0
             worst = max(worst, lat_ms)
             frame = win.frames[-1].copy()  # not the frame cache (see Worker._run_batch)
