@@ -247,13 +247,15 @@ class ServingClient:
         own, then it stops aside (Triton's server 2 s, Ray's app 1 s) while the worker
         serves the new one; what it counted carries into the next deployment (a redeploy
         on the same engine, which this client goes on serving), its replicas do not."""
+        # the answers in flight land (each within its batch), then its counts are read (the
+        # batches those answers came in count too: read before, one was missed), then the
+        # engine stops aside
+        wait(list(self._in_flight.values()), timeout=RETIRE_WAIT_S)
         try:
             counted = self._since_reset(old)
         except Exception as exc:  # its server is gone: said, not guessed
             counted = Counter()
             self._event("error", f"{old.engine}: its batch counts were not read: {exc}")
-        # the answers in flight land (each within its batch), then the engine stops aside
-        wait(list(self._in_flight.values()), timeout=RETIRE_WAIT_S)
         self._worker.close_aside(old)
         self._collect(old)
         for group in self._batches.values():
