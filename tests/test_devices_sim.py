@@ -268,22 +268,45 @@ def test_a_stall_and_a_burst_change_one_sessions_pace_on_several_devices():
 #: a host late by the same amount every time: the draws' order cannot matter
 STEADY_LATE = HostJitter((3.0,) * 101, (5.0,) * 101, "steady", (2.0,) * 101)
 NEVER_LATE = HostJitter((0.0,) * 101, (0.0,) * 101, "never", (0.0,) * 101)
+#: a host late by a different amount at each draw: the draws' order and occasions matter
+VARYING_LATE = HostJitter(
+    tuple(3.0 * q / 100 for q in range(101)),
+    tuple(9.0 * (q / 100) ** 2 for q in range(101)),
+    "varying",
+    tuple(2.0 * q / 100 for q in range(101)),
+)
 
 
+@pytest.mark.parametrize("host", [STEADY_LATE, VARYING_LATE], ids=["steady", "varying"])
 @pytest.mark.parametrize(("policy", "knobs"), SETTINGS)
-def test_a_late_host_on_one_device_plays_as_the_one_device_simulator(policy, knobs):
-    """--host-jitter on the devices' loop: frames published 3 ms late, an idle worker
-    deciding 5 ms late, batches ending 2 ms late: one device's figures equal the
-    one-device simulator's with the same host (the loop refused it before)."""
+def test_a_late_host_on_one_device_is_one_rule_in_both_simulators(policy, knobs, host):
+    """--host-jitter: frames published late, an idle worker deciding late, batches ending
+    late, by draws; one device's figures from the devices' loop equal the one-device
+    simulator's with the same host, draw for draw (one loop plays both: before, the
+    one-device loop drew a wake at every turn, its looks too, and agreed only with a
+    steady host)."""
     config = RunConfig(sessions=6, policy=policy, duration_s=5.0, **LAPTOP, **knobs)
-    alone = simulate(config, None, 1.0, STEADY_LATE)
+    alone = simulate(config, None, 1.0, host)
     quiet = simulate(config, None, 1.0)
     for router in ("pinned", "least-loaded"):
-        report = simulate_devices(config, load_devices(["laptop-8gb"]), router, 1.0, STEADY_LATE)
+        report = simulate_devices(config, load_devices(["laptop-8gb"]), router, 1.0, host)
         for key in FIGURES:
             assert report["overall"][key] == alone["overall"][key], (router, key)
         assert report["host_jitter_model"] == alone["host_jitter_model"]
     assert alone["overall"]["latency_ms"] != quiet["overall"]["latency_ms"]  # it counts
+
+
+def test_neighbours_play_on_one_device_of_the_devices_loop():
+    """The one-device simulator's neighbours (each batch stretched by its own draws) are
+    the devices' loop's on one device; several devices still refuse them."""
+    config = RunConfig(sessions=6, policy="dynamic", max_batch=4, duration_s=4.0,
+                       neighbours=2, neighbour_duty=0.5, **LAPTOP)  # fmt: skip
+    alone = simulate(config, None, 1.0)
+    report = simulate_devices(config, load_devices(["laptop-8gb"]), "pinned", 1.0)
+    for key in FIGURES:
+        assert report["overall"][key] == alone["overall"][key], key
+    clean = simulate(config.with_changes(neighbours=0), None, 1.0)
+    assert alone["overall"]["latency_ms"]["p50"] > clean["overall"]["latency_ms"]["p50"]
 
 
 @pytest.mark.parametrize("router", ["pinned", "least-loaded"])

@@ -1,11 +1,12 @@
 """The fast loop against the general one, and compiled against its Python form: the
 same records, to the bit.
 
-A plain run on several devices (``simulate --devices``, the planner's fewest devices)
-plays in ``sim/fast_loop.py``, as one on one device does (tests/test_planner_speed.py
-compares those with ``play_records``); every other run in ``play_devices``' Python loop.
-Both are played here on random plain runs (every built-in policy with knobs that bind,
-both routers, 1 to 5 devices of unequal profiles, MIG slices among them) and every
+A plain run on one device or several (``simulate``, ``simulate --devices``, the
+planner) plays in ``sim/fast_loop.py`` (tests/test_planner_speed.py compares one
+device's with the general loop's too); every other run in the general loop
+(``play_devices``' Python loop, for 1…N devices). Both are played here on random plain
+runs (every built-in policy with knobs that bind, both routers, 1 to 5 devices of
+unequal profiles, MIG slices among them) and every
 batch, window, opening, overwrite and report compared; and the fast loop's Python form
 (the same code, uncompiled) against its compiled form.
 """
@@ -48,7 +49,7 @@ KNOBS = (
 
 def test_the_compiled_loop_is_what_plays_a_plain_run():
     """numba is a dependency: if it failed to import or to cache, plain runs would fall
-    back to the general loops silently, 4-5x slower (docs/BENCHMARKS.md)."""
+    back to the general loop silently, 4-5x slower (docs/BENCHMARKS.md)."""
     assert fast_loop.compiled()
     config = RunConfig(backend="emulated", sessions=4, policy="oldest")
     assert plays_fast([make_policy(config)])
@@ -154,7 +155,7 @@ BROKEN_NUMBA = {
 @pytest.mark.parametrize("numba", BROKEN_NUMBA)
 def test_without_a_working_numba_the_python_loop_plays_every_run(numba):
     """A build without numba (the packaged app leaves it out), or one whose compiler fails
-    here, still simulates one device and several, in the general loops, to the same
+    here, still simulates one device and several, in the general loop, to the same
     reports."""
     script = f"""
 import json, sys

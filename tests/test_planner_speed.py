@@ -26,7 +26,7 @@ import pytest
 from batchscope.config import POLICIES, RunConfig
 from batchscope.engine.stats import fps_figures, latencies_ms, latency_summary
 from batchscope.profiles.profile import load_profile
-from batchscope.sim import simulator
+from batchscope.sim import devices
 from batchscope.sim.planner import Budget, Evaluator, plan, settings
 from batchscope.sim.planner.measure import P99_MARGIN_MS, Tally
 from batchscope.sim.planner.results import Point, PolicyPlan
@@ -91,7 +91,7 @@ def same_trace(a: Trace, b: Trace) -> bool:
 def test_a_plain_run_plays_as_the_general_loop_plays_it(monkeypatch):
     configs = list(random_configs(1, 120))
     fast = [play(one_step(c), ProfileCurves(None, c), w) for c, w in configs]
-    monkeypatch.setattr(simulator, "plays_fast", lambda policies: False)  # the general loop
+    monkeypatch.setattr(devices, "plays_fast", lambda policies: False)  # the general loop
     for (config, warmup), trace in zip(configs, fast, strict=True):
         general = play(one_step(config), ProfileCurves(None, config), warmup)
         assert same_trace(trace, general), (config, warmup)

@@ -353,41 +353,35 @@ def test_seeds_show_the_spread_over_phase_draws(capsys) -> None:
     assert "min worst" in table and "spread over seeds 0–7" in table
 
 
-def test_the_simulators_inline_mailbox_keeps_the_real_mailboxes_rule() -> None:
-    """The simulator applies the latest-only rule inline for speed; it must stay the rule of
-    engine/session.py's Mailboxes: same pending windows, same since, same overwrites."""
-    import random
-
+@pytest.mark.parametrize("policy", ["oldest", "round-robin", "all", "dynamic"])
+def test_the_simulators_inline_mailbox_keeps_the_real_mailboxes_rule(policy: str) -> None:
+    """The general loop applies the latest-only rule inline for speed; it must stay the rule
+    of engine/session.py's Mailboxes. Every window the run published is replayed into the
+    real mailboxes, each batch takes its sessions from them at its start: the windows it
+    took (arrival, session) are the real ones, and so are the overwrites counted."""
     import numpy as np
 
     from batchscope.engine.session import Mailboxes, Window
-    from batchscope.sim.clock import NEVER as _NEVER
-    from batchscope.sim.simulator import _publish
+    from batchscope.sim.devices import load_devices, play_devices
 
-    rng = random.Random(7)
+    config = RunConfig(backend="emulated", profile="laptop-8gb", sessions=12, policy=policy,
+                       max_batch=4, max_delay_ms=20.0, duration_s=3.0, seed=5)  # fmt: skip
+    (device,) = load_devices(["laptop-8gb"])
+    played = play_devices(config, [device.curve(config)], "pinned", 0.0, fast=False)
+    (schedule,) = played.clock.schedules
+    times, sessions = schedule.times_array.tolist(), schedule.sessions_array.tolist()
     frame = np.zeros((2, 2, 3), np.uint8)
-    real = Mailboxes()
-    pending: dict = {}
-    opened: list[int] = []
-    times, sessions, t = [], [], 0.0
-    for _ in range(400):
-        t += rng.random() * 0.01
-        times.append(t)
-        sessions.append(rng.randrange(5))
-    ft, fs = [*times, _NEVER], sessions
-    i, now = 0, 0.0
-    while now < times[-1]:
-        now += 0.02
-        i = _publish(ft, fs, i, now, pending, opened, before=False)
-        for at, s in zip(times, sessions, strict=True):  # the same windows, to the real ones
-            if now - 0.02 < at <= now:
-                real.publish(Window(s, 0, 0, (frame,) * 3, at))
-        take = sorted(rng.sample(range(5), rng.randrange(3)))
-        for s in take:
-            pending.pop(s, None)
-        real.take(take)
-        mine = {s: (r[0], r[2]) for s, r in pending.items()}
-        theirs = {w.session: (w.arrival, w.since) for w in real.waiting()}
-        assert mine == theirs
-    published = i
-    assert published - len(opened) == sum(real.overwritten().values())
+    real, i, k = Mailboxes(), 0, 0
+    arrivals, taken_by = played.delivered
+    for batch in played.measured:
+        while i < len(times) and times[i] <= batch.start:  # published by the batch's start
+            real.publish(Window(sessions[i], 0, 0, (frame,) * 3, times[i]))
+            i += 1
+        took = real.take(taken_by[k : k + batch.size])  # in the order the batch has them
+        assert [(w.arrival, w.session) for w in took] == list(
+            zip(arrivals[k : k + batch.size], taken_by[k : k + batch.size], strict=True)
+        )
+        k += batch.size
+    assert k == len(arrivals) > 50
+    over = played.clock.overwrites()
+    assert int(np.sum(over["t"] <= played.measured[-1].start)) == sum(real.overwritten().values())

@@ -157,6 +157,10 @@ class Changes:
         heapq.heapify(self._agenda)
         self._seq = itertools.count(len(steps))  # the order of the fault ends in the agenda
 
+    def worker_knobs(self) -> tuple[float | None, Neighbours]:
+        """The deadline drop (s) and the neighbours, of the config now."""
+        return self.drop_s, self.neighbours
+
     def next_at(self) -> float:
         """When the next change is due (s), or never."""
         return self._agenda[0][0] if self._agenda else NEVER

@@ -2,14 +2,12 @@
 
 The live feeder paces each session at its fps from its own phase; the
 simulator computes the same frame times for a whole stretch at once
-(:meth:`Clock.schedule`), and keeps the events that only give the policy a
-look (a run's first frames, its timers). Faults change a session's pace here,
-by the live feeder's and roster's rules.
+(:meth:`Clock.schedule`). Faults change a session's pace here, by the live
+feeder's and roster's rules.
 """
 
 from __future__ import annotations
 
-import heapq
 import math
 import random
 from dataclasses import dataclass
@@ -22,7 +20,6 @@ from batchscope.engine.session import WINDOW, first_frame_delay
 from batchscope.engine.stats import OVERWRITE_DTYPE
 from batchscope.sim.host_jitter import HostJitter
 
-FRAME, TIMER = 1, 2  # kinds of the events that only give the policy a look
 NEVER = float("inf")
 
 
@@ -54,7 +51,7 @@ class Schedule:
 
 
 class Clock:
-    """Every session's frame times, and the events that only give the policy a look.
+    """Every session's frame times.
 
     Session ``sid``'s k-th frame after its anchor is due at ``anchor[sid] + k *
     period`` (the live feeder's pacing; the anchor moves when the pace changes),
@@ -90,8 +87,6 @@ class Clock:
         self.scale: dict[int, float] = {}  # session -> pace factor while a stall or burst lasts
         self.failed: set[int] = set()  # sessions whose source failed (a source_error fault)
         self.held: dict[int, int] = {}  # muted session -> frames in its window when muted
-        # (s, kind): timers (superseded ones too) and a run's first two frames
-        self.looks: list[tuple[float, int]] = []
         self.schedules: list[Schedule] = []
         # a measured host's publish lateness, replayed (sim/host_jitter.py); None: none
         self.jitter = jitter
@@ -115,7 +110,7 @@ class Clock:
         return k
 
     def schedule(self, now: float, until: float) -> Schedule:
-        """The windows published from ``now`` (inclusive) to the next change; looks re-made.
+        """The windows published from ``now`` (inclusive) to the next change.
 
         ``until`` is that change's instant: every change makes a new schedule there,
         so frames from then on come from the next one (and none after the run's end).
@@ -136,9 +131,6 @@ class Clock:
         order = np.argsort(times, kind="stable")  # (time, session): sids ascend, row-major
         times, sids, ks = times[order], sids[order], ks[order]
         publishes = ks >= np.array(self.run_start, dtype=np.int64)[sids] + (WINDOW - 1)
-        self.looks[:] = [look for look in self.looks if look[1] == TIMER or look[0] < now]
-        self.looks.extend((t, FRAME) for t in times[~publishes].tolist())
-        heapq.heapify(self.looks)
         times, sids = times[publishes], sids[publishes]
         frames = Schedule(times, sids, [])
         self.schedules.append(frames)
@@ -209,18 +201,6 @@ class Clock:
         self.anchor[sid] = now + first_frame_delay(self.rng, self.fps)
         self.failed.discard(sid)
         self._muting(sid, True, now)
-
-    def look(self, now: float, timer: float | None) -> float | None:
-        """Pass the looks due by ``now``; the timer, or None if it fell due."""
-        looks = self.looks
-        while looks and looks[0][0] <= now:
-            at, kind = heapq.heappop(looks)
-            if kind == TIMER and at == timer:
-                timer = None
-        return timer
-
-    def add_timer(self, at: float) -> None:
-        heapq.heappush(self.looks, (at, TIMER))
 
     def overwrites(self) -> np.ndarray:
         """:data:`OVERWRITE_DTYPE` rows of every window replaced while untaken, in time order."""

@@ -7,8 +7,8 @@ window; one turn of a Python loop that publishes a window costs more than that
 experiment step, no change of pace, no measured host, no deadline drop, no neighbours,
 one resolution, a built-in policy: what the planner, ``simulate`` and ``simulate
 --devices`` mostly play) plays here, on arrays, with the turns and the rules of the
-general loops (:func:`~batchscope.sim.simulator.play_records` on one device,
-:func:`~batchscope.sim.devices.play_devices` on several), word for word:
+general loop (:func:`~batchscope.sim.devices.play_until`, for 1…N devices), word for
+word:
 
 - every window in the schedule's order: one that finds its session's window waiting
   overwrites it where it waits; one that opens a mailbox is placed by the router
@@ -32,14 +32,14 @@ every :data:`CHECK_EVERY_S` of virtual time from the measured start, with the
 mailboxes as they are before the device takes its next batch; True ends the run
 (``play_fast`` returns None).
 
-The records are the general loops' to the bit: ``tests/test_fast_loop.py`` plays
+The records are the general loop's to the bit: ``tests/test_fast_loop.py`` plays
 random plain runs both ways and compares every batch, window and overwrite, and
 ``benchmarks/sim_speed.py --check`` compares its grid with dumps made before this loop
 played one device. The loop is one piece of Python that numba compiles; the same code
 runs as Python (:func:`python_form`: the one code object, the rules uncompiled) as the
 oracle the compiled form is tested against. Where numba cannot compile it (not
-installed, a frozen build), :func:`compiled` is False and the general loops play every
-run: on numpy scalars the Python form runs 2-3x slower than they do
+installed, a frozen build), :func:`compiled` is False and the general loop plays every
+run: on numpy scalars the Python form runs 2-3x slower than it does
 (docs/BENCHMARKS.md).
 """
 
@@ -470,7 +470,7 @@ def play_fast(
     python: bool = False,
 ) -> tuple[Measured, Delivered] | None:
     """The measured batches and their windows of a plain run on ``len(curves)`` devices
-    (the general loops' records), or None when ``stop`` ended it (one device only), played
+    (the general loop's records), or None when ``stop`` ended it (one device only), played
     by the compiled loop (``python``: by its Python form, the tests' oracle);
     ``frames.opened`` and ``frames.published`` filled as the loops fill them; ``draws``
     (least-loaded's; None where nothing is drawn: pinned, or fewer than three devices)
@@ -490,7 +490,7 @@ def play_fast(
     most = 1 if code <= 1 else (cap if code == 5 else n_ids)
     table = np.full((len(curves), most + 1), np.nan)
     seconds: dict[int, list[float]] = {}
-    for d, curve in enumerate(curves):  # the general loops' ``curve.ms(rows) * 1.0 / 1000.0``
+    for d, curve in enumerate(curves):  # the general loop's ``curve.ms(rows) * 1.0 / 1000.0``
         if id(curve) not in seconds:
             seconds[id(curve)] = [curve.ms(rows) * 1.0 / 1000.0 for rows in range(1, most + 1)]
         table[d, 1:] = seconds[id(curve)]

@@ -27,13 +27,13 @@ from batchscope.sim.devices import (
     devices_report,
     emulated_names,
     load_devices,
+    measured_records,
     play_devices_experiment,
 )
 from batchscope.sim.host_jitter import HostJitter
 from batchscope.sim.simulator import (
     ProfileCurves,
     Trace,
-    measured_records,
     play,
     simulated_report,
 )

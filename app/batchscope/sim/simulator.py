@@ -19,17 +19,19 @@ live run because it shares everything except the device:
   simulator keeps that rule inline: one ``[arrival, session, since]`` list per
   pending window, updated in place, and the frame times of a stretch between
   steps made at once (:class:`Clock`); ``benchmarks/sim_speed.py --check``
-  compares every record with the per-frame event loop it replaced;
+  compares every record with dumps made by the loops this one replaced;
 - the **records** are :data:`ITEM_DTYPE` / :data:`BATCH_DTYPE` /
   :data:`OVERWRITE_DTYPE` rows, the report comes from
   :func:`~batchscope.engine.report.build_report` and the segments are
   :class:`~batchscope.engine.segments.Segment` objects, so every figure has the
   definition it has in ``run``.
 
-There is one event loop, :func:`play`, and it plays an experiment: a plain
-``simulate(config)`` is an experiment of one step at 0 s (a run with no step after
-it, no fault, no ``drop_after_ms`` and no neighbours plays in the compiled loop of
-:mod:`batchscope.sim.fast_loop`, to the same records). A step applies at its
+:func:`play` plays an experiment: a plain ``simulate(config)`` is an experiment of one
+step at 0 s. It plays in the simulator's one general loop, on one device
+(:func:`~batchscope.sim.devices.play_until`, which plays 1…N devices by the same rules;
+a run with no step after its opening, no fault, no ``drop_after_ms``, no neighbours and
+no measured host plays in the compiled loop of :mod:`batchscope.sim.fast_loop`, to the
+same records). A step applies at its
 time as ``Engine.apply(..., step=True)`` applies it live: a new policy kind is a
 new policy, a knob change retunes the running one, more sessions join with a
 phase drawn from the run's generator (as the feeder draws it), fewer retire
@@ -69,7 +71,6 @@ batches delivered, and the windows overwritten, in that interval.
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
@@ -77,18 +78,17 @@ from typing import Any
 import numpy as np
 
 from batchscope.config import ConfigError, RunConfig
-from batchscope.engine.policies import ARRIVAL, SESSION, make_policy
+from batchscope.engine.policies import ARRIVAL, SESSION
 from batchscope.engine.report.body import SessionInfo, build_report
 from batchscope.engine.segments import Segment, presence
-from batchscope.engine.stats import BATCH_DTYPE, OVERWRITE_DTYPE, item_records
+from batchscope.engine.stats import OVERWRITE_DTYPE
 from batchscope.experiment import Experiment, Step
 from batchscope.profiles.profile import BatchCurve, DeviceProfile, load_profile
 from batchscope.sim.changes import Changes, CurveFor, need_fps
-from batchscope.sim.clock import NEVER, Clock
-from batchscope.sim.fast_loop import Delivered, Measured, Stop, make_batch, play_fast, plays_fast
+from batchscope.sim.clock import Clock
+from batchscope.sim.devices import DEFAULT_WARMUP_S, Steps, measured_records, play_until
+from batchscope.sim.fast_loop import Delivered, Measured, Stop
 from batchscope.sim.host_jitter import HostJitter
-
-DEFAULT_WARMUP_S = 1.0  # the same default as `batchscope run --warmup`
 
 # What happens at one instant is all applied before the policy is asked: first
 # the steps (so what happens at a step's instant happens under the new config),
@@ -190,6 +190,8 @@ class Played:
     t0: float
     t_end: float
     n_ids: int
+    #: (curve index in changes.curves, rows) of the batches; None: all on the first curve
+    curve_rows: set[tuple[int, int]] | None
 
     def trace(self) -> Trace:
         return _trace(
@@ -201,6 +203,7 @@ class Played:
             self.t0,
             self.t_end,
             self.n_ids,
+            self.curve_rows,
         )
 
 
@@ -213,11 +216,11 @@ def play_records(
 ) -> Played | None:
     """:func:`play`'s records, or None when ``stop`` ended the run early.
 
-    A plain run (one config throughout, no fault, no ``drop_after_ms``, no neighbours,
-    a built-in policy) plays in the fast loop (:func:`~batchscope.sim.fast_loop.play_fast`,
-    where numba compiles it), where ``stop`` is asked every
-    :data:`~batchscope.sim.fast_loop.CHECK_EVERY_S`; any other plays in the general loop
-    below (the fast loop's records, to the bit), to its end.
+    The run plays in the devices' loop on one device
+    (:func:`~batchscope.sim.devices.play_until`: its steps, faults, deadline drop,
+    neighbours and host lateness by the rules written there once; a plain run in the
+    compiled loop, :mod:`batchscope.sim.fast_loop`, where ``stop`` is asked every
+    :data:`~batchscope.sim.fast_loop.CHECK_EVERY_S`); any other run plays to its end.
     """
     if not warmup_s >= 0:
         raise ConfigError("warmup", warmup_s, "must be 0 or more seconds")
@@ -233,143 +236,25 @@ def play_records(
     opening = steps[0] if steps and steps[0].at == 0 else None
     config = experiment.base.with_changes(**opening.changes) if opening else experiment.base
     need_fps(config)
-    curve = curve_for(config)
-    policy = make_policy(config)
-    t0 = warmup_s
-    t_end = warmup_s + experiment.duration
     n_ids = experiment.most("sessions")
-    clock = Clock(config, n_ids, t_end, jitter)
-    changes = Changes(experiment, opening, config, policy, curve, curve_for, clock, t0, t_end)
-    segments = changes.segments
-    batch_s = changes.batch_s  # batch size -> s on the current curve, memoised
-    drop_s, neighbours = changes.drop_s, changes.neighbours  # the worker's, the device's
-    slowdown = changes.slowdown  # every batch that starts takes this × its curve's time
-    curve_k = changes.curve_k  # the current curve's index in curves
-    expired: list[tuple[int, float]] = []  # (session, t) of each window dropped
-    change_at = changes.next_at()
-
-    frames = clock.schedule(0.0, change_at)
-    if (
-        change_at == NEVER
-        and drop_s is None
-        and not neighbours
-        and slowdown == 1.0
-        and jitter is None
-        and plays_fast([policy])
-    ):
-        records = play_fast(frames, [policy], [curve], "pinned", None, None, t0, t_end, n_ids, stop)
-        if records is None:
-            return None
-        segments.close(t_end)
-        return Played(*records, expired, changes, clock, t0, t_end, n_ids)
-    ft, fs = frames.times, frames.sessions  # the windows published, in event order
-    i = 0  # the next of them
-    wake = device_late = None
-    if jitter is not None:
-        draws = random.Random(config.seed + 7_919)
-        wake = lambda: jitter.wake_delay(draws.random())  # noqa: E731
-        device_late = lambda: jitter.device_delay(draws.random())  # noqa: E731
-    opened = frames.opened  # indices into ft of windows published into an empty mailbox
-    # The latest-only mailboxes, by the rule of engine/session.py's Mailboxes: each
-    # session's pending window as an [arrival, session, since] list (the layout of
-    # policies.Waiting) whose arrival a newer window overwrites in place.
-    pending: dict[int, list[Any]] = {}
-    waiting = pending.values()  # what the policy sees: a live view
-    select = policy.select
-    busy = False  # a batch on the device: started at start, taken by chooser, ends at free_at
-    start = free_at = 0.0
-    reason = cap = pad = 0  # why the batch on the device left, the policy's cap, its padding
-    taken: list[list[Any]] = []
-    chooser = policy
-    batch_k = 0  # the running batch's curve's index in curves
-    timer: float | None = None  # the pending wait_until, if any
-    looks = clock.looks
-
-    measured: Measured = []
-    delivered = Delivered([], [])  # their windows, batch after batch
-    add_arrivals, add_sessions = delivered.arrivals.extend, delivered.sessions.extend
-
-    while True:
-        # busy: nothing before free_at asks the policy, it only changes state;
-        # idle: the next instant anything happens
-        now = free_at if busy else min(ft[i], change_at, looks[0][0] if looks else NEVER)
-        if now > t_end and not busy:
-            break
-        if wake is not None and not busy:  # an idle worker wakes late on a busy host
-            now += wake()
-        while change_at <= now:  # changes come first at their instant
-            at = change_at
-            i = _publish(ft, fs, i, at, pending, opened, before=True)
-            changes.apply(at, pending)
-            config, policy, curve = changes.config, changes.policy, changes.curve
-            curve_k = changes.curve_k
-            batch_s, drop_s, neighbours = changes.batch_s, changes.drop_s, changes.neighbours
-            slowdown = changes.slowdown
-            select = policy.select
-            frames.published = i
-            change_at = changes.next_at()
-            frames = clock.schedule(at, change_at)
-            ft, fs, i, opened = frames.times, frames.sessions, 0, frames.opened
-        # _publish inlined: the hot path (every window that arrives during a batch)
-        t = ft[i]
-        while t <= now:
-            s = fs[i]
-            r = pending.get(s)
-            if r is None:
-                pending[s] = [t, s, t]
-                opened.append(i)
-            else:
-                r[0] = t
-            i += 1
-            t = ft[i]
-        if now > t_end:  # the batch on the device ends after the run
-            break
-        if looks and looks[0][0] <= now:
-            timer = clock.look(now, timer)
-        if busy:
-            busy = False
-            n = len(taken)
-            if now >= t0:  # delivered in the measured interval
-                measured.append(make_batch((start, n, now, batch_k, reason, cap, pad)))
-                add_arrivals(map(_arrival_of, taken))
-                add_sessions(map(_session_of, taken))
-            if chooser.learns:
-                chooser.observe(n, (now - min(map(_arrival_of, taken))) * 1000.0)
-        if drop_s is not None and pending:  # Mailboxes.expire's rule
-            for s in [s for s, r in pending.items() if now - r[0] > drop_s]:
-                del pending[s]
-                if now >= t0:
-                    expired.append((s, now))
-        if not pending:
-            continue
-        decision = select(waiting, now)
-        taken = list(map(pending.pop, decision[0]))  # a policy takes only waiting sessions
-        if taken:
-            n = len(taken)
-            shape = policy.shape  # the device runs that many rows: the rest is padding
-            rows = n if shape is None or shape <= n else shape
-            pad = rows - n
-            duration = batch_s.get(rows)
-            if neighbours:  # each batch draws its own stretch from the time slices
-                duration = neighbours.stretch(curve.ms(rows)) * slowdown / 1000.0
-            elif duration is None:
-                duration = batch_s[rows] = curve.ms(rows) * slowdown / 1000.0
-            busy, start, chooser, batch_k = True, now, policy, curve_k
-            reason, cap = decision[2], policy.cap or 0
-            free_at = now + duration
-            if device_late is not None:  # a busy host's timer ends the batch late
-                free_at += device_late()
-        elif (
-            (wait_until := decision[1]) is not None
-            and now < wait_until
-            and (timer is None or wait_until < timer)
-        ):
-            timer = wait_until
-            clock.add_timer(timer)
-
-    frames.published = i
-    segments.close(t_end)
-    return Played(measured, delivered, expired, changes, clock, t0, t_end, n_ids)
+    one = Steps(experiment, opening, (), (), n_ids, curve_for=curve_for)
+    played = play_until(
+        config, one.curves(config), "pinned", warmup_s, jitter=jitter, steps=one, stop=stop
+    )
+    if played is None:
+        return None
+    assert played.changes is not None, "an experiment's run has its changes"
+    return Played(
+        played.measured,
+        played.delivered,
+        played.expired,
+        played.changes,
+        played.clock,
+        played.t0,
+        played.t_end,
+        n_ids,
+        played.curve_rows,
+    )
 
 
 def _trace(
@@ -381,13 +266,15 @@ def _trace(
     t0: float,
     t_end: float,
     n_ids: int,
+    curve_rows: set[tuple[int, int]] | None,
 ) -> Trace:
     """The played run's records over its measured interval [t0, t_end]."""
     items, batches = measured_records(measured, delivered)
-    used = {(b.device, b.size + b.padded) for b in measured}  # (curve, rows run) measured
+    if curve_rows is None:
+        curve_rows = {(0, b.size + b.padded) for b in measured}
     peaks = [
         p.peak_mb
-        for k, n in used
+        for k, n in curve_rows
         for p in changes.curves[k].points
         if p.batch == n and p.peak_mb is not None
     ]
@@ -404,62 +291,6 @@ def _trace(
         peak_mb=max(peaks) if peaks else None,
         expiries=np.array(expired, OVERWRITE_DTYPE),
     )
-
-
-def measured_records(
-    measured: Measured, delivered: Delivered, on_devices: bool = False
-) -> tuple[np.ndarray, np.ndarray]:
-    """:data:`ITEM_DTYPE` and :data:`BATCH_DTYPE` rows of the measured batches (filled by
-    column: a row per item from a list of tuples cost 1 ms a run). ``on_devices``: each
-    row's curve index is the device that ran it (sim/devices.py), its ``device``."""
-    batches = np.zeros(len(measured), BATCH_DTYPE)
-    arrivals, sessions = delivered
-    items = item_records(len(arrivals))
-    if not measured:
-        return items, batches
-    starts, sizes, ends, curves, reasons, caps, pads = zip(*measured, strict=True)
-    batches["start"] = starts
-    if on_devices:
-        batches["device"] = curves
-    batches["size"] = sizes
-    batches["end"] = ends
-    batches["reason"] = reasons
-    batches["cap"] = caps
-    batches["padded"] = pads
-    batches["compute_s"] = batches["end"] - batches["start"]
-    items["session"] = np.array(sessions, np.int32)
-    items["arrival"] = np.array(arrivals, np.float64)
-    items["batch"] = np.repeat(batches["size"], batches["size"])
-    items["start"] = items["prep_end"] = np.repeat(batches["start"], batches["size"])
-    items["compute_end"] = items["result"] = np.repeat(batches["end"], batches["size"])
-    if on_devices:
-        items["device"] = np.repeat(batches["device"], batches["size"])
-    return items, batches
-
-
-def _publish(
-    ft: list[float],
-    fs: list[int],
-    i: int,
-    now: float,
-    pending: dict[int, list[Any]],
-    opened: list[int],
-    before: bool,
-) -> int:
-    """Publish the windows from ``ft[i]`` on that arrive by ``now`` (``before``: strictly);
-    returns the index of the first one left."""
-    t = ft[i]
-    while t < now or (t == now and not before):
-        s = fs[i]
-        r = pending.get(s)
-        if r is None:
-            pending[s] = [t, s, t]
-            opened.append(i)
-        else:
-            r[0] = t
-        i += 1
-        t = ft[i]
-    return i
 
 
 def simulated_report(
