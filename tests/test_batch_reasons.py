@@ -1,6 +1,9 @@
-"""Each batch records why it left, as its policy says; live and simulated agree."""
+"""Each batch records why it left, as its policy says (the live worker's batches, at exact
+instants: test_worker_rules.py); a live report counts them."""
 
 from __future__ import annotations
+
+from collections import Counter
 
 import pytest
 
@@ -14,9 +17,8 @@ from batchscope.engine.rules import (
     FIXED_SIZE,
     FULL,
     ONE_AT_A_TIME,
+    REASONS,
 )
-from batchscope.sim.host_jitter import measured_jitter
-from batchscope.sim.simulator import simulate
 from contract import SMALL_EMULATED, wait_for
 
 THREE = [Waiting(s, 1.0 + s / 100) for s in range(3)]
@@ -46,45 +48,23 @@ def test_a_policy_that_waits_gives_no_reason():
     assert decision.take == () and decision.reason == 0 and decision.wait_until == 1.01
 
 
-def test_live_and_simulated_batches_leave_for_the_same_reasons():
+def test_a_live_report_counts_why_each_of_its_batches_left():
+    """The report of a live run counts each batch under the reason its worker recorded.
+    Which reason each batch leaves for, at which instant, is checked exactly on the test's
+    clock (test_worker_rules.py), and the simulator runs the same rules (engine/rules.py):
+    here, only that the live report carries what the worker recorded."""
     config = RunConfig(
-        **SMALL_EMULATED,
-        sessions=6,
-        policy="dynamic",
-        max_batch=4,
-        max_delay_ms=5.0,
-        fps=30.0,
-        duration_s=4.0,
+        **SMALL_EMULATED, sessions=6, policy="dynamic", max_batch=4, max_delay_ms=5.0, fps=30.0
     )
     e = Engine(config)
     e.open()
     e.start()
     try:
-        assert wait_for(lambda: sum(e.report()["overall"]["batch_sizes"].values()) > 100)
-        report = e.report()
-        live = report["overall"]["batch_reasons"]
+        assert wait_for(lambda: sum(e.report()["overall"]["batch_sizes"].values()) > 20)
     finally:
         e.stop()
-    # on a busy host, the simulator with the host's measured lateness (the app's rule)
-    simulated = simulate(config, jitter=measured_jitter(report))["overall"]["batch_reasons"]
-    assert set(live) | set(simulated) <= {"full", "deadline"}
-
-    # The same story: the reason most batches leave for is the same. How many move
-    # across depends on the host: a worker that wakes late finds a fuller mailbox, so
-    # some deadline batches leave full (16% at load 8 on 2 cores, against 0 simulated
-    # without the host; 35-40% beside two CPU hogs and a second run: below).
-    def shares(reasons: dict[str, int]) -> dict[str, float]:
-        return {r: reasons.get(r, 0) / sum(reasons.values()) for r in ("full", "deadline")}
-
-    live_shares, predicted = shares(live), shares(simulated)
-    assert max(live_shares, key=live_shares.get) == max(predicted, key=predicted.get)
-    if measured_jitter(report) is not None:
-        # A busy host: the replay draws each wake-up's lateness independently, but a hog
-        # holds a core for its time slice, so live late wake-ups come in runs that fill
-        # the batch. Beside two hogs and a second test run (four busy processes on two
-        # cores) 35-40% of live batches left full against 1-3% replayed, in 3 of 6 runs,
-        # before and after the several-devices change alike: the story (the dominant
-        # reason) is held there, the shares on a quiet host.
-        return
-    for reason in ("full", "deadline"):
-        assert live_shares[reason] == pytest.approx(predicted[reason], abs=0.3), reason
+    reasons = e.report()["overall"]["batch_reasons"]  # stopped: every batch is in
+    assert set(reasons) <= {"full", "deadline"}  # dynamic's two
+    batches = e.store.batches.view()
+    recorded = batches[batches["end"] >= e.figures.run.lo]["reason"]
+    assert reasons == dict(Counter(REASONS[r] for r in recorded.tolist()))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import pytest
 
@@ -38,8 +36,11 @@ def test_drop_after_ms_is_checked_like_every_knob():
     assert RunConfig(drop_after_ms=None).drop_after_ms is None
 
 
-def test_under_overload_expired_windows_are_counted_apart_and_p99_stays_bounded():
-    # 8 sessions x 60 fps, oldest first at 256x144 (4.7 ms a window): 480 wanted, ~210 served
+def test_under_overload_expired_windows_are_counted_apart_in_the_segment_of_the_limit():
+    # 8 sessions x 60 fps, oldest first at 256x144 (4.7 ms a window): 480 wanted, ~210 served.
+    # The rule itself (which window is dropped, when, and that no delivered one waited past
+    # the limit) is checked at exact instants on the test's clock (test_worker_rules.py);
+    # here, that a live change brings it in and the report counts its drops apart
     config = RunConfig(**SMALL_EMULATED, sessions=8, fps=60.0, policy="oldest")
     e = Engine(config)
     e.open()
@@ -50,7 +51,6 @@ def test_under_overload_expired_windows_are_counted_apart_and_p99_stays_bounded(
         assert e.apply(e.config.with_changes(drop_after_ms=15.0)) is None
         assert wait_for(lambda: e.report()["segments"][-1]["measured_s"] > 1.5, 30.0)
         unlimited, seg = e.report()["segments"][-2:]
-        measured_from = e.segments.all()[-1].measure_start
     finally:
         e.stop()
     overall = seg["overall"]
@@ -62,22 +62,6 @@ def test_under_overload_expired_windows_are_counted_apart_and_p99_stays_bounded(
     assert np.all(expired_at >= asked)
     assert unlimited["overall"]["expired"] == np.count_nonzero(expired_at < seg_start(e))
     assert sum(s["expired"] for s in seg["sessions"]) == overall["expired"]
-    # a delivered window waited at most the limit before its batch started (the simulator
-    # checks it exactly, test_the_simulator_drops_by_the_same_rule; live, the batch starts a
-    # moment after the check, and another thread may hold the GIL for one switch interval
-    # in between: seen 16.3 ms in CI). Held for the median window: the host may preempt the
-    # worker between the check and the batch (beside two CPU hogs and a benchmark the p99
-    # wait was 46.9 ms, the preemption's, not the rule's)
-    items = e.store.items.view()
-    items = items[items["result"] >= measured_from]
-    waited_ms = (items["start"] - items["arrival"]) * 1000.0
-    gap_ms = 1000.0 * sys.getswitchinterval() + 1.0
-    assert len(items) > 50 and np.percentile(waited_ms, 50) <= 15.0 + gap_ms
-    # and few waited longer: those a preemption held between the check and the batch. (The
-    # unlimited segment's p99 is no yardstick since sessions keep their phases (issue 43,
-    # item 7): over capacity their latest-only windows no longer arrive in one burst, so
-    # oldest first keeps them near one frame without a limit too: p99 24 vs 21 ms here.)
-    assert np.mean(waited_ms > 15.0 + gap_ms) < 0.1
     assert seg["changes"] == {"drop_after_ms": 15.0}
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from batchscope.engine.engine import Engine
@@ -78,28 +77,21 @@ def test_a_burst_sends_k_times_the_fps(engine):
     assert sent_fps(after)[1] == pytest.approx(30.0, rel=0.1)  # back to its own pace
 
 
-def test_a_slow_device_stretches_every_batch(engine):
-    assert engine.apply(engine.config.with_changes(policy="oldest")) is None  # batches of 1
+def test_a_slow_device_slows_the_worker_for_its_time_in_a_segment_of_its_own(engine):
+    """The fault slows the worker's device from when it starts until it ends by itself,
+    each end a segment, and batches run through it. How much each batch is stretched
+    (its compute × the factor) is checked exactly on the test's clock
+    (test_worker_rules.py)."""
     assert engine.inject(Fault("slow_device", 3.0, factor=4.0)) is None
+    assert engine.worker.slowdown == 4.0
     assert wait_for(lambda: settled_after_the_fault(engine), timeout=20)
-    slow, after = engine.segments.all()[-2:]
+    assert engine.worker.slowdown == 1.0
+    slow = engine.segments.all()[-2]  # the fault's
+    captions = [s["caption"] for s in fault_segments(engine)]
+    assert captions == ["every device ×4 slower for 3 s", "after: every device ×4 slower for 3 s"]
     batches = engine.store.batches.view()
-
-    def compute_ms(lo: float, hi: float) -> np.ndarray:
-        inside = batches[(batches["start"] >= lo) & (batches["end"] <= hi)]
-        assert set(inside["size"]) == {1}
-        return inside["compute_s"] * 1000.0
-
-    slowed = compute_ms(slow.start, slow.end)  # every batch that ran inside the fault
-    normal = compute_ms(after.measure_start, np.inf)  # the segment after, once settled
-    one_ms = engine.backend.curve.ms(1)  # laptop 256x144 fp16: 4.69 ms
-    # each is 4 × what the device took, which is never less than the profile's time less
-    # the 2 ms it may wake early (the lead it learns from a loaded machine's late wake-ups)
-    assert len(slowed) > 30 and np.all(slowed >= 4 * (one_ms - 2.0))
-    # 4× the compute; a loaded machine's late wake-ups stretch some batches of both more,
-    # so the typical (median) batches are compared
-    assert np.median(normal) == pytest.approx(one_ms, rel=0.5)
-    assert 3.5 < np.median(slowed) / np.median(normal) < 8
+    inside = batches[(batches["start"] >= slow.start) & (batches["end"] <= slow.end)]
+    assert len(inside) > 10  # the run went on through it (3 sessions at 30 fps for 3 s)
 
 
 def test_a_source_error_shows_on_its_session_then_recovers(engine):

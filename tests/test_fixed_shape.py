@@ -81,18 +81,24 @@ def test_the_emulated_device_runs_the_padded_rows():
         backend.run(windows, pad=2)
 
 
-def test_the_live_worker_pads_and_records_it():
+def test_a_live_report_counts_the_padding_its_worker_ran():
+    """The live report counts the padding rows its worker recorded. That the worker pads a
+    short batch to the shape (the device runs the rows, the batch records them) is checked
+    exactly on the test's clock (test_worker_rules.py); here, that a live run's report
+    carries it."""
     e = Engine(config(2, **FIXED))
     e.open()
     e.start()
     try:
-        assert wait_for(lambda: sum(e.report()["overall"]["batch_sizes"].values()) > 30)
-        overall = e.report()["overall"]
+        assert wait_for(lambda: sum(e.report()["overall"]["batch_sizes"].values()) > 10)
     finally:
         e.stop()
-    assert set(overall["batch_sizes"]) <= {"1", "2"}
-    pads = sum((4 - int(k)) * v for k, v in overall["batch_sizes"].items())
-    assert overall["padded"]["windows"] == pads
+    overall = e.report()["overall"]  # stopped: every batch is in
+    batches = e.store.batches.view()
+    batches = batches[batches["end"] >= e.figures.run.lo]
+    real, padded = int(batches["size"].sum()), int(batches["padded"].sum())
+    assert padded > 0  # 2 sessions, batches of 4: every batch ran short
+    assert overall["padded"] == {"windows": padded, "share": round(padded / (padded + real), 4)}
 
 
 def test_the_torch_backend_runs_the_padded_tensor():
