@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from batchscope.config import RunConfig
-from batchscope.engine.backends import Backend, EmulatedBackend
+from batchscope.engine.backends import Backend, DeviceOutOfMemory, EmulatedBackend
 from batchscope.engine.metrics import MetricsStore
 from batchscope.engine.neighbours import Neighbours
 from batchscope.engine.policies import make_policy
@@ -257,3 +257,26 @@ def test_an_emulated_batch_beside_busy_neighbours_takes_what_the_model_draws(
         assert min(drawn) > 2 * alone_ms / 1000.0  # the model's two neighbours, not noise
     compute = store.batches.view()["compute_s"].tolist()
     assert compute == pytest.approx(drawn if count else [alone_ms / 1000.0] * 3, abs=1e-9)
+
+
+class _FitsTwo(ClockedDevice):
+    """A device that runs out of memory on a batch of more than two rows."""
+
+    def run(self, windows, pad: int = 0):
+        if len(windows) + pad > 2:
+            raise DeviceOutOfMemory(len(windows) + pad, "the test's device holds 2 rows")
+        return super().run(windows, pad)
+
+
+@pytest.mark.parametrize("n", [4, 5, 6, 7])
+def test_an_out_of_memory_batch_runs_every_window_in_smaller_parts(now, n):
+    """``all`` takes n windows at once; the device holds 2: the worker halves its cap and
+    re-runs the batch in parts, a part that does not fit in parts again, until every
+    window ran once (before, a part that ran out of memory again lost the windows after
+    it: 6 windows ran 4, 7 ran 5)."""
+    arrivals = [(s, T0) for s in range(n)]
+    store, worker = _run(now, RunConfig(policy="all"), _FitsTwo(now, 0.005), arrivals,
+                         _delivered(n))  # fmt: skip
+    assert sorted(store.items.view()["session"].tolist()) == list(range(n))
+    assert store.batches.view()["size"].max() <= 2
+    assert worker.oom_cap <= 2

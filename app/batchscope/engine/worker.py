@@ -393,5 +393,6 @@ class Worker:
             )
             return
         self._event("oom", f"{exc}; batch cap halved to {self.oom_cap}, re-running in halves")
-        for i in range(0, n, self.oom_cap):
-            self._run_batch(windows[i : i + self.oom_cap], reason)
+        part = self.oom_cap  # a part that runs out of memory again halves the cap again
+        for i in range(0, n, part):
+            self._run_batch(windows[i : i + part], reason)
