@@ -17,7 +17,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "app"))
 
 from batchscope.config import RunConfig
-from batchscope.sim import devices as devices_loop
 from batchscope.sim import fast_loop
 from batchscope.sim.devices import load_devices, play_devices
 
@@ -44,8 +43,7 @@ def main() -> None:
         play = functools.partial(play_devices, config, curves, "pinned", 1.0)
         row = {}
         for name, form in (("compiled", False), ("Python form", True)):
-            devices_loop.play_fast = functools.partial(fast_loop.play_fast, python=form)
-            row[name] = _best_s(play)
+            row[name] = _best_s(functools.partial(play, python=form))
         row["general loop"] = _best_s(functools.partial(play, fast=False))
         cells = ", ".join(
             f"{k} {v * 1000:.0f} ms ({(DURATION_S + 1) * n_dev / v:,.0f}x per device)"

@@ -13,7 +13,6 @@ batch, window, opening, overwrite and report compared; and the fast loop's Pytho
 
 from __future__ import annotations
 
-import functools
 import json
 import random
 import subprocess
@@ -26,10 +25,20 @@ import pytest
 from batchscope.config import RunConfig
 from batchscope.engine import rules
 from batchscope.engine.policies import make_policy
-from batchscope.sim import devices as devices_loop
-from batchscope.sim import fast_loop
-from batchscope.sim.devices import devices_report, load_devices, play_devices, simulate_devices
-from batchscope.sim.fast_loop import play_fast, plays_fast
+from batchscope.experiment import Experiment, ExperimentError, parse_experiment
+from batchscope.sim import fast_loop, simulator
+from batchscope.sim.devices import (
+    DevicesPlayed,
+    Pace,
+    Steps,
+    devices_report,
+    emulated_names,
+    load_devices,
+    play_devices,
+    simulate_devices,
+)
+from batchscope.sim.fast_loop import plays_fast
+from batchscope.sim.host_jitter import HostJitter
 from batchscope.sim.simulator import simulate
 
 PROFILES = ("laptop-8gb", "server-24gb", "server-24gb@1g", "laptop-8gb@3g")
@@ -56,7 +65,7 @@ def test_the_compiled_loop_is_what_plays_a_plain_run():
 
 
 @pytest.mark.parametrize("seed", range(2))
-def test_the_loops_python_form_gives_the_compiled_records(seed, monkeypatch):
+def test_the_loops_python_form_gives_the_compiled_records(seed):
     """The oracle: the same code object run as Python (the rules uncompiled) plays random
     plain runs on 1-5 devices to the compiled loop's records, draws included."""
     loop = fast_loop.python_form()
@@ -68,8 +77,12 @@ def test_the_loops_python_form_gives_the_compiled_records(seed, monkeypatch):
     runs = list(_random_runs(6, seed + 100))
     played = []
     for python in (False, True):
-        monkeypatch.setattr(devices_loop, "play_fast", functools.partial(play_fast, python=python))
-        played.append([play_devices(c, [d.curve(c) for d in ds], r, 0.5) for c, ds, r, _ in runs])
+        played.append(
+            [
+                play_devices(c, [d.curve(c) for d in ds], r, 0.5, python=python)
+                for c, ds, r, _ in runs
+            ]
+        )
     for (config, _, router, names), compiled, python in zip(runs, *played, strict=True):
         what = (config.policy_label(), router, names, config.sessions, config.seed)
         assert compiled.measured == python.measured and compiled.measured, what
@@ -131,6 +144,179 @@ def test_many_sessions_on_four_devices_give_the_python_loops_records():
             assert compiled.measured == python.measured, (knobs, router)
             assert compiled.delivered == python.delivered, (knobs, router)
             assert len(compiled.measured) > 10
+
+
+#: a host late by a different amount at each draw
+HOST = HostJitter(
+    tuple(3.0 * q / 100 for q in range(101)),
+    tuple(9.0 * (q / 100) ** 2 for q in range(101)),
+    "varying",
+    tuple(2.0 * q / 100 for q in range(101)),
+)
+STEPS_ONE = (
+    "fps = 20",
+    "sessions = 3",
+    "sessions = 9",
+    'resolution = "256x144"',
+    'policy = "oldest"',
+    'policy = "adaptive"',
+    'policy = "dynamic"',
+    "max_batch = 2",
+    "max_delay_ms = 25",
+    "slo_ms = 20",
+    "drop_after_ms = 30",
+    "neighbours = 1",
+    "neighbour_duty = 0.5",
+    "stall = {session = 0, for_s = 1.5}",
+    "burst = {session = 1, factor = 3, for_s = 1}",
+    "slow_device = {factor = 2.5, for_s = 1}",
+    "source_error = {session = 2, for_s = 1.5}",
+)
+STEPS_SEVERAL = (*(s for s in STEPS_ONE if "neighbour" not in s), "devices = 3",
+                 "devices = 1", 'router = "least-loaded"', 'router = "pinned"',
+                 "slow_device = {factor = 2, for_s = 1, device = 1}")  # fmt: skip
+
+
+def _random_experiment(rng: random.Random, devices: int) -> Experiment:
+    """An experiment of random steps and faults over a random base (``devices`` at the
+    start; the steps may change them and the router)."""
+    policy = rng.choice(["oldest", "round-robin", "all", "dynamic", "fixed", "adaptive"])
+    base = [
+        'backend = "emulated"', 'profile = "laptop-8gb"', 'precision = "fp16"',
+        f"sessions = {rng.randint(2, 12)}", f"fps = {rng.choice([15, 30])}",
+        f'policy = "{policy}"', "max_batch = 4", f"seed = {rng.randint(0, 9999)}",
+        f"devices = {devices}", f'router = "{rng.choice(["pinned", "least-loaded"])}"',
+    ]  # fmt: skip
+    if rng.random() < 0.4:
+        base.append(f"drop_after_ms = {rng.choice([20, 45])}")
+    if devices == 1 and rng.random() < 0.4:
+        base.append(f"neighbours = {rng.randint(1, 2)}")
+    text = ['name = "random"', 'caption = ""', "duration = 4", "[base]", *base]
+    kinds = STEPS_ONE if devices == 1 else STEPS_SEVERAL
+    for at in sorted(round(rng.uniform(0.0, 3.9), 3) for _ in range(rng.randint(1, 5))):
+        text += ["[[step]]", f"at = {at}", *rng.sample(kinds, rng.randint(1, 2))]
+    try:
+        return parse_experiment("\n".join(text), "random.toml")
+    except ExperimentError:  # a fault on a session a step retired: draw another
+        return _random_experiment(rng, devices)
+
+
+def _play_driven(experiment: Experiment, jitter, **loop) -> DevicesPlayed:
+    """``experiment`` played by ``play_devices`` (``loop``: which loop)."""
+    steps = experiment.steps
+    opening = steps[0] if steps and steps[0].at == 0 else None
+    config = experiment.base.with_changes(**opening.changes) if opening else experiment.base
+    names = tuple(emulated_names(config))
+    played = Steps(experiment, opening, tuple(load_devices(names)), names,
+                   experiment.most("sessions"))  # fmt: skip
+    return play_devices(config, played.curves(config), config.router, 0.5, jitter=jitter,
+                        steps=played, **loop)  # fmt: skip
+
+
+def _curve_rows(played: DevicesPlayed) -> set[tuple[int, int]]:
+    """Device 0's (curve, rows) of its batches (None: every batch on the first curve)."""
+    if played.curve_rows is not None:
+        return played.curve_rows
+    return {(0, b.size + b.padded) for b in played.measured if b.device == 0}
+
+
+def _publications(played: DevicesPlayed) -> list[tuple[list[int], int]]:
+    """Each schedule's windows that opened a mailbox and the windows published, by the
+    run's end (a late host publishes some past it; the loops stop at their first instant
+    past it, the general one sometimes a few windows later: none of them is counted)."""
+    out = []
+    for f in played.clock.schedules:
+        by_end = int(np.searchsorted(f.times_array, played.t_end, side="right"))
+        out.append(([k for k in f.opened if k < by_end], min(f.published, by_end)))
+    return out
+
+
+def _same_records(a: DevicesPlayed, b: DevicesPlayed, what) -> None:
+    assert a.measured == b.measured, what
+    assert a.delivered == b.delivered, what
+    assert a.expired == b.expired, what
+    assert np.array_equal(a.clock.overwrites(), b.clock.overwrites()), what
+    assert _publications(a) == _publications(b), what
+    assert a.pinned == b.pinned and a.router == b.router, what
+    assert _curve_rows(a) == _curve_rows(b), what
+    if a.changes is not None:
+        assert b.changes is not None
+        assert a.changes.segments.all() == b.changes.segments.all(), what
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_driven_runs_give_the_general_loops_records(seed):
+    """The compiled loop, driven stretch by stretch (a step, a fault's start and end, a
+    pace: applied between two stretches), plays random experiments on 1-3 devices, with a
+    deadline drop, neighbours, a late host, steps of every kind (the devices and the
+    router too) and faults of every kind, to the general loop's records: every batch,
+    window, drop, opening, overwrite, segment, and the curves device 0 ran."""
+    rng = random.Random(seed + 300)
+    for _ in range(24):
+        devices = rng.choice([1, 1, 2, 3])
+        experiment = _random_experiment(rng, devices)
+        jitter = HOST if rng.random() < 0.3 else None
+        what = (seed, devices, jitter is not None, experiment.base, experiment.steps)
+        general = _play_driven(experiment, jitter, fast=False)
+        _same_records(_play_driven(experiment, jitter), general, what)
+        assert general.measured, what
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_driven_runs_in_the_loops_python_form_give_the_compiled_records(seed):
+    rng = random.Random(seed + 400)
+    for _ in range(6):
+        devices = rng.choice([1, 2, 3])
+        experiment = _random_experiment(rng, devices)
+        jitter = HOST if rng.random() < 0.5 else None
+        what = (seed, devices, jitter is not None, experiment.base, experiment.steps)
+        compiled = _play_driven(experiment, jitter)
+        _same_records(_play_driven(experiment, jitter, python=True), compiled, what)
+
+
+def test_an_experiment_plays_in_the_compiled_loop_stopping_at_each_change(monkeypatch):
+    """``simulate --experiment``'s run on one device (steps, a fault's start and end, a
+    drop, neighbours, a late host) is played by the compiled loop, which hands each change
+    to the driver at its instant (before, such a run played in the general loop only)."""
+    stops: list[float] = []
+    play = fast_loop.Run.play
+
+    def spy(run, frames, change_at, stop):
+        done = play(run, frames, change_at, stop)
+        if done == fast_loop.CHANGE:
+            stops.append(run.now)
+        return done
+
+    monkeypatch.setattr(fast_loop.Run, "play", spy)
+    experiment = parse_experiment(
+        "\n".join([
+            'name = "driven"', 'caption = ""', "duration = 4", "[base]",
+            'backend = "emulated"', 'profile = "laptop-8gb"', 'precision = "fp16"',
+            "sessions = 12", 'policy = "adaptive"', "slo_ms = 40", "drop_after_ms = 30",
+            "neighbours = 1", "[[step]]", "at = 1", "stall = {session = 0, for_s = 1.5}",
+            "[[step]]", "at = 2", 'policy = "dynamic"', "max_delay_ms = 10", "max_batch = 4",
+        ]),
+        "driven.toml",
+    )  # fmt: skip
+    trace = simulator.play(experiment, simulator.ProfileCurves(None, experiment.base), 0.5, HOST)
+    assert stops == [1.5, 2.5, 3.0]  # the stall, the new policy, the stall's end
+    assert len(trace.segments) == 4 and len(trace.batches) > 50
+    assert len(trace.expiries) > 0  # the drop played
+
+
+def test_paces_and_a_late_host_play_in_the_compiled_loop_as_in_the_general_one():
+    """``play_devices``' paces (a burst, a stall, back), a drop and a late host, both
+    routers, 1-3 devices."""
+    for devices, router in [(1, "pinned"), (2, "least-loaded"), (3, "least-loaded"), (3, "pinned")]:
+        config = RunConfig(backend="emulated", sessions=7, policy="dynamic", max_batch=4,
+                           max_delay_ms=10.0, duration_s=4.0, drop_after_ms=40.0, seed=devices,
+                           precision="fp16", resolution=(512, 288))  # fmt: skip
+        curves = [d.curve(config) for d in load_devices(["laptop-8gb"] * devices)]
+        paces = (Pace(1.0, 1, 0.0), Pace(2.0, 1, 1.0), Pace(1.0, 0, 3.0), Pace(3.0, 0, 1.0))
+        for jitter in (None, HOST):
+            what = (devices, router, jitter is not None)
+            general = play_devices(config, curves, router, 0.5, paces, jitter, fast=False)
+            _same_records(play_devices(config, curves, router, 0.5, paces, jitter), general, what)
 
 
 def test_least_loaded_draws_are_pythons_random_to_the_bit():

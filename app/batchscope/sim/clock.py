@@ -203,7 +203,9 @@ class Clock:
         self._muting(sid, True, now)
 
     def overwrites(self) -> np.ndarray:
-        """:data:`OVERWRITE_DTYPE` rows of every window replaced while untaken, in time order."""
+        """:data:`OVERWRITE_DTYPE` rows of every window replaced while untaken by the run's
+        end, in time order (a late host publishes some frames past the end; the loops
+        publish up to their first instant past it)."""
         index = []
         for f in self.schedules:
             over = np.ones(f.published, dtype=bool)
@@ -216,4 +218,4 @@ class Clock:
         out["t"] = np.concatenate(
             [f.times_array[x] for f, x in zip(self.schedules, index, strict=True)]
         )
-        return out
+        return out[out["t"] <= self.t_end]

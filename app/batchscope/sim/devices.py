@@ -55,11 +55,12 @@ again, in session order, by the router of the new config with fresh draws (live,
 change of a backend field builds the devices' workers and router anew). Real devices,
 and neighbours on several devices, are refused with one clear error.
 
-A *plain* run (no step after the opening, pace, measured host, several resolutions,
-deadline drop, neighbours or slow device: what ``simulate``, ``simulate --devices`` and
-the planner mostly play) plays the same turns in compiled code
-(:mod:`batchscope.sim.fast_loop`, the records to the bit, tested); this loop plays every
-other run (every run where numba is not there) and is its reference.
+Every run whose policy is a built-in one and whose sessions share one resolution plays
+the same turns in compiled code (:mod:`batchscope.sim.fast_loop`, the records to the bit,
+tested), driven stretch by stretch: between two stretches the steps, faults and paces
+apply as they apply here (:func:`_play_compiled`). This loop plays the other runs
+(several resolutions, another policy, every run where numba is not there) and is the
+compiled loop's reference.
 """
 
 from __future__ import annotations
@@ -97,8 +98,8 @@ from batchscope.engine.stats import BATCH_DTYPE, device_entries, item_records
 from batchscope.experiment import Experiment, Fault, Step
 from batchscope.profiles.profile import BatchCurve, DeviceProfile, load_profile
 from batchscope.sim.changes import Changes, CurveFor, need_fps, worker_knobs
-from batchscope.sim.clock import NEVER, Clock
-from batchscope.sim.fast_loop import Delivered, Measured, Stop, make_batch, play_fast, plays_fast
+from batchscope.sim.clock import NEVER, Clock, Schedule
+from batchscope.sim.fast_loop import DONE, Delivered, Measured, Run, Stop, make_batch, plays_fast
 from batchscope.sim.host_jitter import HostJitter
 
 DEFAULT_WARMUP_S = 1.0  # the same default as `batchscope run --warmup`
@@ -314,6 +315,7 @@ def play_devices(
     shapes: Shapes | None = None,
     steps: Steps | None = None,
     fast: bool = True,
+    python: bool = False,
 ) -> DevicesPlayed:
     """Play ``config`` on one device per curve, windows placed by ``router`` (module doc).
 
@@ -323,10 +325,13 @@ def play_devices(
     ``shapes``: sessions at several model resolutions, a batch of one (:class:`Shapes`;
     None: every session at the config's). ``steps``: an experiment's steps and faults
     (:func:`play_devices_experiment`; ``config`` is then its opening config).
-    ``fast``: a plain run (none of those, no deadline drop) plays in the compiled loop
-    (:mod:`batchscope.sim.fast_loop`, the same records) where numba is present; False: in
-    this loop (the tests' reference)."""
-    played = play_until(config, curves, router, warmup_s, paces, jitter, shapes, steps, fast)
+    ``fast``: the run plays in the compiled loop (:mod:`batchscope.sim.fast_loop`, the
+    same records; not with ``shapes``) where numba is present; False: in the general loop
+    below (the tests' reference). ``python``: the compiled loop's Python form plays it
+    (the tests' oracle)."""
+    played = play_until(
+        config, curves, router, warmup_s, paces, jitter, shapes, steps, fast, python=python
+    )
     assert played is not None, "no stop: the run plays to its end"
     return played
 
@@ -342,6 +347,7 @@ def play_until(
     steps: Steps | None = None,
     fast: bool = True,
     stop: Stop | None = None,
+    python: bool = False,
 ) -> DevicesPlayed | None:
     """:func:`play_devices`, or None when ``stop`` ended the run (a plain run on one
     device in the compiled loop asks it, :data:`~batchscope.sim.fast_loop.Stop`; every
@@ -414,23 +420,10 @@ def play_until(
 
     pins = pinned(router)
     draws = router_draws(config.seed)  # least-loaded's two choices
-    plain = (  # one config throughout, no lateness, no drop, nothing stretches a batch
-        step_at == NEVER and not paces and jitter is None and shapes is None
-        and drop_s is None and not neighbours and not (changes and changes.slowing)
-    )  # fmt: skip
-    if fast and plain and plays_fast(policies):
-        fast_stop = stop if n_dev == 1 else None
-        records = play_fast(
-            frames, policies, curves, router, pins, draws, t0, t_end, n_ids, fast_stop
-        )
-        if records is None:
-            return None
-        measured_, delivered_ = records
-        if changes is not None:
-            changes.segments.close(t_end)
-        return DevicesPlayed(
-            measured_, delivered_, clock, t0, t_end, pinned_counts(pins, n_dev), router=router,
-            changes=changes, devices=on,
+    if fast and shapes is None and plays_fast(policies):
+        return _play_compiled(
+            config, curves, router, t0, t_end, n_ids, clock, frames, agenda, policies,
+            changes, steps, on, jitter, stop, python,
         )  # fmt: skip
     ft, fs, opened = frames.times, frames.sessions, frames.opened
 
@@ -635,6 +628,127 @@ def play_until(
         on,
         curve_rows,
     )
+
+
+def _play_compiled(
+    config: RunConfig,
+    curves: list[BatchCurve],
+    router: str,
+    t0: float,
+    t_end: float,
+    n_ids: int,
+    clock: Clock,
+    frames: Schedule,
+    agenda: list[tuple[float, int, float]],
+    policies: list[BatchPolicy],
+    changes: Changes | None,
+    steps: Steps | None,
+    on: tuple[Device, ...],
+    jitter: HostJitter | None,
+    stop: Stop | None,
+    python: bool,
+) -> DevicesPlayed | None:
+    """:func:`play_until`'s run in the compiled loop (:class:`~batchscope.sim.fast_loop.Run`),
+    driven stretch by stretch: between two stretches the paces, steps and faults apply here,
+    as the general loop applies them, and the loop goes on from where it stopped."""
+    n_dev = len(curves)
+    slots = max(n_dev, steps.experiment.most("devices") if steps is not None else 0)
+    run = Run(slots, n_ids, t0, t_end, policies, python)
+    used = n_dev  # device slots the run has had (the general loop's len(pending))
+
+    def pinned() -> list[int] | None:
+        """Each session id's device (``pinned``), or None."""
+        if router != "pinned":
+            return None
+        dealt = pin(range(n_ids), n_dev)
+        return [dealt[s] for s in range(n_ids)]
+
+    def slowdowns() -> list[float]:
+        if changes is None or not changes.slowing:
+            return [1.0] * len(curves)
+        return [changes.faults.slowdown(d) for d in range(len(curves))]
+
+    pins, draws = pinned(), router_draws(config.seed)
+    run.set_router(router, pins, draws)
+    run.set_curves(curves, slowdowns())
+    run.set_devices(n_dev, 0 if changes is None else changes.curve_k)
+    drop_s, neighbours = worker_knobs(config) if changes is None else changes.worker_knobs()
+    run.set_knobs(drop_s, neighbours)
+    if jitter is not None:  # the host's draws, shared by the devices in turn
+        run.set_host(jitter, random.Random(config.seed + 7_919))
+    change_at = agenda[0][0] if agenda else NEVER
+    step_at = NEVER if changes is None else changes.next_at()
+    tracked = step_at != NEVER  # a step may switch device 0's curve
+    if tracked:
+        run.track_curves()
+    plain = step_at == NEVER and not agenda and jitter is None and drop_s is None and not neighbours
+    stop = stop if plain and n_dev == 1 and not (changes and changes.slowing) else None
+    while True:
+        done = run.play(frames, min(change_at, step_at), stop)
+        if done is None:
+            return None
+        if done == DONE:
+            break
+        now = run.now
+        while agenda and agenda[0][0] == now:
+            _, sid, factor = agenda.pop(0)
+            clock.set_scale(sid, factor, now)
+        change_at = agenda[0][0] if agenda else NEVER
+        if changes is not None and step_at == now:
+            run.leave_policies(policies)
+            was = changes.config
+            changes.apply(now, run)
+            config = changes.config
+            changed = was.diff(config).keys()
+            new = changes.policy is not policies[0]
+            if new:  # a new policy, one on each device
+                policies = [changes.policy, *(make_policy(config) for _ in policies[1:])]
+            elif set(POLICY_PARAMS[config.policy]) & changed:
+                for policy in policies[1:]:  # device 0's was retuned: the others too
+                    policy.retune(config)
+            if set(BACKEND_FIELDS) & changed:  # live: each device's worker built anew
+                assert steps is not None
+                now_curves = steps.curves(config)
+                n_dev = len(now_curves)
+                if steps.curve_for is None:  # one that left keeps its index, its label
+                    on = (*steps.devices_for(config), *on[n_dev:])
+                curves = now_curves + curves[n_dev:]
+                while len(policies) < len(curves):  # a device joins: a worker, a policy
+                    policies.append(make_policy(config))
+                used = max(used, len(curves))
+            run.set_policies(policies, new)
+            if set(BACKEND_FIELDS) & changed or "router" in changed:
+                router = config.router if "router" in changed else router
+                pins, draws = pinned(), router_draws(config.seed)
+                run.set_router(router, pins, draws)
+                route = _router(router, pins, draws, n_dev)
+                run.place_again(route)
+                run.set_router(router, pins, draws)  # the draws placing took, left to the loop
+            run.set_curves(curves, slowdowns())
+            run.set_devices(n_dev, changes.curve_k)
+            run.set_knobs(*changes.worker_knobs())
+            run.touch_all()
+            step_at = changes.next_at()
+        frames = clock.schedule(now, min(change_at, step_at))
+    run.leave_policies(policies)
+    records = run.records
+    if changes is not None:
+        changes.segments.close(t_end)
+        pins = None if pins is None else pins[: changes.config.sessions]
+    return DevicesPlayed(
+        records.measured, records.delivered, clock, t0, t_end, pinned_counts(pins, used),
+        records.expired, set(), changes, router, on,
+        records.curve_rows if tracked else None,
+    )  # fmt: skip
+
+
+def _router(
+    router: str, pins: list[int] | None, draws: random.Random, n_dev: int
+) -> Callable[[int, Callable[[int], tuple[int, float]]], int]:
+    """``route(session, load)``: the device ``router`` places a window on."""
+    if pins is not None:
+        return lambda s, load: pins[s]
+    return lambda s, load: least_loaded(draws, n_dev, load)
 
 
 def _place_again(

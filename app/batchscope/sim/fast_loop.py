@@ -1,51 +1,61 @@
-"""The simulator's fast loop: a plain run on 1…N devices, compiled by numba.
+"""The simulator's loop for 1…N devices, compiled by numba, driven stretch by stretch.
 
 Why it exists: the planner simulates hundreds of runs per answer and the issue of several
 devices asks for ≥ 3 000× real time per device at 4 devices × 64 sessions, 174 ns a
 window; one turn of a Python loop that publishes a window costs more than that
-(docs/BENCHMARKS.md has the arithmetic). A *plain* run (one config from start to end: no
-experiment step, no change of pace, no measured host, no deadline drop, no neighbours,
-one resolution, a built-in policy: what the planner, ``simulate`` and ``simulate
---devices`` mostly play) plays here, on arrays, with the turns and the rules of the
-general loop (:func:`~batchscope.sim.devices.play_until`, for 1…N devices), word for
-word:
+(docs/BENCHMARKS.md has the arithmetic). Every run whose policy is a built-in one and
+whose sessions share one resolution plays here (``simulate``, ``simulate --devices``,
+``simulate --experiment``, the planner, a live segment's prediction), on arrays, with the
+turns and the rules of the general loop (:func:`~batchscope.sim.devices.play_until`, for
+1…N devices), word for word:
 
 - every window in the schedule's order: one that finds its session's window waiting
   overwrites it where it waits; one that opens a mailbox is placed by the router
   (``pinned``: the session's device; ``least-loaded``: the power of two choices on
   waiting windows with :func:`~batchscope.engine.routing.least_loaded`'s draws, from
   the same ``random.Random`` state, its Mersenne Twister replayed here);
-- a device is asked when a window arrives on it while it is idle, when its batch ends
-  and when its timer falls due, devices in index order at one instant (the next instant
-  is the earliest of the next window, every busy device's batch end and every timer);
+- a device is asked when a window arrives on it while it is idle, when its batch ends,
+  when its timer falls due and when its late worker wakes, devices in index order at
+  one instant (the next instant is the earliest of those);
 - each device's mailboxes are kept in the order they opened, which is the order
   (since, session) the policies take the longest-waiting windows in, and the built-in
   policies' choices are the rules of :mod:`batchscope.engine.rules`, the functions the
   live policies call, compiled into the loop (``oldest``, ``round-robin``, ``all``,
   ``adaptive`` with its AIMD, ``dynamic`` and ``fixed`` with their deadline timers;
-  least-loaded's choice too).
+  least-loaded's choice too);
+- the worker's deadline drop on each device, a measured host's lateness (each idle
+  device's worker waking late, each batch ending late: the draws of the general loop's
+  ``random.Random``, replayed, on the measured quantiles) and the emulated neighbours'
+  stretch of each batch (their own draws) play in the loop too.
 
-The loop is resumable: its state lives in arrays the caller holds (:class:`_State`),
-so a run can stop at a batch's end and go on. A :data:`Stop` (the planner's
-reject-only rules) is asked that way on one device, at the first batch end at or past
-every :data:`CHECK_EVERY_S` of virtual time from the measured start, with the
-mailboxes as they are before the device takes its next batch; True ends the run
-(``play_fast`` returns None).
+The loop is resumable: its state lives in arrays the caller holds (:class:`Run`), so a
+run can stop and go on. It stops at each change a driver makes between two stretches
+(:func:`~batchscope.sim.devices.play_until`: an experiment's step, a fault's start or
+end, a session's pace): the windows before the change are published, the driver applies
+it as the general loop does (the config, the policies, the devices and the router, the
+curves, the knobs, the next schedule) and the loop goes on at the change's instant. A
+:data:`Stop` (the planner's reject-only rules) is asked on a plain run on one device, at
+the first batch end at or past every :data:`CHECK_EVERY_S` of virtual time from the
+measured start, with the mailboxes as they are before the device takes its next batch;
+True ends the run.
 
-The records are the general loop's to the bit: ``tests/test_fast_loop.py`` plays
-random plain runs both ways and compares every batch, window and overwrite, and
-``benchmarks/sim_speed.py --check`` compares its grid with dumps made before this loop
-played one device. The loop is one piece of Python that numba compiles; the same code
-runs as Python (:func:`python_form`: the one code object, the rules uncompiled) as the
-oracle the compiled form is tested against. Where numba cannot compile it (not
-installed, a frozen build), :func:`compiled` is False and the general loop plays every
-run: on numpy scalars the Python form runs 2-3x slower than it does
-(docs/BENCHMARKS.md).
+The records are the general loop's to the bit: ``tests/test_fast_loop.py`` plays random
+plain runs, random experiments of every step and fault (the devices and the router
+too), paces, drops, late hosts and neighbours both ways and compares every batch,
+window, drop, opening, overwrite and segment, and ``benchmarks/sim_speed.py --check``
+compares its grid with dumps made before this loop played one device. The loop is one
+piece of Python that numba compiles; the same code runs as Python (:func:`python_form`:
+the one code object, the rules uncompiled) as the oracle the compiled form is tested
+against. Where numba cannot compile it (not installed, a frozen build), :func:`compiled`
+is False and the general loop plays every run: on numpy scalars the Python form runs
+2-3x slower than it does (docs/BENCHMARKS.md). The general loop also plays sessions at
+several resolutions (``Shapes``) and a policy that is not a built-in one.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import random
 import types
 from collections.abc import Callable, Collection, Sequence
@@ -54,6 +64,7 @@ from typing import Any, NamedTuple, cast
 import numpy as np
 
 from batchscope.engine import rules
+from batchscope.engine.neighbours import SLICE_MS, SWITCH_MS, Neighbours
 from batchscope.engine.policies import RULES, BatchPolicy
 from batchscope.engine.routing import IDLE
 from batchscope.engine.rules import (
@@ -70,6 +81,7 @@ from batchscope.engine.rules import (
 )
 from batchscope.profiles.profile import BatchCurve
 from batchscope.sim.clock import Schedule
+from batchscope.sim.host_jitter import HostJitter
 
 
 class Batch(NamedTuple):
@@ -115,9 +127,23 @@ RULE_NAMES = (
 #: The built-in policies the loop plays, by their code in it.
 CODES = {"oldest": 0, "round-robin": 1, "all": 2, "adaptive": 3, "dynamic": 4, "fixed": 5}
 ROUTER_CODES = {"pinned": 0, "least-loaded": 1}
-DONE, CHECK = 0, 1  # what _loop returns: the run ended, or a Stop is to be asked
+#: What _loop returns: the run ended, a Stop is to be asked, a change is due.
+DONE, CHECK, CHANGE = 0, 1, 2
 #: Positions in the loop's counters (``_State.counts``).
-N_MEASURED, N_DELIVERED, N_OPENED, NEXT_WINDOW, RESUME, RESUME_DEVICE = range(6)
+N_MEASURED, N_DELIVERED, N_OPENED, NEXT_WINDOW, RESUME, RESUME_DEVICE, N_EXPIRED = range(7)
+#: Positions in ``pol`` (int64): the policy's code and cap, the router, the devices that
+#: take windows, the device slots (those that left too), device 0's curve index, the
+#: policy's generation (a new policy object: +1), deadline drop on, host jitter on, the
+#: neighbours' count (0: none).
+P_CODE, P_CAP, P_ROUTER, P_DEVICES, P_SLOTS, P_CURVE, P_GEN, P_DROP, P_JITTER, P_NB = range(10)
+#: Positions in ``polf`` (float64): dynamic/fixed's max delay (s), adaptive's objective
+#: (ms), the drop's limit (s), the neighbours' duty, the chance a neighbour is busy when a
+#: batch arrives, the next change's instant (inf: none).
+F_DELAY, F_SLO, F_DROP, F_DUTY, F_BUSY_NOW, F_CHANGE = range(6)
+#: Rows of ``dev_f`` and ``dev_i``, per device.
+D_FREE, D_TIMER, D_START, D_GROWN, D_WOKEN, D_SLOW = range(6)
+(I_BUSY, I_TOUCHED, I_WAITING, I_TAKEN, I_REASON, I_CAP, I_PAD, I_CURSOR, I_CURVE, I_GEN,
+ I_WOKE) = range(11)  # fmt: skip
 
 
 def code_of(policy: BatchPolicy) -> int | None:
@@ -132,16 +158,17 @@ def _loop(
     fs: np.ndarray,
     t0: float,
     t_end: float,
-    n_dev: int,
     batch_s: np.ndarray,
-    code: int,
-    cap: int,
-    delay_s: float,
-    slo_ms: float,
-    router: int,
+    ms_table: np.ndarray,
     pins: np.ndarray,
+    pol: np.ndarray,
+    polf: np.ndarray,
     mt: np.ndarray,
     mti: np.ndarray,
+    wake_g: np.ndarray,
+    wake_q: np.ndarray,
+    late_g: np.ndarray,
+    late_q: np.ndarray,
     where: np.ndarray,
     ids: np.ndarray,
     dev_f: np.ndarray,
@@ -153,42 +180,70 @@ def _loop(
     m_i: np.ndarray,
     d_a: np.ndarray,
     d_s: np.ndarray,
+    e_s: np.ndarray,
+    e_t: np.ndarray,
     opened: np.ndarray,
     counts: np.ndarray,
     check: np.ndarray,
 ) -> int:
     """Play the run's turns (module doc) from the state in the arrays, until it ends
-    (DONE) or a batch ends at or past ``check[0]`` (CHECK: ``check[1]`` is that instant;
-    the caller asks its Stop and calls again). ``cap``: the policy's max_batch
-    (``fixed``: its batch), -1 for none; ``delay_s``: ``dynamic``/``fixed``'s
-    max_delay_ms / 1000; ``mt``/``mti``: least-loaded's Mersenne Twister state.
+    (DONE), a batch ends at or past ``check[0]`` (CHECK: ``check[1]`` is that instant; the
+    caller asks its Stop and calls again) or the next change is due (CHANGE, at
+    ``check[1]``: the caller applies it, gives the next schedule and calls again).
+
+    ``batch_s[d, rows]``: device ``d``'s batch time (s; its slowdown in it),
+    ``ms_table[d, rows]`` its curve's ms (what the neighbours stretch); ``pins``:
+    ``pinned``'s device per session; ``pol``/``polf``: the policy, router and knobs now
+    (``P_*``/``F_*``); ``mt``/``mti``: three Mersenne Twister states: least-loaded's
+    draws, the host's lateness (``wake_*``/``late_*``: its quantiles, on their grids) and
+    the neighbours' time slices.
 
     The state (:class:`_State`): per session id, ``where`` its window waits (-1: none)
-    and ``ids`` its arrival and since; ``dev_f``/``dev_i`` per device (batch end, timer,
-    batch start, adaptive's cap; busy, asked, mailboxes open, windows taken, reason,
-    the policy's cap, padded rows, round-robin's last id), the mailboxes in opening
-    order and the windows taken, the records, ``counts``."""
+    and ``ids`` its arrival and since; ``dev_f``/``dev_i`` per device (``D_*``/``I_*``),
+    the mailboxes in opening order and the windows taken, the records (measured batches,
+    their windows, the windows dropped, the windows that opened a mailbox), ``counts``."""
     inf = np.inf
-    nf = ft.size
+    code, cap, n_dev, slots = pol[P_CODE], pol[P_CAP], pol[P_DEVICES], pol[P_SLOTS]
+    curve_k, gen = pol[P_CURVE], pol[P_GEN]
+    drop_on, jitter_on, nb = pol[P_DROP], pol[P_JITTER], pol[P_NB]
+    delay_s, slo_ms, drop_s = polf[F_DELAY], polf[F_SLO], polf[F_DROP]
+    duty, busy_now, change_at = polf[F_DUTY], polf[F_BUSY_NOW], polf[F_CHANGE]
     arrival, since = ids[0], ids[1]
-    free_at, timers, start, grown = dev_f[0], dev_f[1], dev_f[2], dev_f[3]
-    busy, touched, wn, tn = dev_i[0], dev_i[1], dev_i[2], dev_i[3]
-    why_reason, why_cap, why_pad, cursor = dev_i[4], dev_i[5], dev_i[6], dev_i[7]
-    nm, nd, no, i = counts[N_MEASURED], counts[N_DELIVERED], counts[N_OPENED], counts[NEXT_WINDOW]
+    free_at, timers, start = dev_f[D_FREE], dev_f[D_TIMER], dev_f[D_START]
+    grown, woken, slow = dev_f[D_GROWN], dev_f[D_WOKEN], dev_f[D_SLOW]
+    busy, touched, wn, tn = dev_i[I_BUSY], dev_i[I_TOUCHED], dev_i[I_WAITING], dev_i[I_TAKEN]
+    why_reason, why_cap, why_pad = dev_i[I_REASON], dev_i[I_CAP], dev_i[I_PAD]
+    cursor, b_curve, b_gen = dev_i[I_CURSOR], dev_i[I_CURVE], dev_i[I_GEN]
+    woke = dev_i[I_WOKE]  # a device that left while its late wake was due: due since
+    router, route_mt, route_mti = pol[P_ROUTER], mt[0], mti[0:1]
+    late_mt, late_mti, nb_mt, nb_mti = mt[1], mti[1:2], mt[2], mti[2:3]
+    nm, nd, ne = counts[N_MEASURED], counts[N_DELIVERED], counts[N_EXPIRED]
+    no, i, nf = counts[N_OPENED], counts[NEXT_WINDOW], ft.size
     resume, resume_d = counts[RESUME], counts[RESUME_DEVICE]
     now = check[1]
     while True:
+        before = False  # publish the windows before a change, not at it
         if resume == 0:
             now = ft[i] if i < nf else inf
-            for d in range(n_dev):
+            for d in range(slots):
                 if free_at[d] < now:
                     now = free_at[d]
                 if timers[d] < now:
                     now = timers[d]
-            if now == inf:
+            if jitter_on:
+                for d in range(slots):
+                    if woken[d] < now:
+                        now = woken[d]
+            if now == inf and change_at == inf:
                 break
-            while i < nf and ft[i] <= now:  # publish the windows up to now
-                s = fs[i]
+            before = change_at <= now
+        if resume != 1:  # a turn at ``now`` (resume 2: a change's, on the new schedule)
+            resume = 0
+            limit = (
+                np.nextafter(change_at, -inf) if before else now
+            )  # before it: up to the float below
+            while i < nf and ft[i] <= limit:
+                s = fs[i]  # publish it: a window overwrites its session's, or opens a mailbox
                 t = ft[i]
                 d = where[s]
                 if d < 0:  # it opens a mailbox: the router places it
@@ -200,8 +255,8 @@ def _loop(
                         if n_dev == 2:
                             a, b = 0, 1
                         else:
-                            first = _random(mt, mti)
-                            a, b = two_choices(n_dev, first, _random(mt, mti))
+                            first = _random(route_mt, route_mti)
+                            a, b = two_choices(n_dev, first, _random(route_mt, route_mti))
                         ka = free_at[a] if busy[a] else IDLE
                         kb = free_at[b] if busy[b] else IDLE
                         d = less_loaded(a, b, wn[a], wn[b], ka, kb)
@@ -215,21 +270,33 @@ def _loop(
                 if not busy[d]:
                     touched[d] = 1
                 i += 1
+            if before:  # the change first: the caller applies it, then calls again
+                counts[N_MEASURED], counts[N_DELIVERED], counts[N_EXPIRED] = nm, nd, ne
+                counts[N_OPENED], counts[NEXT_WINDOW], counts[RESUME] = no, i, 2
+                check[1] = change_at
+                return CHANGE
             if now > t_end:  # what ends after the run is not measured
                 break
-            for d in range(n_dev):
+            for d in range(slots):
                 if free_at[d] <= now or timers[d] <= now:
                     touched[d] = 1
-        for d in range(n_dev):
+            if jitter_on:
+                for d in range(slots):
+                    if woken[d] <= now:
+                        touched[d] = 1
+        for d in range(slots):
+            ended = False
             if resume == 1:  # back from a check: on at this device's choice
                 if d != resume_d:
                     continue
                 resume = 0
+                ended = True
             else:
                 if not touched[d]:
                     continue
                 touched[d] = 0
                 if busy[d] and free_at[d] <= now:  # its batch ends
+                    ended = True
                     busy[d] = 0
                     free_at[d] = inf
                     n = tn[d]
@@ -241,12 +308,13 @@ def _loop(
                         m_i[nm, 2] = why_reason[d]
                         m_i[nm, 3] = why_cap[d]
                         m_i[nm, 4] = why_pad[d]
+                        m_i[nm, 5] = b_curve[d]
                         nm += 1
                         for k in range(n):
                             d_a[nd] = taken_a[d, k]
                             d_s[nd] = taken_s[d, k]
                             nd += 1
-                    if code == 3:  # AdaptiveAIMD.observe
+                    if b_gen[d] == gen:  # AdaptiveAIMD.observe (its policy chose it)
                         oldest = taken_a[d, 0]
                         for k in range(1, n):
                             if taken_a[d, k] < oldest:
@@ -255,14 +323,39 @@ def _loop(
                         top = float(cap) if cap >= 0 else inf
                         grown[d] = aimd_next(grown[d], latency_ms, n, slo_ms, top)
                     if now >= check[0]:  # the caller asks its Stop, then calls again
-                        counts[N_MEASURED], counts[N_DELIVERED] = nm, nd
+                        counts[N_MEASURED], counts[N_DELIVERED], counts[N_EXPIRED] = nm, nd, ne
                         counts[N_OPENED], counts[NEXT_WINDOW] = no, i
                         counts[RESUME], counts[RESUME_DEVICE] = 1, d
                         check[1] = now
                         return CHECK
             if timers[d] <= now:
                 timers[d] = inf
+            if d >= n_dev:  # it left the run: its last batch ended, it takes no more
+                if woken[d] <= now:  # its wake came: held for a return, asked no more
+                    woken[d], woke[d] = inf, 1
+                continue
+            if jitter_on:
+                if not busy[d] and not ended and not woke[d]:  # an idle worker wakes late
+                    if woken[d] == inf:
+                        woken[d] = now + _delay(_random(late_mt, late_mti), wake_g, wake_q)
+                    if woken[d] > now:
+                        continue  # it decides then (what arrives meanwhile waits for it)
+                woken[d], woke[d] = inf, 0
             w = wn[d]
+            if drop_on and not busy[d]:  # Mailboxes.expire's rule, on its device
+                kept = 0
+                for k in range(w):
+                    s = waitq[d, k]
+                    if now - arrival[s] > drop_s:
+                        where[s] = -1
+                        if now >= t0:
+                            e_s[ne] = s
+                            e_t[ne] = now
+                            ne += 1
+                    else:
+                        waitq[d, kept] = s
+                        kept += 1
+                wn[d] = w = kept
             if busy[d] or w == 0:
                 continue
             reason = 0
@@ -315,11 +408,43 @@ def _loop(
             why_reason[d] = reason
             why_cap[d] = policy_cap
             why_pad[d] = rows - n
-            free_at[d] = now + batch_s[d, rows]
+            b_curve[d] = curve_k
+            b_gen[d] = gen if code == 3 else -1  # the adaptive policy that chose it, if any
+            if nb > 0:  # each batch draws its own stretch from the time slices
+                ms = _stretch(ms_table[d, rows], nb, duty, busy_now, nb_mt, nb_mti)
+                free_at[d] = now + ms * slow[d] / 1000.0
+            else:
+                free_at[d] = now + batch_s[d, rows]
+            if jitter_on:  # a busy host's timer ends the batch late
+                free_at[d] += _delay(_random(late_mt, late_mti), late_g, late_q)
             timers[d] = inf
-    counts[N_MEASURED], counts[N_DELIVERED], counts[N_OPENED], counts[NEXT_WINDOW] = nm, nd, no, i
-    counts[RESUME] = 0
+    counts[N_MEASURED], counts[N_DELIVERED], counts[N_EXPIRED] = nm, nd, ne
+    counts[N_OPENED], counts[NEXT_WINDOW], counts[RESUME] = no, i, 0
     return DONE
+
+
+def _delay(u: float, grid: np.ndarray, quantiles: np.ndarray) -> float:
+    """``HostJitter``'s draw: the measured lateness (s) at the uniform number ``u``."""
+    if quantiles.size == 0:
+        return 0.0
+    return np.interp(u, grid, quantiles) / 1000.0
+
+
+def _stretch(
+    ms: float, count: int, duty: float, busy_now: float, mt: np.ndarray, mti: np.ndarray
+) -> float:
+    """``Neighbours.stretch``: the wall-clock ms of a batch that needs ``ms`` alone, its
+    draws from the neighbours' own Mersenne Twister."""
+    if ms <= 0:
+        return ms
+    total = ms
+    if _random(mt, mti) < busy_now:
+        total += _random(mt, mti) * SLICE_MS  # the rest of the slice running when we arrived
+    for _ in range(math.ceil(ms / SLICE_MS) - 1):  # between our slices
+        for _ in range(count):
+            if _random(mt, mti) < duty:
+                total += SLICE_MS + SWITCH_MS
+    return total
 
 
 def _genrand(mt: np.ndarray, mti: np.ndarray) -> int:
@@ -347,32 +472,47 @@ def _random(mt: np.ndarray, mti: np.ndarray) -> float:
 
 
 class _State:
-    """The loop's state between two calls (:func:`_loop`'s doc says what each holds)."""
+    """The loop's state between two calls (:func:`_loop`'s doc says what each holds), for
+    ``slots`` devices (every device the run ever has) and ``n_ids`` session ids."""
 
-    def __init__(self, n_frames: int, n_dev: int, n_ids: int, grown: float, last: int) -> None:
+    def __init__(self, slots: int, n_ids: int) -> None:
+        self.slots, self.n_ids = slots, n_ids
         self.where = np.full(n_ids, -1, np.int64)
         self.ids = np.zeros((2, n_ids))
-        self.dev_f = np.zeros((4, n_dev))
-        self.dev_f[0:2] = np.inf  # no batch end, no timer
-        self.dev_f[3] = grown
-        self.dev_i = np.zeros((8, n_dev), np.int64)
-        self.dev_i[7] = last
-        self.waitq = np.zeros((n_dev, n_ids), np.int64)
-        self.taken_s = np.zeros((n_dev, n_ids), np.int64)
-        self.taken_a = np.zeros((n_dev, n_ids))
-        self.m_f = np.empty((n_frames + 1, 2))  # start, end
-        self.m_i = np.empty((n_frames + 1, 5), np.int64)  # size, device, reason, cap, padded
-        self.d_a = np.empty(n_frames)
-        self.d_s = np.empty(n_frames, np.int64)
-        self.opened = np.empty(n_frames, np.int64)
-        self.counts = np.zeros(6, np.int64)
+        self.dev_f = np.zeros((6, slots))
+        self.dev_f[[D_FREE, D_TIMER, D_WOKEN]] = np.inf  # no batch end, no timer, no wake
+        self.dev_f[[D_GROWN, D_SLOW]] = 1.0
+        self.dev_i = np.zeros((11, slots), np.int64)
+        self.dev_i[I_CURSOR] = -1
+        self.waitq = np.zeros((slots, n_ids), np.int64)
+        self.taken_s = np.zeros((slots, n_ids), np.int64)
+        self.taken_a = np.zeros((slots, n_ids))
+        self.counts = np.zeros(7, np.int64)
         self.check = np.array([np.inf, 0.0])  # ask a Stop at a batch end from [0]; when [1]
+        self._records(0)
+
+    def _records(self, size: int) -> None:
+        self.m_f = np.empty((size, 2))  # start, end
+        self.m_i = np.empty((size, 6), np.int64)  # size, device, reason, cap, padded, curve
+        self.d_a = np.empty(size)
+        self.d_s = np.empty(size, np.int64)
+        self.e_s = np.empty(size, np.int64)
+        self.e_t = np.empty(size)
+        self.opened = np.empty(size, np.int64)
+
+    def fit(self, n_frames: int) -> None:
+        """Room for the records of a stretch of ``n_frames`` windows (every window
+        delivered, dropped or opening a mailby in it was published in it, waited at its
+        start, one a session, or was on a device, one a session a device)."""
+        size = n_frames + self.n_ids * (self.slots + 1) + 1
+        if self.m_f.shape[0] < size:
+            self._records(size)
 
     def arrays(self) -> tuple[np.ndarray, ...]:
         return (
             self.where, self.ids, self.dev_f, self.dev_i, self.waitq, self.taken_s,
-            self.taken_a, self.m_f, self.m_i, self.d_a, self.d_s, self.opened, self.counts,
-            self.check,
+            self.taken_a, self.m_f, self.m_i, self.d_a, self.d_s, self.e_s, self.e_t,
+            self.opened, self.counts, self.check,
         )  # fmt: skip
 
     def waiting(self) -> list[int]:
@@ -381,34 +521,42 @@ class _State:
 
 
 class _Records:
-    """The measured batches and their windows as lists, extended from the loop's arrays."""
+    """The measured batches, their windows and the windows dropped, as lists, extended
+    from the loop's arrays after each call (whose counts then start again at 0)."""
 
     def __init__(self) -> None:
         self.measured: Measured = []
         self.delivered = Delivered([], [])
+        self.expired: list[tuple[int, float]] = []
+        self.curve_rows: set[tuple[int, int]] = set()  # device 0's (curve, rows), if tracked
+        self.track = False
 
     def catch_up(self, state: _State) -> None:
-        done, nm = len(self.measured), int(state.counts[N_MEASURED])
-        if nm > done:
-            starts, ends = state.m_f[done:nm].T.tolist()
-            sizes, devices, reasons, caps, pads = state.m_i[done:nm].T.tolist()
+        counts = state.counts
+        nm, nd, ne = int(counts[N_MEASURED]), int(counts[N_DELIVERED]), int(counts[N_EXPIRED])
+        if nm:
+            starts, ends = state.m_f[:nm].T.tolist()
+            sizes, devices, reasons, caps, pads = state.m_i[:nm, :5].T.tolist()
             rows = zip(starts, sizes, ends, devices, reasons, caps, pads, strict=True)
             self.measured.extend(map(make_batch, rows))
-        have, nd = len(self.delivered.arrivals), int(state.counts[N_DELIVERED])
-        if nd > have:
-            self.delivered.arrivals.extend(state.d_a[have:nd].tolist())
-            self.delivered.sessions.extend(state.d_s[have:nd].tolist())
+            if self.track:
+                on_0 = state.m_i[:nm, 1] == 0
+                rows = (state.m_i[:nm, 0] + state.m_i[:nm, 4])[on_0]
+                pairs = np.unique(state.m_i[:nm, 5][on_0] * (1 << 32) + rows)
+                self.curve_rows.update((int(u) >> 32, int(u) & 0xFFFFFFFF) for u in pairs)
+        if nd:
+            self.delivered.arrivals.extend(state.d_a[:nd].tolist())
+            self.delivered.sessions.extend(state.d_s[:nd].tolist())
+        if ne:
+            self.expired.extend(zip(state.e_s[:ne].tolist(), state.e_t[:ne].tolist(), strict=True))
+        counts[N_MEASURED] = counts[N_DELIVERED] = counts[N_EXPIRED] = 0
 
 
-def _call(
-    loop: Callable[..., int],
-    frames: tuple[np.ndarray, np.ndarray],
-    params: tuple[Any, ...],
-    draws: tuple[np.ndarray, np.ndarray],
-    state: _State,
-) -> int:
-    """One call of the loop, its arguments in order (one type each: one compiled version)."""
-    return int(loop(*frames, *params, *draws, *state.arrays()))
+def _state_of(draws: random.Random, mt: np.ndarray, mti: np.ndarray) -> None:
+    """Put ``draws``' Mersenne Twister state into ``mt``/``mti``, where the loop replays it."""
+    _, internal, _ = draws.getstate()
+    mt[:] = internal[:624]
+    mti[0] = internal[624]
 
 
 @functools.cache
@@ -416,7 +564,7 @@ def compiled() -> bool:
     """Compile the loop (once a process; numba caches it beside this file, or in the
     user's cache, so a later process loads it): False where numba cannot (not installed,
     nowhere to cache it, as in a frozen build, or its compiler fails here): the general
-    loops then play every run. The loop is compiled by running it once on no frames, so a
+    loop then plays every run. The loop is compiled by running it once on no frames, so a
     failure shows here, not in a run. Not at import: numba's own import costs ~0.2 s a
     command that never simulates would pay."""
     python = {name: globals()[name] for name in (*RULE_NAMES, *_PYTHON)}
@@ -429,10 +577,8 @@ def compiled() -> bool:
             globals()[name] = njit(cache=True)(getattr(rules, name))
         for name in _PYTHON:
             globals()[name] = njit(cache=True)(python[name])
-        params = (0.0, 1.0, 1, np.zeros((1, 2)), 0, 1, 0.0, 0.0, 0, np.zeros(1, np.int64))
-        draws = np.zeros(624, np.int64), np.full(1, 624, np.int64)
-        frames = np.zeros(0), np.zeros(0, np.int64)
-        _call(globals()["_loop"], frames, params, draws, _State(0, 1, 1, 1.0, -1))
+        run = Run(1, 1, 0.0, 1.0, [])
+        run.play(Schedule(np.zeros(0), np.zeros(0, np.int64), []), np.inf, None)
     except Exception:
         globals().update(python)
         return False
@@ -447,8 +593,8 @@ def plays_fast(policies: Sequence[BatchPolicy]) -> bool:
 @functools.cache
 def python_form() -> Callable[..., int]:
     """The loop as Python: :func:`_loop`'s own code object over a namespace in which the
-    rules and the Mersenne Twister are the uncompiled functions (numba, once it compiled
-    the loop, left its dispatchers under those names in this module)."""
+    rules, the Mersenne Twister and the loop's helpers are the uncompiled functions (numba,
+    once it compiled the loop, left its dispatchers under those names in this module)."""
     space = dict(globals())
     space.update({name: getattr(rules, name) for name in RULE_NAMES})
     for name, function in _PYTHON.items():
@@ -456,81 +602,206 @@ def python_form() -> Callable[..., int]:
     return cast("Callable[..., int]", space["_loop"])
 
 
-def play_fast(
-    frames: Schedule,
-    policies: Sequence[BatchPolicy],
-    curves: Sequence[BatchCurve],
-    router: str,
-    pins: Sequence[int] | None,
-    draws: random.Random | None,
-    t0: float,
-    t_end: float,
-    n_ids: int,
-    stop: Stop | None = None,
-    python: bool = False,
-) -> tuple[Measured, Delivered] | None:
-    """The measured batches and their windows of a plain run on ``len(curves)`` devices
-    (the general loop's records), or None when ``stop`` ended it (one device only), played
-    by the compiled loop (``python``: by its Python form, the tests' oracle);
-    ``frames.opened`` and ``frames.published`` filled as the loops fill them; ``draws``
-    (least-loaded's; None where nothing is drawn: pinned, or fewer than three devices)
-    left as they leave them; one device's policy left as it would be (adaptive's cap,
-    round-robin's last id)."""
-    policy = policies[0]
-    code = code_of(policy)
-    assert code is not None, "plays_fast() said which policies play here"
-    assert stop is None or len(curves) == 1, "a Stop is asked on one device"
-    assert draws is not None or router == "pinned" or len(curves) < 3, "least-loaded draws"
-    cap = policy._max_batch if code >= 2 else 1  # type: ignore[attr-defined]
-    cap = -1 if cap is None else int(cap)
-    delay_s = policy._max_delay_ms / 1000.0 if code >= 4 else 0.0  # type: ignore[attr-defined]
-    slo_ms = policy._slo_ms if code == 3 else 0.0  # type: ignore[attr-defined]
-    grown = policy._cap if code == 3 else 1.0  # type: ignore[attr-defined]
-    last = getattr(policy, "_last", None)
-    most = 1 if code <= 1 else (cap if code == 5 else n_ids)
-    table = np.full((len(curves), most + 1), np.nan)
-    seconds: dict[int, list[float]] = {}
-    for d, curve in enumerate(curves):  # the general loop's ``curve.ms(rows) * 1.0 / 1000.0``
-        if id(curve) not in seconds:
-            seconds[id(curve)] = [curve.ms(rows) * 1.0 / 1000.0 for rows in range(1, most + 1)]
-        table[d, 1:] = seconds[id(curve)]
-    if draws is None:  # no router draws (one device): a state never drawn from
-        mt, mti = np.zeros(624, np.int64), np.full(1, 624, np.int64)
-    else:
-        version, internal, gauss = draws.getstate()
-        mt = np.array(internal[:624], np.int64)
-        mti = np.array([internal[624]], np.int64)
-    times = frames.times_array.astype(np.float64, copy=False)
-    sessions = frames.sessions_array.astype(np.int64, copy=False)
-    n_dev = len(curves)
-    pinned = np.array(pins if pins is not None else [0] * n_ids, np.int64)
-    params = (float(t0), float(t_end), n_dev, table, code, int(cap), float(delay_s),
-              float(slo_ms), ROUTER_CODES[router], pinned)  # fmt: skip
-    state = _State(times.size, n_dev, n_ids, float(grown), -1 if last is None else int(last))
-    records = _Records()
-    if stop is not None:
-        state.check[0] = t0
-    loop = python_form() if python else globals()["_loop"]
-    while _call(loop, (times, sessions), params, (mt, mti), state) == CHECK:
-        assert stop is not None
+class Run:
+    """One run in the loop, stretch by stretch: its state, and what the driver
+    (:func:`~batchscope.sim.devices.play_until`) sets between two stretches: the
+    policies, the devices' curves, the router, the worker's knobs, the host.
+
+    ``slots``: every device the run has at any time; ``python``: play the loop's Python
+    form (the tests' oracle) instead of its compiled one."""
+
+    def __init__(
+        self, slots: int, n_ids: int, t0: float, t_end: float, policies: Sequence[BatchPolicy],
+        python: bool = False,
+    ) -> None:  # fmt: skip
+        self.state = _State(slots, n_ids)
+        self.t0, self.t_end = t0, t_end
+        self.pol = np.zeros(10, np.int64)
+        self.pol[P_SLOTS] = slots
+        self.polf = np.zeros(6)
+        self.polf[F_CHANGE] = np.inf
+        self.mt = np.zeros((3, 624), np.int64)
+        self.mti = np.full(3, 624, np.int64)
+        empty = np.zeros(0)
+        self.host = (empty, empty, empty, empty)  # wake grid, wake ms, late grid, late ms
+        self.pins = np.zeros(n_ids, np.int64)
+        self.batch_s = self.ms_table = np.zeros((slots, 2))
+        self.records = _Records()
+        self._neighbours: object = None
+        self._loop = python_form() if python else globals()["_loop"]
+        if policies:
+            self.set_policies(policies)
+
+    # -- what the driver sets -------------------------------------------------------------
+
+    def set_policies(self, policies: Sequence[BatchPolicy], new: bool = True) -> None:
+        """The devices' policies (one each, one kind, the same knobs): their rule and knobs,
+        and each one's state (adaptive's cap, round-robin's last id); ``new``: new objects
+        (the batches on the devices report to none of them)."""
+        policy = policies[0]
+        code = code_of(policy)
+        assert code is not None, "plays_fast() said which policies play here"
+        cap = policy._max_batch if code >= 2 else 1  # type: ignore[attr-defined]
+        self.pol[P_CODE] = code
+        self.pol[P_CAP] = -1 if cap is None else int(cap)
+        self.polf[F_DELAY] = policy._max_delay_ms / 1000.0 if code >= 4 else 0.0  # type: ignore[attr-defined]
+        self.polf[F_SLO] = policy._slo_ms if code == 3 else 0.0  # type: ignore[attr-defined]
+        if new:
+            self.pol[P_GEN] += 1
+        dev_f, dev_i = self.state.dev_f, self.state.dev_i
+        for d, p in enumerate(policies):
+            dev_f[D_GROWN, d] = p._cap if code == 3 else 1.0  # type: ignore[attr-defined]
+            last = getattr(p, "_last", None)
+            dev_i[I_CURSOR, d] = -1 if last is None else int(last)
+
+    def leave_policies(self, policies: Sequence[BatchPolicy]) -> None:
+        """Each policy's state as the loop left it (adaptive's cap, round-robin's last id)."""
+        code = self.pol[P_CODE]
+        for d, p in enumerate(policies):
+            if code == 3:
+                p._cap = float(self.state.dev_f[D_GROWN, d])  # type: ignore[attr-defined]
+            if code == 1:
+                cursor = int(self.state.dev_i[I_CURSOR, d])
+                p._last = None if cursor < 0 else cursor  # type: ignore[attr-defined]
+
+    def set_curves(self, curves: Sequence[BatchCurve], slowdowns: Sequence[float]) -> None:
+        """Each device's batch curve and slowdown (a slow device fault): its batch times as
+        the general loop computes them, ``curve.ms(rows) * slowdown / 1000.0``."""
+        code, cap, n_ids = self.pol[P_CODE], int(self.pol[P_CAP]), self.state.n_ids
+        most = 1 if code <= 1 else (cap if code == 5 else n_ids)  # the most rows it runs
+        slots = self.state.slots
+        self.batch_s = np.full((slots, most + 1), np.nan)
+        self.ms_table = np.full((slots, most + 1), np.nan)
+        memo: dict[int, list[float]] = {}
+        for d, (curve, slow) in enumerate(zip(curves, slowdowns, strict=True)):
+            if id(curve) not in memo:
+                memo[id(curve)] = [curve.ms(rows) for rows in range(1, most + 1)]
+            self.ms_table[d, 1:] = memo[id(curve)]
+            self.batch_s[d, 1:] = [ms * slow / 1000.0 for ms in memo[id(curve)]]
+            self.state.dev_f[D_SLOW, d] = slow
+
+    def set_devices(self, n_dev: int, curve_k: int) -> None:
+        """The devices that take windows now (those past ``n_dev`` left); device 0's
+        curve's index (the batches record it)."""
+        self.pol[P_DEVICES] = n_dev
+        self.pol[P_CURVE] = curve_k
+
+    def set_router(self, router: str, pins: Sequence[int] | None, draws: random.Random) -> None:
+        self.pol[P_ROUTER] = ROUTER_CODES[router]
+        if pins is not None:
+            self.pins[: len(pins)] = pins
+        _state_of(draws, self.mt[0], self.mti[0:1])
+
+    def set_knobs(self, drop_s: float | None, neighbours: Neighbours) -> None:
+        """The worker's deadline drop and the device's neighbours (their draws from where
+        they are: a new ``neighbours`` starts from its seed)."""
+        self.pol[P_DROP] = drop_s is not None
+        self.polf[F_DROP] = 0.0 if drop_s is None else drop_s
+        self.pol[P_NB] = neighbours.count if neighbours else 0
+        self.polf[F_DUTY] = neighbours.duty
+        self.polf[F_BUSY_NOW] = 1.0 - (1.0 - neighbours.duty) ** neighbours.count
+        if neighbours is not self._neighbours:
+            self._neighbours = neighbours
+            _state_of(neighbours._rng, self.mt[2], self.mti[2:3])
+
+    def set_host(self, jitter: HostJitter, draws: random.Random) -> None:
+        """A measured host's lateness, replayed from ``draws``."""
+        self.pol[P_JITTER] = 1
+
+        def table(quantiles: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray]:
+            return np.linspace(0.0, 1.0, len(quantiles)), np.asarray(quantiles, np.float64)
+
+        self.host = (*table(jitter.wake_ms), *table(jitter.device_ms))
+        _state_of(draws, self.mt[1], self.mti[1:2])
+
+    def track_curves(self) -> None:
+        """Keep device 0's (curve, rows) of its measured batches (a step may switch it)."""
+        self.records.track = True
+
+    # -- the windows waiting, as a step changes them --------------------------------------
+
+    def pop(self, session: int, default: None, /) -> list[Any] | None:
+        """A retired session's waiting window dropped (``changes.Pending``)."""
+        state = self.state
+        d = int(state.where[session])
+        if d < 0:
+            return default
+        row, w = state.waitq[d], int(state.dev_i[I_WAITING, d])
+        k = int(np.flatnonzero(row[:w] == session)[0])
+        row[k : w - 1] = row[k + 1 : w].copy()
+        state.dev_i[I_WAITING, d] = w - 1
+        state.where[session] = -1
+        return [float(state.ids[0, session]), session, float(state.ids[1, session])]
+
+    def place_again(self, route: Callable[[int, Callable[[int], tuple[int, float]]], int]) -> None:
+        """Live's ``Mailboxes.route`` after a change of devices or router: every waiting
+        window placed again by ``route(session, load)``, in session order, each counted
+        where it lands; each device's windows then in the order their mailboxes opened
+        (since, session)."""
+        state = self.state
+        waiting = state.waiting()
+        wn, busy, free_at = state.dev_i[I_WAITING], state.dev_i[I_BUSY], state.dev_f[D_FREE]
+        wn[:] = 0
+        state.where[:] = -1
+
+        def load(d: int) -> tuple[int, float]:
+            return int(wn[d]), float(free_at[d]) if busy[d] else IDLE
+
+        placed: list[list[int]] = [[] for _ in range(state.slots)]
+        for s in waiting:
+            d = route(s, load)
+            state.where[s] = d
+            placed[d].append(s)
+            wn[d] += 1
+        since = state.ids[1]
+        for d, mine in enumerate(placed):
+            mine.sort(key=lambda s: (since[s], s))
+            state.waitq[d, : len(mine)] = mine
+
+    def touch_all(self) -> None:
+        """Every device asked at the next turn (after a step: under the new config)."""
+        self.state.dev_i[I_TOUCHED] = 1
+
+    # -- playing ---------------------------------------------------------------------------
+
+    def play(self, frames: Schedule, change_at: float, stop: Stop | None) -> int | None:
+        """Play ``frames`` (the stretch's schedule) until the run ends (DONE), the change
+        due at ``change_at`` (CHANGE: at ``self.now``) or ``stop`` ends it (None; asked
+        at the first batch end at or past every :data:`CHECK_EVERY_S` of virtual time from
+        the run's start). ``frames.opened`` and ``frames.published`` filled as the general
+        loop fills them."""
+        state, records = self.state, self.records
+        times = frames.times_array.astype(np.float64, copy=False)
+        sessions = frames.sessions_array.astype(np.int64, copy=False)
+        state.fit(times.size)
+        state.counts[NEXT_WINDOW] = state.counts[N_OPENED] = 0
+        self.polf[F_CHANGE] = change_at
+        if stop is not None and state.check[0] == np.inf:
+            state.check[0] = self.t0
+        args = (
+            times, sessions, self.t0, self.t_end, self.batch_s, self.ms_table, self.pins,
+            self.pol, self.polf, self.mt, self.mti, *self.host, *state.arrays(),
+        )  # fmt: skip
+        while (done := int(self._loop(*args))) == CHECK:
+            assert stop is not None
+            records.catch_up(state)
+            now = float(state.check[1])
+            if stop(now, state.waiting(), records.measured, records.delivered):
+                return None
+            state.check[0] = now + CHECK_EVERY_S
         records.catch_up(state)
-        now = float(state.check[1])
-        if stop(now, state.waiting(), records.measured, records.delivered):
-            return None
-        state.check[0] = now + CHECK_EVERY_S
-    records.catch_up(state)
-    if draws is not None:
-        draws.setstate((version, (*mt.tolist(), int(mti[0])), gauss))
-    frames.opened.extend(state.opened[: state.counts[N_OPENED]].tolist())
-    frames.published = int(state.counts[NEXT_WINDOW])
-    if n_dev == 1:
-        if code == 3:
-            policy._cap = float(state.dev_f[3, 0])  # type: ignore[attr-defined]
-        if code == 1:
-            cursor = int(state.dev_i[7, 0])
-            policy._last = None if cursor < 0 else cursor  # type: ignore[attr-defined]
-    return records.measured, records.delivered
+        frames.opened.extend(state.opened[: state.counts[N_OPENED]].tolist())
+        frames.published = int(state.counts[NEXT_WINDOW])
+        return done
+
+    @property
+    def now(self) -> float:
+        """The instant the loop stopped at (a change's)."""
+        return float(self.state.check[1])
 
 
 #: The loop's own functions as Python, before :func:`compiled` puts numba's in their place.
-_PYTHON = {"_genrand": _genrand, "_random": _random, "_loop": _loop}
+_PYTHON = {
+    "_genrand": _genrand, "_random": _random, "_delay": _delay, "_stretch": _stretch,
+    "_loop": _loop,
+}  # fmt: skip

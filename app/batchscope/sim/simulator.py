@@ -27,11 +27,9 @@ live run because it shares everything except the device:
   definition it has in ``run``.
 
 :func:`play` plays an experiment: a plain ``simulate(config)`` is an experiment of one
-step at 0 s. It plays in the simulator's one general loop, on one device
-(:func:`~batchscope.sim.devices.play_until`, which plays 1…N devices by the same rules;
-a run with no step after its opening, no fault, no ``drop_after_ms``, no neighbours and
-no measured host plays in the compiled loop of :mod:`batchscope.sim.fast_loop`, to the
-same records). A step applies at its
+step at 0 s. It plays on one device in the simulator's loop for 1…N devices
+(:func:`~batchscope.sim.devices.play_until`: compiled, :mod:`batchscope.sim.fast_loop`,
+driven from one change to the next). A step applies at its
 time as ``Engine.apply(..., step=True)`` applies it live: a new policy kind is a
 new policy, a knob change retunes the running one, more sessions join with a
 phase drawn from the run's generator (as the feeder draws it), fewer retire
@@ -216,11 +214,12 @@ def play_records(
 ) -> Played | None:
     """:func:`play`'s records, or None when ``stop`` ended the run early.
 
-    The run plays in the devices' loop on one device
+    The run plays on one device in the loop for 1…N devices
     (:func:`~batchscope.sim.devices.play_until`: its steps, faults, deadline drop,
-    neighbours and host lateness by the rules written there once; a plain run in the
-    compiled loop, :mod:`batchscope.sim.fast_loop`, where ``stop`` is asked every
-    :data:`~batchscope.sim.fast_loop.CHECK_EVERY_S`); any other run plays to its end.
+    neighbours and host lateness by one set of rules; compiled, in
+    :mod:`batchscope.sim.fast_loop`). ``stop`` is asked on a plain run (one config
+    throughout, nothing late, dropped or stretched) every
+    :data:`~batchscope.sim.fast_loop.CHECK_EVERY_S`; any other run plays to its end.
     """
     if not warmup_s >= 0:
         raise ConfigError("warmup", warmup_s, "must be 0 or more seconds")
