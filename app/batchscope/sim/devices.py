@@ -58,7 +58,7 @@ and neighbours on several devices, are refused with one clear error.
 Every run whose policy is a built-in one and whose sessions share one resolution plays
 the same turns in compiled code (:mod:`batchscope.sim.fast_loop`, the records to the bit,
 tested), driven stretch by stretch: between two stretches the steps, faults and paces
-apply as they apply here (:func:`_play_compiled`). This loop plays the other runs
+apply as they apply here (:class:`_Driver`). This loop plays the other runs
 (several resolutions, another policy, every run where numba is not there) and is the
 compiled loop's reference.
 """
@@ -421,10 +421,9 @@ def play_until(
     pins = pinned(router)
     draws = router_draws(config.seed)  # least-loaded's two choices
     if fast and shapes is None and plays_fast(policies):
-        return _play_compiled(
-            config, curves, router, t0, t_end, n_ids, clock, frames, agenda, policies,
-            changes, steps, on, jitter, stop, python,
-        )  # fmt: skip
+        driver = _Driver(config, curves, router, t0, t_end, n_ids, clock, policies, changes,
+                         steps, on, jitter, python)  # fmt: skip
+        return driver.play(frames, agenda, stop)
     ft, fs, opened = frames.times, frames.sessions, frames.opened
 
     def load(d: int) -> tuple[int, float]:
@@ -630,116 +629,129 @@ def play_until(
     )
 
 
-def _play_compiled(
-    config: RunConfig,
-    curves: list[BatchCurve],
-    router: str,
-    t0: float,
-    t_end: float,
-    n_ids: int,
-    clock: Clock,
-    frames: Schedule,
-    agenda: list[tuple[float, int, float]],
-    policies: list[BatchPolicy],
-    changes: Changes | None,
-    steps: Steps | None,
-    on: tuple[Device, ...],
-    jitter: HostJitter | None,
-    stop: Stop | None,
-    python: bool,
-) -> DevicesPlayed | None:
+class _Driver:
     """:func:`play_until`'s run in the compiled loop (:class:`~batchscope.sim.fast_loop.Run`),
     driven stretch by stretch: between two stretches the paces, steps and faults apply here,
     as the general loop applies them, and the loop goes on from where it stopped."""
-    n_dev = len(curves)
-    slots = max(n_dev, steps.experiment.most("devices") if steps is not None else 0)
-    run = Run(slots, n_ids, t0, t_end, policies, python)
-    used = n_dev  # device slots the run has had (the general loop's len(pending))
 
-    def pinned() -> list[int] | None:
-        """Each session id's device (``pinned``), or None."""
-        if router != "pinned":
-            return None
-        dealt = pin(range(n_ids), n_dev)
-        return [dealt[s] for s in range(n_ids)]
+    def __init__(
+        self, config: RunConfig, curves: list[BatchCurve], router: str, t0: float,
+        t_end: float, n_ids: int, clock: Clock, policies: list[BatchPolicy],
+        changes: Changes | None, steps: Steps | None, on: tuple[Device, ...],
+        jitter: HostJitter | None, python: bool,
+    ) -> None:  # fmt: skip
+        self.curves, self.router, self.t0, self.t_end, self.n_ids = curves, router, t0, t_end, n_ids
+        self.clock, self.policies, self.changes, self.steps, self.on = (
+            clock, policies, changes, steps, on,
+        )  # fmt: skip
+        self.n_dev = self.used = len(curves)  # devices now; slots the run has had
+        slots = max(self.n_dev, steps.experiment.most("devices") if steps is not None else 0)
+        self.run = run = Run(slots, n_ids, t0, t_end, policies, python)
+        self.pins, draws = self._pinned(), router_draws(config.seed)
+        run.set_router(router, self.pins, draws)
+        run.set_curves(curves, self._slowdowns())
+        run.set_devices(self.n_dev, 0 if changes is None else changes.curve_k)
+        drop_s, neighbours = worker_knobs(config) if changes is None else changes.worker_knobs()
+        run.set_knobs(drop_s, neighbours)
+        if jitter is not None:  # the host's draws, shared by the devices in turn
+            run.set_host(jitter, random.Random(config.seed + 7_919))
+        self.step_at = NEVER if changes is None else changes.next_at()
+        self.tracked = self.step_at != NEVER  # a step may switch device 0's curve
+        if self.tracked:
+            run.track_curves()
+        #: one config throughout, nothing late, dropped or stretched: a Stop is asked
+        self.plain = (
+            not self.tracked and jitter is None and drop_s is None and not neighbours
+            and not (changes and changes.slowing)
+        )  # fmt: skip
 
-    def slowdowns() -> list[float]:
-        if changes is None or not changes.slowing:
-            return [1.0] * len(curves)
-        return [changes.faults.slowdown(d) for d in range(len(curves))]
-
-    pins, draws = pinned(), router_draws(config.seed)
-    run.set_router(router, pins, draws)
-    run.set_curves(curves, slowdowns())
-    run.set_devices(n_dev, 0 if changes is None else changes.curve_k)
-    drop_s, neighbours = worker_knobs(config) if changes is None else changes.worker_knobs()
-    run.set_knobs(drop_s, neighbours)
-    if jitter is not None:  # the host's draws, shared by the devices in turn
-        run.set_host(jitter, random.Random(config.seed + 7_919))
-    change_at = agenda[0][0] if agenda else NEVER
-    step_at = NEVER if changes is None else changes.next_at()
-    tracked = step_at != NEVER  # a step may switch device 0's curve
-    if tracked:
-        run.track_curves()
-    plain = step_at == NEVER and not agenda and jitter is None and drop_s is None and not neighbours
-    stop = stop if plain and n_dev == 1 and not (changes and changes.slowing) else None
-    while True:
-        done = run.play(frames, min(change_at, step_at), stop)
-        if done is None:
-            return None
-        if done == DONE:
-            break
-        now = run.now
-        while agenda and agenda[0][0] == now:
-            _, sid, factor = agenda.pop(0)
-            clock.set_scale(sid, factor, now)
+    def play(
+        self, frames: Schedule, agenda: list[tuple[float, int, float]], stop: Stop | None
+    ) -> DevicesPlayed | None:
+        """Play from ``frames`` (the first stretch's schedule), the paces of ``agenda`` at
+        their times; None when ``stop`` ended the run (a plain run on one device)."""
         change_at = agenda[0][0] if agenda else NEVER
-        if changes is not None and step_at == now:
-            run.leave_policies(policies)
-            was = changes.config
-            changes.apply(now, run)
-            config = changes.config
-            changed = was.diff(config).keys()
-            new = changes.policy is not policies[0]
-            if new:  # a new policy, one on each device
-                policies = [changes.policy, *(make_policy(config) for _ in policies[1:])]
-            elif set(POLICY_PARAMS[config.policy]) & changed:
-                for policy in policies[1:]:  # device 0's was retuned: the others too
-                    policy.retune(config)
-            if set(BACKEND_FIELDS) & changed:  # live: each device's worker built anew
-                assert steps is not None
-                now_curves = steps.curves(config)
-                n_dev = len(now_curves)
-                if steps.curve_for is None:  # one that left keeps its index, its label
-                    on = (*steps.devices_for(config), *on[n_dev:])
-                curves = now_curves + curves[n_dev:]
-                while len(policies) < len(curves):  # a device joins: a worker, a policy
-                    policies.append(make_policy(config))
-                used = max(used, len(curves))
-            run.set_policies(policies, new)
-            if set(BACKEND_FIELDS) & changed or "router" in changed:
-                router = config.router if "router" in changed else router
-                pins, draws = pinned(), router_draws(config.seed)
-                run.set_router(router, pins, draws)
-                route = _router(router, pins, draws, n_dev)
-                run.place_again(route)
-                run.set_router(router, pins, draws)  # the draws placing took, left to the loop
-            run.set_curves(curves, slowdowns())
-            run.set_devices(n_dev, changes.curve_k)
-            run.set_knobs(*changes.worker_knobs())
-            run.touch_all()
-            step_at = changes.next_at()
-        frames = clock.schedule(now, min(change_at, step_at))
-    run.leave_policies(policies)
-    records = run.records
-    if changes is not None:
-        changes.segments.close(t_end)
-        pins = None if pins is None else pins[: changes.config.sessions]
-    return DevicesPlayed(
-        records.measured, records.delivered, clock, t0, t_end, pinned_counts(pins, used),
-        records.expired, set(), changes, router, on,
-        records.curve_rows if tracked else None,
-    )  # fmt: skip
+        if not (self.plain and not agenda and self.n_dev == 1):
+            stop = None
+        while True:
+            done = self.run.play(frames, min(change_at, self.step_at), stop)
+            if done is None:
+                return None
+            if done == DONE:
+                break
+            now = self.run.now
+            while agenda and agenda[0][0] == now:
+                _, sid, factor = agenda.pop(0)
+                self.clock.set_scale(sid, factor, now)
+            change_at = agenda[0][0] if agenda else NEVER
+            if self.changes is not None and self.step_at == now:
+                self._step(self.changes, now)
+                self.step_at = self.changes.next_at()
+            frames = self.clock.schedule(now, min(change_at, self.step_at))
+        return self._played()
+
+    def _step(self, changes: Changes, now: float) -> None:
+        """The steps and faults due at ``now``, applied as the general loop applies them."""
+        run, policies = self.run, self.policies
+        run.leave_policies(policies)
+        was = changes.config
+        changes.apply(now, run)
+        config = changes.config
+        changed = was.diff(config).keys()
+        new = changes.policy is not policies[0]
+        if new:  # a new policy, one on each device
+            policies = self.policies = [
+                changes.policy, *(make_policy(config) for _ in policies[1:])
+            ]  # fmt: skip
+        elif set(POLICY_PARAMS[config.policy]) & changed:
+            for policy in policies[1:]:  # device 0's was retuned: the others too
+                policy.retune(config)
+        if set(BACKEND_FIELDS) & changed:  # live: each device's worker built anew
+            assert self.steps is not None
+            now_curves = self.steps.curves(config)
+            self.n_dev = len(now_curves)
+            if self.steps.curve_for is None:  # one that left keeps its index, its label
+                self.on = (*self.steps.devices_for(config), *self.on[self.n_dev :])
+            self.curves = now_curves + self.curves[self.n_dev :]
+            while len(policies) < len(self.curves):  # a device joins: a worker, a policy
+                policies.append(make_policy(config))
+            self.used = max(self.used, len(self.curves))
+        run.set_policies(policies, new)
+        if set(BACKEND_FIELDS) & changed or "router" in changed:
+            self.router = config.router if "router" in changed else self.router
+            self.pins, draws = self._pinned(), router_draws(config.seed)
+            run.set_router(self.router, self.pins, draws)
+            run.place_again(_router(self.router, self.pins, draws, self.n_dev))
+            run.set_router(self.router, self.pins, draws)  # the draws placing took
+        run.set_curves(self.curves, self._slowdowns())
+        run.set_devices(self.n_dev, changes.curve_k)
+        run.set_knobs(*changes.worker_knobs())
+        run.touch_all()
+
+    def _pinned(self) -> list[int] | None:
+        """Each session id's device (``pinned``), or None."""
+        if self.router != "pinned":
+            return None
+        dealt = pin(range(self.n_ids), self.n_dev)
+        return [dealt[s] for s in range(self.n_ids)]
+
+    def _slowdowns(self) -> list[float]:
+        changes = self.changes
+        if changes is None or not changes.slowing:
+            return [1.0] * len(self.curves)
+        return [changes.faults.slowdown(d) for d in range(len(self.curves))]
+
+    def _played(self) -> DevicesPlayed:
+        self.run.leave_policies(self.policies)
+        records, changes, pins = self.run.records, self.changes, self.pins
+        if changes is not None:
+            changes.segments.close(self.t_end)
+            pins = None if pins is None else pins[: changes.config.sessions]
+        return DevicesPlayed(
+            records.measured, records.delivered, self.clock, self.t0, self.t_end,
+            pinned_counts(pins, self.used), records.expired, set(), changes, self.router,
+            self.on, records.curve_rows if self.tracked else None,
+        )  # fmt: skip
 
 
 def _router(
