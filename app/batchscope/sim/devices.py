@@ -380,6 +380,10 @@ def play_until(
         on = steps.devices
     step_at = NEVER if changes is None else changes.next_at()
     frames = clock.schedule(0.0, min(change_at, step_at))
+    if fast and shapes is None and plays_fast(policies):  # the compiled loop, driven
+        driver = _Driver(config, curves, router, t0, t_end, n_ids, clock, policies, changes,
+                         steps, on, jitter, python)  # fmt: skip
+        return driver.play(frames, agenda, stop)
     choosers = list(policies)  # the policy that made each device's running batch
     slowing: tuple[Fault, ...] = ()  # the slow devices on: each device's, its product
     # the worker's deadline drop (per device) and the device's neighbours (one device)
@@ -420,10 +424,6 @@ def play_until(
 
     pins = pinned(router)
     draws = router_draws(config.seed)  # least-loaded's two choices
-    if fast and shapes is None and plays_fast(policies):
-        driver = _Driver(config, curves, router, t0, t_end, n_ids, clock, policies, changes,
-                         steps, on, jitter, python)  # fmt: skip
-        return driver.play(frames, agenda, stop)
     ft, fs, opened = frames.times, frames.sessions, frames.opened
 
     def load(d: int) -> tuple[int, float]:
