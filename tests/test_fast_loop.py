@@ -34,6 +34,7 @@ from batchscope.sim.devices import (
     devices_report,
     emulated_names,
     load_devices,
+    mixed_shapes,
     play_devices,
     simulate_devices,
 )
@@ -317,6 +318,46 @@ def test_paces_and_a_late_host_play_in_the_compiled_loop_as_in_the_general_one()
             what = (devices, router, jitter is not None)
             general = play_devices(config, curves, router, 0.5, paces, jitter, fast=False)
             _same_records(play_devices(config, curves, router, 0.5, paces, jitter), general, what)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_sessions_at_several_resolutions_play_in_the_compiled_loop_as_in_the_general_one(
+    seed, monkeypatch
+):
+    """``Shapes``: a device takes the shape of its longest-waiting window and its policy
+    chooses among that shape's windows; random runs of every policy, both routers, 1-4
+    devices, with drops, neighbours and a late host: the same records, and the same
+    (device, shape, rows) of the batches that ran (the memory peak)."""
+    played: list[int] = []
+    play = fast_loop.Run.play
+    monkeypatch.setattr(fast_loop.Run, "play", lambda *a: played.append(1) or play(*a))
+    rng = random.Random(seed + 500)
+    kinds: set[int] = set()
+    for _ in range(12):
+        n_dev, sessions = rng.randint(1, 4), rng.randint(1, 14)
+        extra: dict = {"drop_after_ms": rng.choice([20.0, 50.0])} if rng.random() < 0.3 else {}
+        if n_dev == 1 and rng.random() < 0.3:
+            extra["neighbours"] = 2
+        config = RunConfig(backend="emulated", profile="laptop-8gb", precision="fp16",
+                           resolution=(512, 288), sessions=sessions, duration_s=3.0,
+                           seed=rng.randint(0, 99), fps=rng.choice([15.0, 30.0]),
+                           **rng.choice(KNOBS), **extra)  # fmt: skip
+        on = load_devices(["laptop-8gb"] * n_dev)
+        shapes = mixed_shapes(
+            config, on, [rng.choice([(512, 288), (256, 144)]) for _ in range(sessions)]
+        )
+        curves, router = [d.curve(config) for d in on], rng.choice(["pinned", "least-loaded"])
+        jitter = HOST if rng.random() < 0.3 else None
+        what = (n_dev, config, router, jitter is not None, shapes.of_session)
+        compiled = play_devices(config, curves, router, 0.5, jitter=jitter, shapes=shapes)
+        assert played, "played by the compiled loop"
+        played.clear()
+        general = play_devices(config, curves, router, 0.5, jitter=jitter, shapes=shapes,
+                               fast=False)  # fmt: skip
+        _same_records(compiled, general, what)
+        assert compiled.shape_rows == general.shape_rows, what
+        kinds |= {k for _, k, _ in compiled.shape_rows}
+    assert kinds == {0, 1}  # batches ran at both resolutions
 
 
 def test_least_loaded_draws_are_pythons_random_to_the_bit():

@@ -55,11 +55,11 @@ again, in session order, by the router of the new config with fresh draws (live,
 change of a backend field builds the devices' workers and router anew). Real devices,
 and neighbours on several devices, are refused with one clear error.
 
-Every run whose policy is a built-in one and whose sessions share one resolution plays
+Every run whose policy is a built-in one (sessions at several resolutions too) plays
 the same turns in compiled code (:mod:`batchscope.sim.fast_loop`, the records to the bit,
 tested), driven stretch by stretch: between two stretches the steps, faults and paces
 apply as they apply here (:class:`_Driver`). This loop plays the other runs
-(several resolutions, another policy, every run where numba is not there) and is the
+(another policy, every run where numba is not there) and is the
 compiled loop's reference.
 """
 
@@ -326,7 +326,7 @@ def play_devices(
     None: every session at the config's). ``steps``: an experiment's steps and faults
     (:func:`play_devices_experiment`; ``config`` is then its opening config).
     ``fast``: the run plays in the compiled loop (:mod:`batchscope.sim.fast_loop`, the
-    same records; not with ``shapes``) where numba is present; False: in the general loop
+    same records) where numba is present; False: in the general loop
     below (the tests' reference). ``python``: the compiled loop's Python form plays it
     (the tests' oracle)."""
     played = play_until(
@@ -380,9 +380,13 @@ def play_until(
         on = steps.devices
     step_at = NEVER if changes is None else changes.next_at()
     frames = clock.schedule(0.0, min(change_at, step_at))
-    if fast and shapes is None and plays_fast(policies):  # the compiled loop, driven
+    if shapes is not None and (
+        len(shapes.of_session) != config.sessions or len(shapes.curves) != n_dev
+    ):
+        raise ConfigError("shapes", len(shapes.of_session), "one per session, curves per device")
+    if fast and plays_fast(policies):  # the compiled loop, driven
         driver = _Driver(config, curves, router, t0, t_end, n_ids, clock, policies, changes,
-                         steps, on, jitter, python)  # fmt: skip
+                         steps, on, jitter, shapes, python)  # fmt: skip
         return driver.play(frames, agenda, stop)
     choosers = list(policies)  # the policy that made each device's running batch
     slowing: tuple[Fault, ...] = ()  # the slow devices on: each device's, its product
@@ -410,10 +414,6 @@ def play_until(
         device_late = lambda: jitter.device_delay(late.random())  # noqa: E731
     batch_s: list[dict[Any, float]] = [{} for _ in curves]  # rows (or shape, rows) -> s
     shape_rows: set[tuple[int, int, int]] = set()  # (device, shape, rows) of the batches
-    if shapes is not None and (
-        len(shapes.of_session) != config.sessions or len(shapes.curves) != n_dev
-    ):
-        raise ConfigError("shapes", len(shapes.of_session), "one per session, curves per device")
 
     def pinned(router: str) -> list[int] | None:
         """Each session id's device (``pinned``), or None."""
@@ -638,7 +638,7 @@ class _Driver:
         self, config: RunConfig, curves: list[BatchCurve], router: str, t0: float,
         t_end: float, n_ids: int, clock: Clock, policies: list[BatchPolicy],
         changes: Changes | None, steps: Steps | None, on: tuple[Device, ...],
-        jitter: HostJitter | None, python: bool,
+        jitter: HostJitter | None, shapes: Shapes | None, python: bool,
     ) -> None:  # fmt: skip
         self.curves, self.router, self.t0, self.t_end, self.n_ids = curves, router, t0, t_end, n_ids
         self.clock, self.policies, self.changes, self.steps, self.on = (
@@ -649,7 +649,10 @@ class _Driver:
         self.run = run = Run(slots, n_ids, t0, t_end, policies, python)
         self.pins, draws = self._pinned(), router_draws(config.seed)
         run.set_router(router, self.pins, draws)
-        run.set_curves(curves, self._slowdowns())
+        self.shapes = shapes
+        if shapes is not None:
+            run.set_shapes(shapes.of_session, len(shapes.curves[0]))
+        run.set_curves(self._tables(), self._slowdowns())
         run.set_devices(self.n_dev, 0 if changes is None else changes.curve_k)
         drop_s, neighbours = worker_knobs(config) if changes is None else changes.worker_knobs()
         run.set_knobs(drop_s, neighbours)
@@ -662,7 +665,7 @@ class _Driver:
         #: one config throughout, nothing late, dropped or stretched: a Stop is asked
         self.plain = (
             not self.tracked and jitter is None and drop_s is None and not neighbours
-            and not (changes and changes.slowing)
+            and not (changes and changes.slowing) and shapes is None
         )  # fmt: skip
 
     def play(
@@ -723,7 +726,7 @@ class _Driver:
             run.set_router(self.router, self.pins, draws)
             run.place_again(_router(self.router, self.pins, draws, self.n_dev))
             run.set_router(self.router, self.pins, draws)  # the draws placing took
-        run.set_curves(self.curves, self._slowdowns())
+        run.set_curves(self._tables(), self._slowdowns())
         run.set_devices(self.n_dev, changes.curve_k)
         run.set_knobs(*changes.worker_knobs())
         run.touch_all()
@@ -734,6 +737,10 @@ class _Driver:
             return None
         dealt = pin(range(self.n_ids), self.n_dev)
         return [dealt[s] for s in range(self.n_ids)]
+
+    def _tables(self) -> Sequence[Sequence[BatchCurve]]:
+        """Each device's curves, one a shape."""
+        return self.shapes.curves if self.shapes is not None else [[c] for c in self.curves]
 
     def _slowdowns(self) -> list[float]:
         changes = self.changes
@@ -749,7 +756,8 @@ class _Driver:
             pins = None if pins is None else pins[: changes.config.sessions]
         return DevicesPlayed(
             records.measured, records.delivered, self.clock, self.t0, self.t_end,
-            pinned_counts(pins, self.used), records.expired, set(), changes, self.router,
+            pinned_counts(pins, self.used), records.expired,
+            set() if self.shapes is None else self.run.shapes_run(), changes, self.router,
             self.on, records.curve_rows if self.tracked else None,
         )  # fmt: skip
 

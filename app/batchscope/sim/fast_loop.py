@@ -22,7 +22,9 @@ turns and the rules of the general loop (:func:`~batchscope.sim.devices.play_unt
   policies' choices are the rules of :mod:`batchscope.engine.rules`, the functions the
   live policies call, compiled into the loop (``oldest``, ``round-robin``, ``all``,
   ``adaptive`` with its AIMD, ``dynamic`` and ``fixed`` with their deadline timers;
-  least-loaded's choice too);
+  least-loaded's choice too); sessions at several resolutions (``Shapes``): a device
+  takes the shape of its longest-waiting window, its policy chooses among that shape's
+  windows, and the batch takes that shape's time;
 - the worker's deadline drop on each device, a measured host's lateness (each idle
   device's worker waking late, each batch ending late: the draws of the general loop's
   ``random.Random``, replayed, on the measured quantiles) and the emulated neighbours'
@@ -48,8 +50,8 @@ piece of Python that numba compiles; the same code runs as Python (:func:`python
 the one code object, the rules uncompiled) as the oracle the compiled form is tested
 against. Where numba cannot compile it (not installed, a frozen build), :func:`compiled`
 is False and the general loop plays every run: on numpy scalars the Python form runs
-2-3x slower than it does (docs/BENCHMARKS.md). The general loop also plays sessions at
-several resolutions (``Shapes``) and a policy that is not a built-in one.
+2-3x slower than it does (docs/BENCHMARKS.md). The general loop also plays a policy
+that is not a built-in one.
 """
 
 from __future__ import annotations
@@ -134,8 +136,9 @@ N_MEASURED, N_DELIVERED, N_OPENED, NEXT_WINDOW, RESUME, RESUME_DEVICE, N_EXPIRED
 #: Positions in ``pol`` (int64): the policy's code and cap, the router, the devices that
 #: take windows, the device slots (those that left too), device 0's curve index, the
 #: policy's generation (a new policy object: +1), deadline drop on, host jitter on, the
-#: neighbours' count (0: none).
-P_CODE, P_CAP, P_ROUTER, P_DEVICES, P_SLOTS, P_CURVE, P_GEN, P_DROP, P_JITTER, P_NB = range(10)
+#: neighbours' count (0: none), the shapes (K: sessions at K resolutions).
+(P_CODE, P_CAP, P_ROUTER, P_DEVICES, P_SLOTS, P_CURVE, P_GEN, P_DROP, P_JITTER, P_NB,
+ P_SHAPES) = range(11)  # fmt: skip
 #: Positions in ``polf`` (float64): dynamic/fixed's max delay (s), adaptive's objective
 #: (ms), the drop's limit (s), the neighbours' duty, the chance a neighbour is busy when a
 #: batch arrives, the next change's instant (inf: none).
@@ -161,6 +164,8 @@ def _loop(
     batch_s: np.ndarray,
     ms_table: np.ndarray,
     pins: np.ndarray,
+    shape_of: np.ndarray,
+    seen: np.ndarray,
     pol: np.ndarray,
     polf: np.ndarray,
     mt: np.ndarray,
@@ -183,6 +188,7 @@ def _loop(
     e_s: np.ndarray,
     e_t: np.ndarray,
     opened: np.ndarray,
+    picked: np.ndarray,
     counts: np.ndarray,
     check: np.ndarray,
 ) -> int:
@@ -191,9 +197,12 @@ def _loop(
     caller asks its Stop and calls again) or the next change is due (CHANGE, at
     ``check[1]``: the caller applies it, gives the next schedule and calls again).
 
-    ``batch_s[d, rows]``: device ``d``'s batch time (s; its slowdown in it),
-    ``ms_table[d, rows]`` its curve's ms (what the neighbours stretch); ``pins``:
-    ``pinned``'s device per session; ``pol``/``polf``: the policy, router and knobs now
+    ``batch_s[d * K + k, rows]``: device ``d``'s batch time at shape ``k`` of ``K``
+    (s; its slowdown in it), ``ms_table[d * K + k, rows]`` its curve's ms (what the
+    neighbours stretch), ``seen`` 1 there once a batch ran it; ``pins``: ``pinned``'s
+    device per session; ``shape_of``: each session's shape (K > 1: a device takes the
+    shape of its longest-waiting window, its policy chooses among that shape's windows,
+    ``picked`` holds them); ``pol``/``polf``: the policy, router and knobs now
     (``P_*``/``F_*``); ``mt``/``mti``: three Mersenne Twister states: least-loaded's
     draws, the host's lateness (``wake_*``/``late_*``: its quantiles, on their grids) and
     the neighbours' time slices.
@@ -205,7 +214,7 @@ def _loop(
     inf = np.inf
     code, cap, n_dev, slots = pol[P_CODE], pol[P_CAP], pol[P_DEVICES], pol[P_SLOTS]
     curve_k, gen = pol[P_CURVE], pol[P_GEN]
-    drop_on, jitter_on, nb = pol[P_DROP], pol[P_JITTER], pol[P_NB]
+    drop_on, jitter_on, nb, n_shapes = pol[P_DROP], pol[P_JITTER], pol[P_NB], pol[P_SHAPES]
     delay_s, slo_ms, drop_s = polf[F_DELAY], polf[F_SLO], polf[F_DROP]
     duty, busy_now, change_at = polf[F_DUTY], polf[F_BUSY_NOW], polf[F_CHANGE]
     arrival, since = ids[0], ids[1]
@@ -358,49 +367,67 @@ def _loop(
                 wn[d] = w = kept
             if busy[d] or w == 0:
                 continue
+            k = 0  # the shape the batch runs at
+            queue = waitq[d]  # what the policy chooses among: the device's mailboxes
+            m = w
+            if n_shapes > 1:  # the longest-waiting window's shape, its windows only
+                k = shape_of[queue[0]]
+                queue = picked
+                m = 0
+                for j in range(w):
+                    s = waitq[d, j]
+                    if shape_of[s] == k:
+                        picked[m] = s
+                        m += 1
             reason = 0
             take = 0  # the first ``take`` mailboxes (longest waiting), or ``one`` alone
             one = -1
             policy_cap = 0
             if code == 0:  # oldest
-                one = oldest_pick(waitq[d], w, arrival)
+                one = oldest_pick(queue, m, arrival)
                 reason, policy_cap = ONE_AT_A_TIME, 1
             elif code == 1:  # round-robin
-                one = round_robin_pick(waitq[d], w, cursor[d])
-                cursor[d] = waitq[d, one]
+                one = round_robin_pick(queue, m, cursor[d])
+                cursor[d] = queue[one]
                 reason, policy_cap = ONE_AT_A_TIME, 1
             elif code == 2 or code == 3:  # all, adaptive: longest-waiting first, to the cap
                 c = cap if code == 2 else max(1, int(grown[d]))
-                take, reason = capped_take(w, c)
+                take, reason = capped_take(m, c)
                 policy_cap = c if c >= 0 else 0
             else:  # dynamic, fixed: full, or the longest-waiting one's deadline passed
-                deadline = since[waitq[d, 0]] + delay_s
+                deadline = since[queue[0]] + delay_s
                 policy_cap = cap
                 full = FIXED_SIZE if code == 5 else FULL
-                take, reason = deadline_take(w, cap, now, deadline, full)
+                take, reason = deadline_take(m, cap, now, deadline, full)
                 if take == 0 and deadline < timers[d]:
                     timers[d] = deadline
-            if one >= 0:  # one window: out of the mailboxes, the rest keep their order
-                s = waitq[d, one]
-                taken_s[d, 0] = s
-                taken_a[d, 0] = arrival[s]
-                where[s] = -1
-                for k in range(one, w - 1):
-                    waitq[d, k] = waitq[d, k + 1]
-                wn[d] = w - 1
+            if one >= 0:  # one window
                 n = 1
+                taken_s[d, 0] = queue[one]
             elif take > 0:
-                for k in range(take):
-                    s = waitq[d, k]
-                    taken_s[d, k] = s
-                    taken_a[d, k] = arrival[s]
-                    where[s] = -1
-                for k in range(take, w):
-                    waitq[d, k - take] = waitq[d, k]
-                wn[d] = w - take
                 n = take
+                for j in range(take):
+                    taken_s[d, j] = queue[j]
             else:
                 continue
+            for j in range(n):  # out of the mailboxes, the rest keep their order
+                s = taken_s[d, j]
+                taken_a[d, j] = arrival[s]
+                where[s] = -1
+            if n_shapes > 1:  # those of its shape left
+                kept = 0
+                for j in range(w):
+                    s = waitq[d, j]
+                    if where[s] >= 0:
+                        waitq[d, kept] = s
+                        kept += 1
+            elif one >= 0:  # the one left
+                for j in range(one, w - 1):
+                    waitq[d, j] = waitq[d, j + 1]
+            else:  # the first n left
+                for j in range(n, w):
+                    waitq[d, j - n] = waitq[d, j]
+            wn[d] = w - n
             rows = cap if code == 5 and cap > n else n
             tn[d] = n
             busy[d] = 1
@@ -410,11 +437,13 @@ def _loop(
             why_pad[d] = rows - n
             b_curve[d] = curve_k
             b_gen[d] = gen if code == 3 else -1  # the adaptive policy that chose it, if any
+            row = d * n_shapes + k
+            seen[row, rows] = 1
             if nb > 0:  # each batch draws its own stretch from the time slices
-                ms = _stretch(ms_table[d, rows], nb, duty, busy_now, nb_mt, nb_mti)
+                ms = _stretch(ms_table[row, rows], nb, duty, busy_now, nb_mt, nb_mti)
                 free_at[d] = now + ms * slow[d] / 1000.0
             else:
-                free_at[d] = now + batch_s[d, rows]
+                free_at[d] = now + batch_s[row, rows]
             if jitter_on:  # a busy host's timer ends the batch late
                 free_at[d] += _delay(_random(late_mt, late_mti), late_g, late_q)
             timers[d] = inf
@@ -487,6 +516,7 @@ class _State:
         self.waitq = np.zeros((slots, n_ids), np.int64)
         self.taken_s = np.zeros((slots, n_ids), np.int64)
         self.taken_a = np.zeros((slots, n_ids))
+        self.picked = np.zeros(n_ids, np.int64)  # a device's windows of one shape
         self.counts = np.zeros(7, np.int64)
         self.check = np.array([np.inf, 0.0])  # ask a Stop at a batch end from [0]; when [1]
         self._records(0)
@@ -512,7 +542,7 @@ class _State:
         return (
             self.where, self.ids, self.dev_f, self.dev_i, self.waitq, self.taken_s,
             self.taken_a, self.m_f, self.m_i, self.d_a, self.d_s, self.e_s, self.e_t,
-            self.opened, self.counts, self.check,
+            self.opened, self.picked, self.counts, self.check,
         )  # fmt: skip
 
     def waiting(self) -> list[int]:
@@ -616,8 +646,9 @@ class Run:
     ) -> None:  # fmt: skip
         self.state = _State(slots, n_ids)
         self.t0, self.t_end = t0, t_end
-        self.pol = np.zeros(10, np.int64)
+        self.pol = np.zeros(11, np.int64)
         self.pol[P_SLOTS] = slots
+        self.pol[P_SHAPES] = 1
         self.polf = np.zeros(6)
         self.polf[F_CHANGE] = np.inf
         self.mt = np.zeros((3, 624), np.int64)
@@ -625,7 +656,9 @@ class Run:
         empty = np.zeros(0)
         self.host = (empty, empty, empty, empty)  # wake grid, wake ms, late grid, late ms
         self.pins = np.zeros(n_ids, np.int64)
+        self.shape_of = np.zeros(n_ids, np.int64)
         self.batch_s = self.ms_table = np.zeros((slots, 2))
+        self.seen = np.zeros((slots, 2), np.uint8)
         self.records = _Records()
         self._neighbours: object = None
         self._loop = python_form() if python else globals()["_loop"]
@@ -664,21 +697,38 @@ class Run:
                 cursor = int(self.state.dev_i[I_CURSOR, d])
                 p._last = None if cursor < 0 else cursor  # type: ignore[attr-defined]
 
-    def set_curves(self, curves: Sequence[BatchCurve], slowdowns: Sequence[float]) -> None:
-        """Each device's batch curve and slowdown (a slow device fault): its batch times as
-        the general loop computes them, ``curve.ms(rows) * slowdown / 1000.0``."""
+    def set_curves(
+        self, curves: Sequence[Sequence[BatchCurve]], slowdowns: Sequence[float]
+    ) -> None:
+        """Each device's batch curves (one a shape, :meth:`set_shapes`) and slowdown (a
+        slow device fault): its batch times, ``curve.ms(rows) * slowdown / 1000.0``."""
         code, cap, n_ids = self.pol[P_CODE], int(self.pol[P_CAP]), self.state.n_ids
         most = 1 if code <= 1 else (cap if code == 5 else n_ids)  # the most rows it runs
-        slots = self.state.slots
-        self.batch_s = np.full((slots, most + 1), np.nan)
-        self.ms_table = np.full((slots, most + 1), np.nan)
+        n_shapes = int(self.pol[P_SHAPES])
+        size = (self.state.slots * n_shapes, most + 1)
+        self.batch_s = np.full(size, np.nan)
+        self.ms_table = np.full(size, np.nan)
+        if self.seen.shape != size:
+            self.seen = np.zeros(size, np.uint8)
         memo: dict[int, list[float]] = {}
-        for d, (curve, slow) in enumerate(zip(curves, slowdowns, strict=True)):
-            if id(curve) not in memo:
-                memo[id(curve)] = [curve.ms(rows) for rows in range(1, most + 1)]
-            self.ms_table[d, 1:] = memo[id(curve)]
-            self.batch_s[d, 1:] = [ms * slow / 1000.0 for ms in memo[id(curve)]]
+        for d, (shaped, slow) in enumerate(zip(curves, slowdowns, strict=True)):
+            for k, curve in enumerate(shaped):
+                if id(curve) not in memo:
+                    memo[id(curve)] = [curve.ms(rows) for rows in range(1, most + 1)]
+                self.ms_table[d * n_shapes + k, 1:] = memo[id(curve)]
+                self.batch_s[d * n_shapes + k, 1:] = [ms * slow / 1000.0 for ms in memo[id(curve)]]
             self.state.dev_f[D_SLOW, d] = slow
+
+    def set_shapes(self, of_session: Sequence[int], n_shapes: int) -> None:
+        """Sessions at ``n_shapes`` resolutions, ``of_session[s]`` session ``s``'s (before
+        :meth:`set_curves`, which then takes ``n_shapes`` curves a device)."""
+        self.pol[P_SHAPES] = n_shapes
+        self.shape_of[: len(of_session)] = of_session
+
+    def shapes_run(self) -> set[tuple[int, int, int]]:
+        """(device, shape, rows) of every batch that ran."""
+        n_shapes = int(self.pol[P_SHAPES])
+        return {(int(r) // n_shapes, int(r) % n_shapes, int(n)) for r, n in np.argwhere(self.seen)}
 
     def set_devices(self, n_dev: int, curve_k: int) -> None:
         """The devices that take windows now (those past ``n_dev`` left); device 0's
@@ -780,7 +830,8 @@ class Run:
             state.check[0] = self.t0
         args = (
             times, sessions, self.t0, self.t_end, self.batch_s, self.ms_table, self.pins,
-            self.pol, self.polf, self.mt, self.mti, *self.host, *state.arrays(),
+            self.shape_of, self.seen, self.pol, self.polf, self.mt, self.mti, *self.host,
+            *state.arrays(),
         )  # fmt: skip
         while (done := int(self._loop(*args))) == CHECK:
             assert stop is not None
