@@ -197,8 +197,8 @@ def _loop(
     caller asks its Stop and calls again) or the next change is due (CHANGE, at
     ``check[1]``: the caller applies it, gives the next schedule and calls again).
 
-    ``batch_s[d * K + k, rows]``: device ``d``'s batch time at shape ``k`` of ``K``
-    (s; its slowdown in it), ``ms_table[d * K + k, rows]`` its curve's ms (what the
+    ``batch_s[d * K + k][rows]``: device ``d``'s batch time at shape ``k`` of ``K``
+    (s; its slowdown in it), ``ms_table[d * K + k][rows]`` its curve's ms (what the
     neighbours stretch), ``seen`` 1 there once a batch ran it; ``pins``: ``pinned``'s
     device per session; ``shape_of``: each session's shape (K > 1: a device takes the
     shape of its longest-waiting window, its policy chooses among that shape's windows,
@@ -224,10 +224,10 @@ def _loop(
     why_reason, why_cap, why_pad = dev_i[I_REASON], dev_i[I_CAP], dev_i[I_PAD]
     cursor, b_curve, b_gen = dev_i[I_CURSOR], dev_i[I_CURVE], dev_i[I_GEN]
     woke = dev_i[I_WOKE]  # a device that left while its late wake was due: due since
-    router, route_mt, route_mti = pol[P_ROUTER], mt[0], mti[0:1]
-    late_mt, late_mti, nb_mt, nb_mti = mt[1], mti[1:2], mt[2], mti[2:3]
+    router, route_mt, route_mti = pol[P_ROUTER], mt[0], mti[0]
+    late_mt, late_mti, nb_mt, nb_mti = mt[1], mti[1], mt[2], mti[2]
     nm, nd, ne = counts[N_MEASURED], counts[N_DELIVERED], counts[N_EXPIRED]
-    no, i, nf = counts[N_OPENED], counts[NEXT_WINDOW], ft.size
+    no, i, nf = counts[N_OPENED], counts[NEXT_WINDOW], len(ft)
     resume, resume_d = counts[RESUME], counts[RESUME_DEVICE]
     now = check[1]
     while True:
@@ -271,7 +271,7 @@ def _loop(
                         d = less_loaded(a, b, wn[a], wn[b], ka, kb)
                     where[s] = d
                     since[s] = t
-                    waitq[d, wn[d]] = s
+                    waitq[d][wn[d]] = s
                     wn[d] += 1
                     opened[no] = i
                     no += 1
@@ -310,24 +310,25 @@ def _loop(
                     free_at[d] = inf
                     n = tn[d]
                     if now >= t0:
-                        m_f[nm, 0] = start[d]
-                        m_f[nm, 1] = now
-                        m_i[nm, 0] = n
-                        m_i[nm, 1] = d
-                        m_i[nm, 2] = why_reason[d]
-                        m_i[nm, 3] = why_cap[d]
-                        m_i[nm, 4] = why_pad[d]
-                        m_i[nm, 5] = b_curve[d]
+                        m_f[2 * nm] = start[d]
+                        m_f[2 * nm + 1] = now
+                        r = 6 * nm
+                        m_i[r] = n
+                        m_i[r + 1] = d
+                        m_i[r + 2] = why_reason[d]
+                        m_i[r + 3] = why_cap[d]
+                        m_i[r + 4] = why_pad[d]
+                        m_i[r + 5] = b_curve[d]
                         nm += 1
                         for k in range(n):
-                            d_a[nd] = taken_a[d, k]
-                            d_s[nd] = taken_s[d, k]
+                            d_a[nd] = taken_a[d][k]
+                            d_s[nd] = taken_s[d][k]
                             nd += 1
                     if b_gen[d] == gen:  # AdaptiveAIMD.observe (its policy chose it)
-                        oldest = taken_a[d, 0]
+                        oldest = taken_a[d][0]
                         for k in range(1, n):
-                            if taken_a[d, k] < oldest:
-                                oldest = taken_a[d, k]
+                            if taken_a[d][k] < oldest:
+                                oldest = taken_a[d][k]
                         latency_ms = (now - oldest) * 1000.0
                         top = float(cap) if cap >= 0 else inf
                         grown[d] = aimd_next(grown[d], latency_ms, n, slo_ms, top)
@@ -354,7 +355,7 @@ def _loop(
             if drop_on and not busy[d]:  # Mailboxes.expire's rule, on its device
                 kept = 0
                 for k in range(w):
-                    s = waitq[d, k]
+                    s = waitq[d][k]
                     if now - arrival[s] > drop_s:
                         where[s] = -1
                         if now >= t0:
@@ -362,7 +363,7 @@ def _loop(
                             e_t[ne] = now
                             ne += 1
                     else:
-                        waitq[d, kept] = s
+                        waitq[d][kept] = s
                         kept += 1
                 wn[d] = w = kept
             if busy[d] or w == 0:
@@ -375,7 +376,7 @@ def _loop(
                 queue = picked
                 m = 0
                 for j in range(w):
-                    s = waitq[d, j]
+                    s = waitq[d][j]
                     if shape_of[s] == k:
                         picked[m] = s
                         m += 1
@@ -403,30 +404,30 @@ def _loop(
                     timers[d] = deadline
             if one >= 0:  # one window
                 n = 1
-                taken_s[d, 0] = queue[one]
+                taken_s[d][0] = queue[one]
             elif take > 0:
                 n = take
                 for j in range(take):
-                    taken_s[d, j] = queue[j]
+                    taken_s[d][j] = queue[j]
             else:
                 continue
             for j in range(n):  # out of the mailboxes, the rest keep their order
-                s = taken_s[d, j]
-                taken_a[d, j] = arrival[s]
+                s = taken_s[d][j]
+                taken_a[d][j] = arrival[s]
                 where[s] = -1
             if n_shapes > 1:  # those of its shape left
                 kept = 0
                 for j in range(w):
-                    s = waitq[d, j]
+                    s = waitq[d][j]
                     if where[s] >= 0:
-                        waitq[d, kept] = s
+                        waitq[d][kept] = s
                         kept += 1
             elif one >= 0:  # the one left
                 for j in range(one, w - 1):
-                    waitq[d, j] = waitq[d, j + 1]
+                    waitq[d][j] = waitq[d][j + 1]
             else:  # the first n left
                 for j in range(n, w):
-                    waitq[d, j - n] = waitq[d, j]
+                    waitq[d][j - n] = waitq[d][j]
             wn[d] = w - n
             rows = cap if code == 5 and cap > n else n
             tn[d] = n
@@ -438,12 +439,12 @@ def _loop(
             b_curve[d] = curve_k
             b_gen[d] = gen if code == 3 else -1  # the adaptive policy that chose it, if any
             row = d * n_shapes + k
-            seen[row, rows] = 1
+            seen[row][rows] = 1
             if nb > 0:  # each batch draws its own stretch from the time slices
-                ms = _stretch(ms_table[row, rows], nb, duty, busy_now, nb_mt, nb_mti)
+                ms = _stretch(ms_table[row][rows], nb, duty, busy_now, nb_mt, nb_mti)
                 free_at[d] = now + ms * slow[d] / 1000.0
             else:
-                free_at[d] = now + batch_s[row, rows]
+                free_at[d] = now + batch_s[row][rows]
             if jitter_on:  # a busy host's timer ends the batch late
                 free_at[d] += _delay(_random(late_mt, late_mti), late_g, late_q)
             timers[d] = inf
@@ -454,7 +455,7 @@ def _loop(
 
 def _delay(u: float, grid: np.ndarray, quantiles: np.ndarray) -> float:
     """``HostJitter``'s draw: the measured lateness (s) at the uniform number ``u``."""
-    if quantiles.size == 0:
+    if len(quantiles) == 0:
         return 0.0
     return np.interp(u, grid, quantiles) / 1000.0
 
@@ -522,8 +523,8 @@ class _State:
         self._records(0)
 
     def _records(self, size: int) -> None:
-        self.m_f = np.empty((size, 2))  # start, end
-        self.m_i = np.empty((size, 6), np.int64)  # size, device, reason, cap, padded, curve
+        self.m_f = np.empty(size * 2)  # start, end: a row each, flat
+        self.m_i = np.empty(size * 6, np.int64)  # size, device, reason, cap, padded, curve
         self.d_a = np.empty(size)
         self.d_s = np.empty(size, np.int64)
         self.e_s = np.empty(size, np.int64)
@@ -535,7 +536,7 @@ class _State:
         delivered, dropped or opening a mailby in it was published in it, waited at its
         start, one a session, or was on a device, one a session a device)."""
         size = n_frames + self.n_ids * (self.slots + 1) + 1
-        if self.m_f.shape[0] < size:
+        if self.d_a.size < size:
             self._records(size)
 
     def arrays(self) -> tuple[np.ndarray, ...]:
@@ -565,14 +566,15 @@ class _Records:
         counts = state.counts
         nm, nd, ne = int(counts[N_MEASURED]), int(counts[N_DELIVERED]), int(counts[N_EXPIRED])
         if nm:
-            starts, ends = state.m_f[:nm].T.tolist()
-            sizes, devices, reasons, caps, pads = state.m_i[:nm, :5].T.tolist()
+            m_f, m_i = state.m_f[: 2 * nm].reshape(nm, 2), state.m_i[: 6 * nm].reshape(nm, 6)
+            starts, ends = m_f.T.tolist()
+            sizes, devices, reasons, caps, pads = m_i[:, :5].T.tolist()
             rows = zip(starts, sizes, ends, devices, reasons, caps, pads, strict=True)
             self.measured.extend(map(make_batch, rows))
             if self.track:
-                on_0 = state.m_i[:nm, 1] == 0
-                rows = (state.m_i[:nm, 0] + state.m_i[:nm, 4])[on_0]
-                pairs = np.unique(state.m_i[:nm, 5][on_0] * (1 << 32) + rows)
+                on_0 = m_i[:, 1] == 0
+                rows = (m_i[:, 0] + m_i[:, 4])[on_0]
+                pairs = np.unique(m_i[:, 5][on_0] * (1 << 32) + rows)
                 self.curve_rows.update((int(u) >> 32, int(u) & 0xFFFFFFFF) for u in pairs)
         if nd:
             self.delivered.arrivals.extend(state.d_a[:nd].tolist())
@@ -632,6 +634,36 @@ def python_form() -> Callable[..., int]:
     return cast("Callable[..., int]", space["_loop"])
 
 
+def _on_lists(
+    loop: Callable[..., int], inputs: Sequence[Any], changed: Sequence[np.ndarray], state: _State
+) -> int:
+    """:func:`_loop`'s Python form ``loop`` called on lists (an item of a list is a Python
+    number, several times quicker to read and to compute with than a numpy scalar): the
+    arrays as lists, and what it changed written back (``changed``: those of ``inputs``
+    it writes; the state; the records: what it wrote)."""
+    args = [a.tolist() if isinstance(a, np.ndarray) else a for a in inputs]
+    records = (state.m_f, state.m_i, state.d_a, state.d_s, state.e_s, state.e_t, state.opened)
+    kept = [a for a in state.arrays() if not any(a is r for r in records)]
+    lists = {id(a): a.tolist() for a in kept}
+    lists.update({id(r): [0] * r.size for r in records})  # written from the counts on
+    opened_from = int(state.counts[N_OPENED])
+    done = loop(*args, *(lists[id(a)] for a in state.arrays()))
+    for array, items in zip(inputs, args, strict=True):
+        if any(array is c for c in changed):
+            array[...] = items
+    for array in kept:
+        array[...] = lists[id(array)]
+    counts = state.counts
+    wrote = {id(state.m_f): 2 * counts[N_MEASURED], id(state.m_i): 6 * counts[N_MEASURED],
+             id(state.d_a): counts[N_DELIVERED], id(state.d_s): counts[N_DELIVERED],
+             id(state.e_s): counts[N_EXPIRED], id(state.e_t): counts[N_EXPIRED]}  # fmt: skip
+    for r in records[:-1]:
+        r[: wrote[id(r)]] = lists[id(r)][: wrote[id(r)]]
+    opened_to = int(counts[N_OPENED])
+    state.opened[opened_from:opened_to] = lists[id(state.opened)][opened_from:opened_to]
+    return int(done)
+
+
 class Run:
     """One run in the loop, stretch by stretch: its state, and what the driver
     (:func:`~batchscope.sim.devices.play_until`) sets between two stretches: the
@@ -652,7 +684,7 @@ class Run:
         self.polf = np.zeros(6)
         self.polf[F_CHANGE] = np.inf
         self.mt = np.zeros((3, 624), np.int64)
-        self.mti = np.full(3, 624, np.int64)
+        self.mti = np.full((3, 1), 624, np.int64)
         empty = np.zeros(0)
         self.host = (empty, empty, empty, empty)  # wake grid, wake ms, late grid, late ms
         self.pins = np.zeros(n_ids, np.int64)
@@ -661,7 +693,7 @@ class Run:
         self.seen = np.zeros((slots, 2), np.uint8)
         self.records = _Records()
         self._neighbours: object = None
-        self._loop = python_form() if python else globals()["_loop"]
+        self._python = python
         if policies:
             self.set_policies(policies)
 
@@ -740,7 +772,7 @@ class Run:
         self.pol[P_ROUTER] = ROUTER_CODES[router]
         if pins is not None:
             self.pins[: len(pins)] = pins
-        _state_of(draws, self.mt[0], self.mti[0:1])
+        _state_of(draws, self.mt[0], self.mti[0])
 
     def set_knobs(self, drop_s: float | None, neighbours: Neighbours) -> None:
         """The worker's deadline drop and the device's neighbours (their draws from where
@@ -752,7 +784,7 @@ class Run:
         self.polf[F_BUSY_NOW] = 1.0 - (1.0 - neighbours.duty) ** neighbours.count
         if neighbours is not self._neighbours:
             self._neighbours = neighbours
-            _state_of(neighbours._rng, self.mt[2], self.mti[2:3])
+            _state_of(neighbours._rng, self.mt[2], self.mti[2])
 
     def set_host(self, jitter: HostJitter, draws: random.Random) -> None:
         """A measured host's lateness, replayed from ``draws``."""
@@ -762,7 +794,7 @@ class Run:
             return np.linspace(0.0, 1.0, len(quantiles)), np.asarray(quantiles, np.float64)
 
         self.host = (*table(jitter.wake_ms), *table(jitter.device_ms))
-        _state_of(draws, self.mt[1], self.mti[1:2])
+        _state_of(draws, self.mt[1], self.mti[1])
 
     def track_curves(self) -> None:
         """Keep device 0's (curve, rows) of its measured batches (a step may switch it)."""
@@ -828,12 +860,16 @@ class Run:
         self.polf[F_CHANGE] = change_at
         if stop is not None and state.check[0] == np.inf:
             state.check[0] = self.t0
-        args = (
+        inputs = (
             times, sessions, self.t0, self.t_end, self.batch_s, self.ms_table, self.pins,
             self.shape_of, self.seen, self.pol, self.polf, self.mt, self.mti, *self.host,
-            *state.arrays(),
         )  # fmt: skip
-        while (done := int(self._loop(*args))) == CHECK:
+        if self._python:  # on lists
+            changed = (self.seen, self.mt, self.mti)
+            loop = functools.partial(_on_lists, python_form(), inputs, changed, state)
+        else:
+            loop = functools.partial(globals()["_loop"], *inputs, *state.arrays())
+        while (done := int(loop())) == CHECK:
             assert stop is not None
             records.catch_up(state)
             now = float(state.check[1])
