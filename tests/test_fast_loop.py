@@ -13,14 +13,17 @@ batch, window, opening, overwrite and report compared; and the fast loop's Pytho
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import subprocess
 import sys
 import types
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
+from tests import loop_records
 
 from batchscope.config import RunConfig
 from batchscope.engine import rules
@@ -30,8 +33,8 @@ from batchscope.sim import fast_loop, simulator
 from batchscope.sim.devices import (
     DevicesPlayed,
     Pace,
+    Shapes,
     Steps,
-    devices_report,
     emulated_names,
     load_devices,
     mixed_shapes,
@@ -111,40 +114,35 @@ def _random_runs(n: int, seed: int):
         yield config, load_devices(names), rng.choice(["pinned", "least-loaded"]), names
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_random_plain_runs_give_the_python_loops_records(seed):
-    for config, devices, router, names in _random_runs(30, seed):
-        curves = [d.curve(config) for d in devices]
-        warmup = 0.5
-        python = play_devices(config, curves, router, warmup, fast=False)
-        compiled = play_devices(config, curves, router, warmup)
-        what = (config.policy_label(), router, names, config.sessions, config.seed)
-        assert compiled.measured == python.measured, what
-        assert compiled.delivered == python.delivered, what
-        assert compiled.pinned == python.pinned, what
-        (a,), (b,) = compiled.clock.schedules, python.clock.schedules
-        assert (a.opened, a.published) == (b.opened, b.published), what
-        assert np.array_equal(compiled.clock.overwrites(), python.clock.overwrites()), what
-        report = devices_report(compiled, config, devices, router, warmup)
-        assert report == devices_report(python, config, devices, router, warmup), what
+@pytest.mark.parametrize("kind", ["plain", "many"])
+def test_plain_runs_give_the_general_loops_records(kind):
+    """Random plain runs (every built-in policy with knobs that bind, both routers, 1 to 5
+    devices of unequal profiles, MIG slices among them), and the scale the speed is asked
+    at (4 devices x 64 sessions, shorter: every policy, both routers): every batch,
+    window, opening, overwrite as the general loop played them (tests/loop_records.py)."""
+    _check_recorded(kind)
 
 
-def test_many_sessions_on_four_devices_give_the_python_loops_records():
-    """The scale the speed is asked at (4 devices x 64 sessions), shorter: every policy,
-    both routers."""
-    devices = load_devices(["server-24gb"] * 4)
+def _check_recorded(kind: str) -> None:
+    """The compiled loop's records of the recorded runs of ``kind``: the file's."""
+    digests, checked = loop_records.expected(), 0
+    for name, play in recorded_runs():
+        if name.split()[0] == kind:
+            played = play()
+            assert loop_records.digest(played) == digests[name], name
+            assert played.measured or played.expired or kind in ("driven", "shaped"), name
+            checked += 1
+    assert checked == sum(name.split()[0] == kind for name in digests)
+
+
+def _many_sessions() -> Iterator[tuple[RunConfig, str]]:
     for knobs in KNOBS:
         config = RunConfig(
             backend="emulated", sessions=256, precision="fp16", resolution=(512, 288),
             duration_s=2.0, **knobs,
         )  # fmt: skip
-        curves = [d.curve(config) for d in devices]
         for router in ("pinned", "least-loaded"):
-            python = play_devices(config, curves, router, 0.5, fast=False)
-            compiled = play_devices(config, curves, router, 0.5)
-            assert compiled.measured == python.measured, (knobs, router)
-            assert compiled.delivered == python.delivered, (knobs, router)
-            assert len(compiled.measured) > 10
+            yield config, router
 
 
 #: a host late by a different amount at each draw
@@ -214,53 +212,24 @@ def _play_driven(experiment: Experiment, jitter, **loop) -> DevicesPlayed:
                         steps=played, **loop)  # fmt: skip
 
 
-def _curve_rows(played: DevicesPlayed) -> set[tuple[int, int]]:
-    """Device 0's (curve, rows) of its batches (None: every batch on the first curve)."""
-    if played.curve_rows is not None:
-        return played.curve_rows
-    return {(0, b.size + b.padded) for b in played.measured if b.device == 0}
-
-
-def _publications(played: DevicesPlayed) -> list[tuple[list[int], int]]:
-    """Each schedule's windows that opened a mailbox and the windows published, by the
-    run's end (a late host publishes some past it; the loops stop at their first instant
-    past it, the general one sometimes a few windows later: none of them is counted)."""
-    out = []
-    for f in played.clock.schedules:
-        by_end = int(np.searchsorted(f.times_array, played.t_end, side="right"))
-        out.append(([k for k in f.opened if k < by_end], min(f.published, by_end)))
-    return out
-
-
 def _same_records(a: DevicesPlayed, b: DevicesPlayed, what) -> None:
-    assert a.measured == b.measured, what
-    assert a.delivered == b.delivered, what
-    assert a.expired == b.expired, what
-    assert np.array_equal(a.clock.overwrites(), b.clock.overwrites()), what
-    assert _publications(a) == _publications(b), what
-    assert a.pinned == b.pinned and a.router == b.router, what
-    assert _curve_rows(a) == _curve_rows(b), what
-    if a.changes is not None:
-        assert b.changes is not None
-        assert a.changes.segments.all() == b.changes.segments.all(), what
+    assert loop_records.records(a) == loop_records.records(b), what
 
 
-@pytest.mark.parametrize("seed", range(3))
-def test_driven_runs_give_the_general_loops_records(seed):
+def test_driven_runs_give_the_general_loops_records():
     """The compiled loop, driven stretch by stretch (a step, a fault's start and end, a
     pace: applied between two stretches), plays random experiments on 1-3 devices, with a
     deadline drop, neighbours, a late host, steps of every kind (the devices and the
     router too) and faults of every kind, to the general loop's records: every batch,
     window, drop, opening, overwrite, segment, and the curves device 0 ran."""
+    _check_recorded("driven")
+
+
+def _random_experiments(seed: int) -> Iterator[tuple[Experiment, HostJitter | None]]:
     rng = random.Random(seed + 300)
     for _ in range(24):
-        devices = rng.choice([1, 1, 2, 3])
-        experiment = _random_experiment(rng, devices)
-        jitter = HOST if rng.random() < 0.3 else None
-        what = (seed, devices, jitter is not None, experiment.base, experiment.steps)
-        general = _play_driven(experiment, jitter, fast=False)
-        _same_records(_play_driven(experiment, jitter), general, what)
-        assert general.measured, what
+        experiment = _random_experiment(rng, rng.choice([1, 1, 2, 3]))
+        yield experiment, HOST if rng.random() < 0.3 else None
 
 
 @pytest.mark.parametrize("seed", range(2))
@@ -308,21 +277,24 @@ def test_an_experiment_plays_in_the_compiled_loop_stopping_at_each_change(monkey
 def test_paces_and_a_late_host_play_in_the_compiled_loop_as_in_the_general_one():
     """``play_devices``' paces (a burst, a stall, back), a drop and a late host, both
     routers, 1-3 devices."""
+    _check_recorded("paced")
+
+
+PACES = (Pace(1.0, 1, 0.0), Pace(2.0, 1, 1.0), Pace(1.0, 0, 3.0), Pace(3.0, 0, 1.0))
+
+
+def _paced_runs() -> Iterator[tuple[RunConfig, list, str, HostJitter | None]]:
     for devices, router in [(1, "pinned"), (2, "least-loaded"), (3, "least-loaded"), (3, "pinned")]:
         config = RunConfig(backend="emulated", sessions=7, policy="dynamic", max_batch=4,
                            max_delay_ms=10.0, duration_s=4.0, drop_after_ms=40.0, seed=devices,
                            precision="fp16", resolution=(512, 288))  # fmt: skip
         curves = [d.curve(config) for d in load_devices(["laptop-8gb"] * devices)]
-        paces = (Pace(1.0, 1, 0.0), Pace(2.0, 1, 1.0), Pace(1.0, 0, 3.0), Pace(3.0, 0, 1.0))
         for jitter in (None, HOST):
-            what = (devices, router, jitter is not None)
-            general = play_devices(config, curves, router, 0.5, paces, jitter, fast=False)
-            _same_records(play_devices(config, curves, router, 0.5, paces, jitter), general, what)
+            yield config, curves, router, jitter
 
 
-@pytest.mark.parametrize("seed", range(2))
 def test_sessions_at_several_resolutions_play_in_the_compiled_loop_as_in_the_general_one(
-    seed, monkeypatch
+    monkeypatch,
 ):
     """``Shapes``: a device takes the shape of its longest-waiting window and its policy
     chooses among that shape's windows; random runs of every policy, both routers, 1-4
@@ -331,8 +303,14 @@ def test_sessions_at_several_resolutions_play_in_the_compiled_loop_as_in_the_gen
     played: list[int] = []
     play = fast_loop.Run.play
     monkeypatch.setattr(fast_loop.Run, "play", lambda *a: played.append(1) or play(*a))
+    _check_recorded("shaped")
+    assert len(played) >= 24  # each in the compiled loop
+    kinds = {k for seed in range(2) for *_, shapes in _shaped_runs(seed) for k in shapes.of_session}
+    assert kinds == {0, 1}
+
+
+def _shaped_runs(seed: int) -> Iterator[tuple[RunConfig, list, str, HostJitter | None, Shapes]]:
     rng = random.Random(seed + 500)
-    kinds: set[int] = set()
     for _ in range(12):
         n_dev, sessions = rng.randint(1, 4), rng.randint(1, 14)
         extra: dict = {"drop_after_ms": rng.choice([20.0, 50.0])} if rng.random() < 0.3 else {}
@@ -347,17 +325,7 @@ def test_sessions_at_several_resolutions_play_in_the_compiled_loop_as_in_the_gen
             config, on, [rng.choice([(512, 288), (256, 144)]) for _ in range(sessions)]
         )
         curves, router = [d.curve(config) for d in on], rng.choice(["pinned", "least-loaded"])
-        jitter = HOST if rng.random() < 0.3 else None
-        what = (n_dev, config, router, jitter is not None, shapes.of_session)
-        compiled = play_devices(config, curves, router, 0.5, jitter=jitter, shapes=shapes)
-        assert played, "played by the compiled loop"
-        played.clear()
-        general = play_devices(config, curves, router, 0.5, jitter=jitter, shapes=shapes,
-                               fast=False)  # fmt: skip
-        _same_records(compiled, general, what)
-        assert compiled.shape_rows == general.shape_rows, what
-        kinds |= {k for _, k, _ in compiled.shape_rows}
-    assert kinds == {0, 1}  # batches ran at both resolutions
+        yield config, curves, router, HOST if rng.random() < 0.3 else None, shapes
 
 
 def test_least_loaded_draws_are_pythons_random_to_the_bit():
@@ -407,3 +375,37 @@ print(json.dumps({{"compiled": fast_loop.compiled(), "report": report, "one": on
     assert out["report"] == json.loads(json.dumps(here))
     one = simulate(config.with_changes(policy="round-robin", sessions=5))
     assert out["one"] == json.loads(json.dumps(one))
+
+
+def recorded_runs(**loop) -> Iterator[tuple[str, Callable[[], DevicesPlayed]]]:
+    """Every run whose records tests/data/loop_records.json holds, by name (``loop``:
+    which loop plays them; tests/loop_records.py made the file)."""
+    for seed in range(4):
+        for k, (config, devices, router, _) in enumerate(_random_runs(30, seed)):
+            curves = [d.curve(config) for d in devices]
+            yield (
+                f"plain {seed}.{k}",
+                functools.partial(play_devices, config, curves, router, 0.5, **loop),
+            )
+    for config, router in _many_sessions():
+        curves = [d.curve(config) for d in load_devices(["server-24gb"] * 4)]
+        yield (
+            f"many {config.policy_label()} {router}",
+            functools.partial(play_devices, config, curves, router, 0.5, **loop),
+        )
+    for seed in range(3):
+        for k, (experiment, jitter) in enumerate(_random_experiments(seed)):
+            yield f"driven {seed}.{k}", functools.partial(_play_driven, experiment, jitter, **loop)
+    for k, (config, curves, router, jitter) in enumerate(_paced_runs()):
+        yield (
+            f"paced {k}",
+            functools.partial(play_devices, config, curves, router, 0.5, PACES, jitter, **loop),
+        )
+    for seed in range(2):
+        for k, (config, curves, router, jitter, shapes) in enumerate(_shaped_runs(seed)):
+            yield (
+                f"shaped {seed}.{k}",
+                functools.partial(
+                    play_devices, config, curves, router, 0.5, jitter=jitter, shapes=shapes, **loop
+                ),
+            )
