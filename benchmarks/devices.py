@@ -5,8 +5,8 @@ Eight tables, each measured in this one run:
 1. **Speed**: 30 s of ``--devices`` devices × ``--per-device`` sessions (server-24gb,
    512x288 fp16, 30 fps) for each policy, best of 3: wall seconds, simulated seconds
    per wall second, and the same × devices ("per device"), after one untimed run (numba's
-   compile, or its cache's load); beside it the same run in the Python loop (the compiled
-   loop's reference: ``play_devices(fast=False)``) and the one-device simulator on one
+   compile, or its cache's load); beside it the same run in the loop's Python form (what
+   plays without numba: ``play_devices(python=True)``) and the one-device simulator on one
    device's share of the sessions, for the ratios.
 2. **Fewest devices**: ``plan --sessions S`` (server-24gb, p99 ≤ 100 ms, 8 seeds × 30 s)
    for S = 200 and 256: devices, router, wall seconds (the one-device plan included).
@@ -79,7 +79,7 @@ def best_of(k: int, fn, *args) -> float:
 def speed(devices: int, per_device: int) -> None:
     print(f"## speed: {devices} devices x {per_device} sessions, 30 s simulated (best of 3)")
     print(
-        "| policy | router | wall s | sim/wall | x devices | Python loop: wall s, x devices "
+        "| policy | router | wall s | sim/wall | x devices | Python form: wall s, x devices "
         "| one device, its share: wall s |"
     )
     print("|---|---|---|---|---|---|---|")
@@ -102,9 +102,9 @@ def speed(devices: int, per_device: int) -> None:
 
 
 def python_loop(config: RunConfig, on: list, router: str) -> None:
-    """``simulate_devices`` with the Python loop (the compiled one's reference)."""
+    """``simulate_devices`` in the loop's Python form (what plays without numba)."""
     curves = [d.curve(config) for d in on]
-    played = play_devices(config, curves, router, 1.0, fast=False)
+    played = play_devices(config, curves, router, 1.0, python=True)
     devices_report(played, config, on, router, 1.0)
 
 

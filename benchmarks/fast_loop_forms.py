@@ -1,7 +1,7 @@
-"""The simulator's loops side by side on one plain run: the fast loop compiled, its Python
-form (the same code uncompiled: the tests' oracle), and the general Python loop (what
-plays a plain run where numba is not there). Best of 2 each, 30 s of ``oldest`` at
-512x288 fp16 on server-24gb devices, pinned.
+"""The simulator's loop side by side on one plain run: compiled, and its Python form (the
+same code uncompiled, on lists: the tests' oracle, and what plays every run where numba
+is not there). Best of 2 each, 30 s of ``oldest`` at 512x288 fp16 on server-24gb
+devices, pinned.
 
 Usage: PYTHONPATH=app python benchmarks/fast_loop_forms.py
 """
@@ -44,7 +44,6 @@ def main() -> None:
         row = {}
         for name, form in (("compiled", False), ("Python form", True)):
             row[name] = _best_s(functools.partial(play, python=form))
-        row["general loop"] = _best_s(functools.partial(play, fast=False))
         cells = ", ".join(
             f"{k} {v * 1000:.0f} ms ({(DURATION_S + 1) * n_dev / v:,.0f}x per device)"
             for k, v in row.items()

@@ -25,10 +25,11 @@ import numpy as np
 import pytest
 from tests import loop_records
 
-from batchscope.config import RunConfig
+from batchscope.config import ConfigError, RunConfig
 from batchscope.engine import rules
-from batchscope.engine.policies import make_policy
+from batchscope.engine.policies import RULES, make_policy
 from batchscope.experiment import Experiment, ExperimentError, parse_experiment
+from batchscope.sim import devices as devices_loop
 from batchscope.sim import fast_loop, simulator
 from batchscope.sim.devices import (
     DevicesPlayed,
@@ -41,7 +42,6 @@ from batchscope.sim.devices import (
     play_devices,
     simulate_devices,
 )
-from batchscope.sim.fast_loop import plays_fast
 from batchscope.sim.host_jitter import HostJitter
 from batchscope.sim.simulator import simulate
 
@@ -60,12 +60,28 @@ KNOBS = (
 )
 
 
-def test_the_compiled_loop_is_what_plays_a_plain_run():
-    """numba is a dependency: if it failed to import or to cache, plain runs would fall
-    back to the general loop silently, 4-5x slower (docs/BENCHMARKS.md)."""
+def test_the_compiled_loop_is_what_plays_a_run():
+    """numba is a dependency: if it failed to import or to cache, every run would fall
+    back to the loop's Python form silently, 10-40x slower (docs/BENCHMARKS.md)."""
     assert fast_loop.compiled()
-    config = RunConfig(backend="emulated", sessions=4, policy="oldest")
-    assert plays_fast([make_policy(config)])
+
+
+def test_every_built_in_policy_has_its_rule_in_the_loop_and_another_is_refused(monkeypatch):
+    """A policy added to RULES plays only once the loop has its code (engine/rules.py's
+    rule, compiled into it): until then one clear error, not a wrong run."""
+    assert set(fast_loop.CODES) == set(RULES)
+    for name in RULES:
+        config = RunConfig(policy=name, batch=2, max_batch=4, max_delay_ms=5.0)
+        assert fast_loop.code_of(make_policy(config)) is not None
+
+    class Oldest2(RULES["oldest"]):  # a rule the loop does not know
+        pass
+
+    config = RunConfig(backend="emulated", sessions=2, duration_s=1.0)
+    curves = [load_devices(["laptop-8gb"])[0].curve(config)]
+    monkeypatch.setattr(devices_loop, "make_policy", Oldest2.from_config)
+    with pytest.raises(ConfigError, match="the simulator's loop has no rule for it"):
+        play_devices(config, curves, "pinned")
 
 
 @pytest.mark.parametrize("seed", range(2))
@@ -350,7 +366,7 @@ BROKEN_NUMBA = {
 @pytest.mark.parametrize("numba", BROKEN_NUMBA)
 def test_without_a_working_numba_the_python_loop_plays_every_run(numba):
     """A build without numba (the packaged app leaves it out), or one whose compiler fails
-    here, still simulates one device and several, in the general loop, to the same
+    here, still simulates one device and several, in the loop's Python form, to the same
     reports."""
     script = f"""
 import json, sys

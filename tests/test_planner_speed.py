@@ -4,8 +4,9 @@ Three shortcuts make `batchscope plan` answer at once (docs/BENCHMARKS.md "Capac
 planner: the default search"); each is checked here against the long way:
 
 - a plain run plays in the compiled loop (``sim/fast_loop.py``) with its policy's rule
-  inline: its trace is the general loop's, record for record (random plain runs of
-  every policy);
+  inline: its trace is the loop's Python form's, record for record (random plain runs of
+  every policy; tests/test_fast_loop.py holds the loop to the records of the general
+  Python loop it replaced);
 - a run that can no longer meet the budget stops early (``measure.Tally``): a stopped
   run's full verdict is a miss, on runs whose figures sit right at the limits;
 - the search scans the counts level by level over every setting and asks a later setting
@@ -88,13 +89,13 @@ def same_trace(a: Trace, b: Trace) -> bool:
     ) and np.array_equal(a.expiries, b.expiries)
 
 
-def test_a_plain_run_plays_as_the_general_loop_plays_it(monkeypatch):
+def test_a_plain_run_plays_in_the_loops_python_form_as_compiled(monkeypatch):
     configs = list(random_configs(1, 120))
     fast = [play(one_step(c), ProfileCurves(None, c), w) for c, w in configs]
-    monkeypatch.setattr(devices, "plays_fast", lambda policies: False)  # the general loop
+    monkeypatch.setattr(devices, "compiled", lambda: False)  # the Python form
     for (config, warmup), trace in zip(configs, fast, strict=True):
-        general = play(one_step(config), ProfileCurves(None, config), warmup)
-        assert same_trace(trace, general), (config, warmup)
+        python = play(one_step(config), ProfileCurves(None, config), warmup)
+        assert same_trace(trace, python), (config, warmup)
 
 
 def full_figures(config: RunConfig, warmup: float) -> tuple[float, float, list[int]]:

@@ -355,8 +355,8 @@ def test_seeds_show_the_spread_over_phase_draws(capsys) -> None:
 
 @pytest.mark.parametrize("policy", ["oldest", "round-robin", "all", "dynamic"])
 def test_the_simulators_inline_mailbox_keeps_the_real_mailboxes_rule(policy: str) -> None:
-    """The general loop applies the latest-only rule inline for speed; it must stay the rule
-    of engine/session.py's Mailboxes. Every window the run published is replayed into the
+    """The simulator's loop applies the latest-only rule inline for speed; it must stay the
+    rule of engine/session.py's Mailboxes. Every window the run published is replayed into the
     real mailboxes, each batch takes its sessions from them at its start: the windows it
     took (arrival, session) are the real ones, and so are the overwrites counted."""
     import numpy as np
@@ -367,7 +367,7 @@ def test_the_simulators_inline_mailbox_keeps_the_real_mailboxes_rule(policy: str
     config = RunConfig(backend="emulated", profile="laptop-8gb", sessions=12, policy=policy,
                        max_batch=4, max_delay_ms=20.0, duration_s=3.0, seed=5)  # fmt: skip
     (device,) = load_devices(["laptop-8gb"])
-    played = play_devices(config, [device.curve(config)], "pinned", 0.0, fast=False)
+    played = play_devices(config, [device.curve(config)], "pinned", 0.0)
     (schedule,) = played.clock.schedules
     times, sessions = schedule.times_array.tolist(), schedule.sessions_array.tolist()
     frame = np.zeros((2, 2, 3), np.uint8)

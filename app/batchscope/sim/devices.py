@@ -1,5 +1,5 @@
-"""The simulator's general loop: one run on 1…N devices, one batching worker per device,
-one roster, a router.
+"""The simulator: one run on 1…N devices, one batching worker per device, one roster, a
+router.
 
 Why it exists: past one GPU the deployment question is "how many devices for N
 sessions, and how should sessions be spread over them"; on one GPU, "which policy, how
@@ -55,22 +55,17 @@ again, in session order, by the router of the new config with fresh draws (live,
 change of a backend field builds the devices' workers and router anew). Real devices,
 and neighbours on several devices, are refused with one clear error.
 
-Every run whose policy is a built-in one (sessions at several resolutions too) plays
-the same turns in compiled code (:mod:`batchscope.sim.fast_loop`, the records to the bit,
-tested), driven stretch by stretch: between two stretches the steps, faults and paces
-apply as they apply here (:class:`_Driver`). This loop plays the other runs
-(another policy, every run where numba is not there) and is the
-compiled loop's reference.
+The turns play in one loop (:mod:`batchscope.sim.fast_loop`: compiled by numba, or its
+Python form where numba is not there), driven stretch by stretch by :class:`_Driver`:
+between two stretches the paces, steps and faults apply here, and the loop goes on.
 """
 
 from __future__ import annotations
 
-import heapq
 import random
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -86,7 +81,6 @@ from batchscope.config import (
 from batchscope.engine.policies import BatchPolicy, make_policy
 from batchscope.engine.report.body import SessionInfo, build_report
 from batchscope.engine.routing import (
-    IDLE,
     devices_label,
     least_loaded,
     pin,
@@ -95,15 +89,14 @@ from batchscope.engine.routing import (
 )
 from batchscope.engine.segments import presence
 from batchscope.engine.stats import BATCH_DTYPE, device_entries, item_records
-from batchscope.experiment import Experiment, Fault, Step
+from batchscope.experiment import Experiment, Step
 from batchscope.profiles.profile import BatchCurve, DeviceProfile, load_profile
 from batchscope.sim.changes import Changes, CurveFor, need_fps, worker_knobs
 from batchscope.sim.clock import NEVER, Clock, Schedule
-from batchscope.sim.fast_loop import DONE, Delivered, Measured, Run, Stop, make_batch, plays_fast
+from batchscope.sim.fast_loop import DONE, Delivered, Measured, Run, Stop, code_of, compiled
 from batchscope.sim.host_jitter import HostJitter
 
 DEFAULT_WARMUP_S = 1.0  # the same default as `batchscope run --warmup`
-_arrival_of, _session_of, _since_of = itemgetter(0), itemgetter(1), itemgetter(2)
 
 
 @dataclass(frozen=True)
@@ -177,8 +170,9 @@ def check_router(router: str) -> str:
 
 @dataclass
 class DevicesPlayed:
-    """A run on several devices: the measured batches (curve index = device index), their
-    windows, the clock (for the overwrites), and the sessions pinned to each device."""
+    """A played run on 1…N devices: the measured batches (curve index = device index),
+    their windows, the clock (for the overwrites), and the sessions pinned to each device
+    (one device's, a one-device simulator's run: ``simulator.trace_of`` makes its trace)."""
 
     measured: Measured
     delivered: Delivered
@@ -195,18 +189,7 @@ class DevicesPlayed:
     #: ``changes.curves`` (a step may switch it) and the rows it ran (the one-device trace's
     #: memory peak); None: every batch ran on the first curve (made when asked)
     curve_rows: set[tuple[int, int]] | None = None
-
-
-class _Retiring:
-    """What a step that retires sessions pops their waiting windows from (``Changes``
-    pops from the one-device mailboxes; here each waits on its own device)."""
-
-    def __init__(self, pending: list[dict[int, list[Any]]], where: dict[int, int]) -> None:
-        self._pending, self._where = pending, where
-
-    def pop(self, session: int, default: None, /) -> list[Any] | None:
-        d = self._where.pop(session, None)
-        return default if d is None else self._pending[d].pop(session)
+    n_ids: int = 0  # the session ids the run used (an experiment's: any step's)
 
 
 def emulated_names(config: RunConfig) -> list[str]:
@@ -314,7 +297,6 @@ def play_devices(
     jitter: HostJitter | None = None,
     shapes: Shapes | None = None,
     steps: Steps | None = None,
-    fast: bool = True,
     python: bool = False,
 ) -> DevicesPlayed:
     """Play ``config`` on one device per curve, windows placed by ``router`` (module doc).
@@ -325,12 +307,10 @@ def play_devices(
     ``shapes``: sessions at several model resolutions, a batch of one (:class:`Shapes`;
     None: every session at the config's). ``steps``: an experiment's steps and faults
     (:func:`play_devices_experiment`; ``config`` is then its opening config).
-    ``fast``: the run plays in the compiled loop (:mod:`batchscope.sim.fast_loop`, the
-    same records) where numba is present; False: in the general loop
-    below (the tests' reference). ``python``: the compiled loop's Python form plays it
-    (the tests' oracle)."""
+    ``python``: the loop's Python form plays it (the tests' oracle; where numba cannot
+    compile the loop, it plays every run)."""
     played = play_until(
-        config, curves, router, warmup_s, paces, jitter, shapes, steps, fast, python=python
+        config, curves, router, warmup_s, paces, jitter, shapes, steps, python=python
     )
     assert played is not None, "no stop: the run plays to its end"
     return played
@@ -345,13 +325,12 @@ def play_until(
     jitter: HostJitter | None = None,
     shapes: Shapes | None = None,
     steps: Steps | None = None,
-    fast: bool = True,
     stop: Stop | None = None,
     python: bool = False,
 ) -> DevicesPlayed | None:
     """:func:`play_devices`, or None when ``stop`` ended the run (a plain run on one
-    device in the compiled loop asks it, :data:`~batchscope.sim.fast_loop.Stop`; every
-    other run plays to its end)."""
+    device asks it, :data:`~batchscope.sim.fast_loop.Stop`; every other run plays to its
+    end)."""
     check_router(router)
     need_fps(config)
     if not warmup_s >= 0:
@@ -378,261 +357,26 @@ def play_until(
     if steps is not None:  # the one-device agenda (config, segments, faults); device 0's policy
         changes = steps.changes(config, policies[0], clock, t0, t_end)
         on = steps.devices
-    step_at = NEVER if changes is None else changes.next_at()
-    frames = clock.schedule(0.0, min(change_at, step_at))
     if shapes is not None and (
         len(shapes.of_session) != config.sessions or len(shapes.curves) != n_dev
     ):
         raise ConfigError("shapes", len(shapes.of_session), "one per session, curves per device")
-    if fast and plays_fast(policies):  # the compiled loop, driven
-        driver = _Driver(config, curves, router, t0, t_end, n_ids, clock, policies, changes,
-                         steps, on, jitter, shapes, python)  # fmt: skip
-        return driver.play(frames, agenda, stop)
-    choosers = list(policies)  # the policy that made each device's running batch
-    slowing: tuple[Fault, ...] = ()  # the slow devices on: each device's, its product
-    # the worker's deadline drop (per device) and the device's neighbours (one device)
-    drop_s, neighbours = worker_knobs(config) if changes is None else changes.worker_knobs()
-    expired: list[tuple[int, float]] = []
-    pending: list[dict[int, list[Any]]] = [{} for _ in curves]  # per device, by session
-    where: dict[int, int] = {}  # session -> the device its waiting window waits on
-    busy = [False] * n_dev
-    free_at = [NEVER] * n_dev
-    start = [0.0] * n_dev
-    taken: list[list[list[Any]]] = [[] for _ in curves]
-    why = [(0, 0, 0)] * n_dev  # (reason, cap, padding) of the batch on each device
-    curve_at = [0] * n_dev  # the index in changes.curves of device 0's batch's curve
-    timers = [NEVER] * n_dev
-    woken = [NEVER] * n_dev  # when an idle device's late worker decides (jitter)
-    columns: list[tuple[list[Any], Any]] = [  # what a device that joins starts with
-        (busy, False), (free_at, NEVER), (start, 0.0), (taken, []), (why, (0, 0, 0)),
-        (curve_at, 0), (timers, NEVER), (woken, NEVER),
-    ]  # fmt: skip
-    wake = device_late = None
-    if jitter is not None:  # the host's draws, shared by the devices in turn
-        late = random.Random(config.seed + 7_919)
-        wake = lambda: jitter.wake_delay(late.random())  # noqa: E731
-        device_late = lambda: jitter.device_delay(late.random())  # noqa: E731
-    batch_s: list[dict[Any, float]] = [{} for _ in curves]  # rows (or shape, rows) -> s
-    shape_rows: set[tuple[int, int, int]] = set()  # (device, shape, rows) of the batches
-
-    def pinned(router: str) -> list[int] | None:
-        """Each session id's device (``pinned``), or None."""
-        if router != "pinned":
-            return None
-        dealt = pin(range(n_ids), n_dev)
-        return [dealt[s] for s in range(n_ids)]
-
-    pins = pinned(router)
-    draws = router_draws(config.seed)  # least-loaded's two choices
-    ft, fs, opened = frames.times, frames.sessions, frames.opened
-
-    def load(d: int) -> tuple[int, float]:
-        return len(pending[d]), free_at[d] if busy[d] else IDLE
-
-    measured: Measured = []
-    delivered = Delivered([], [])
-    add_arrivals, add_sessions = delivered.arrivals.extend, delivered.sessions.extend
-    curve_rows: set[tuple[int, int]] = set()
-    i = 0
-
-    def route(s: int) -> int:
-        return pins[s] if pins is not None else least_loaded(draws, n_dev, load)
-
-    heap: list[tuple[float, int]] = []  # (batch end or timer, device); stale ones skipped
-    touched: set[int] = set()  # devices to look at now: a window, a batch end, a timer
-
-    def publish(ft: list[float], fs: list[int], opened: list[int], i: int, limit: float,
-                upto: bool, on_idle: bool = False) -> tuple[int, float | None]:  # fmt: skip
-        """The windows before ``limit`` (``upto``: and at it): each overwrites its session's
-        window where it waits, or opens a mailbox on the device the router picks.
-        ``on_idle``: stop once an instant's windows reached an idle device (what the loop
-        would publish in as many turns that ask no device anything: a window overwriting,
-        or waiting on a busy device). Returns the first index left and the last instant
-        published (None: none)."""
-        t = ft[i]
-        last = None
-        while t < limit or (upto and t == limit):
-            s = fs[i]
-            d = where.get(s)
-            if d is None:
-                d = route(s)
-                pending[d][s] = [t, s, t]
-                where[s] = d
-                opened.append(i)
-            else:
-                pending[d][s][0] = t
-            if not busy[d]:
-                touched.add(d)
-            last = t
-            i += 1
-            t = ft[i]
-            if on_idle and touched and t != last:  # that instant's windows all published
-                break
-        return i, last
-
-    while True:
-        while heap:  # drop what was superseded (a batch end, timer or wake moved)
-            at, d = heap[0]
-            if at == free_at[d] or at == timers[d] or at == woken[d]:
-                break
-            heapq.heappop(heap)
-        now = min(ft[i], heap[0][0] if heap else NEVER)
-        changing = min(change_at, step_at)
-        if now == NEVER and changing == NEVER:  # every window published, every batch ended
-            break  # (before the run's end: its last batch ended early, or no frames at all)
-        if changing <= now:  # a pace, a step or a fault changes: the frames from then on
-            now = changing
-            i, _ = publish(ft, fs, opened, i, now, upto=False)  # under the old pace
-            while agenda and agenda[0][0] == now:
-                _, sid, factor = agenda.pop(0)
-                clock.set_scale(sid, factor, now)
-            change_at = agenda[0][0] if agenda else NEVER
-            if changes is not None and step_at == now:
-                was = changes.config
-                changes.apply(now, _Retiring(pending, where))
-                config = changes.config
-                if changes.policy is not policies[0]:  # a new policy, one on each device
-                    policies = [changes.policy, *(make_policy(config) for _ in curves[1:])]
-                elif set(POLICY_PARAMS[config.policy]) & was.diff(config).keys():
-                    for policy in policies[1:]:  # device 0's was retuned: the others too
-                        policy.retune(config)
-                changed = was.diff(config).keys()
-                if set(BACKEND_FIELDS) & changed:  # live: each device's worker built anew
-                    assert steps is not None
-                    now_curves = steps.curves(config)
-                    n_dev = len(now_curves)
-                    if steps.curve_for is None:  # one that left keeps its index, its label
-                        on = (*steps.devices_for(config), *on[n_dev:])
-                    curves = now_curves + curves[n_dev:]
-                    batch_s = [{} for _ in curves]
-                    while len(pending) < len(curves):  # a device joins: a worker, a policy
-                        pending.append({})
-                        policies.append(make_policy(config))
-                        choosers.append(policies[-1])
-                        for column, empty in columns:
-                            column.append(empty)
-                if set(BACKEND_FIELDS) & changed or "router" in changed:
-                    router = config.router if "router" in changed else router
-                    pins, draws = pinned(router), router_draws(config.seed)
-                    _place_again(pending, where, route)
-                if changes.slowing != slowing:
-                    slowing, batch_s = changes.slowing, [{} for _ in batch_s]
-                drop_s, neighbours = changes.worker_knobs()
-                touched.update(range(len(pending)))  # each asked under the new config
-                step_at = changes.next_at()
-            frames.published = i
-            frames = clock.schedule(now, min(change_at, step_at))
-            ft, fs, opened, i = frames.times, frames.sessions, frames.opened, 0
-        i, _ = publish(ft, fs, opened, i, now, upto=True)
-        if not touched and not (heap and heap[0][0] <= now):  # nothing asks a device now
-            limit = min(heap[0][0] if heap else NEVER, change_at, step_at)
-            i, last = publish(ft, fs, opened, i, limit, upto=False, on_idle=True)
-            now = now if last is None else last
-        if now > t_end:  # what ends after the run is not measured
-            break
-        while heap and heap[0][0] <= now:
-            touched.add(heapq.heappop(heap)[1])
-        for d in sorted(touched):
-            ended = busy[d] and free_at[d] <= now
-            if ended:  # its batch ends
-                busy[d], free_at[d] = False, NEVER
-                batch = taken[d]
-                n = len(batch)
-                if now >= t0:
-                    reason, cap, pad = why[d]
-                    measured.append(make_batch((start[d], n, now, d, reason, cap, pad)))
-                    add_arrivals(map(_arrival_of, batch))
-                    add_sessions(map(_session_of, batch))
-                    if d == 0:
-                        curve_rows.add((curve_at[0], n + pad))
-                chooser = choosers[d]
-                if chooser.learns:
-                    chooser.observe(n, (now - min(map(_arrival_of, batch))) * 1000.0)
-            if timers[d] <= now:
-                timers[d] = NEVER
-            if d >= n_dev:  # it left the run: its last batch ended, it takes no more
-                continue
-            if wake is not None and not busy[d] and not ended:  # an idle worker wakes late
-                if woken[d] == NEVER:
-                    woken[d] = now + wake()
-                    heapq.heappush(heap, (woken[d], d))
-                if woken[d] > now:
-                    continue  # it decides then (what arrives meanwhile waits for it)
-            woken[d] = NEVER
-            if drop_s is not None and not busy[d]:  # Mailboxes.expire's rule, on its device
-                mine = pending[d]
-                for s in [s for s, r in mine.items() if now - r[0] > drop_s]:
-                    del mine[s], where[s]
-                    if now >= t0:
-                        expired.append((s, now))
-            if busy[d] or not pending[d]:
-                continue
-            policy = policies[d]
-            if shapes is None:
-                k = 0
-                decision = policy.select(pending[d].values(), now)
-            else:  # the shape of the oldest waiting window, its windows only
-                of = shapes.of_session
-                k = of[min(pending[d].values(), key=_since_of)[1]]
-                decision = policy.select([r for r in pending[d].values() if of[r[1]] == k], now)
-            chosen = [pending[d].pop(s) for s in decision[0]]
-            if chosen:
-                for r in chosen:
-                    del where[r[1]]
-                n = len(chosen)
-                shape = policy.shape
-                rows = n if shape is None or shape <= n else shape
-                key = rows if shapes is None else (k, rows)
-                duration = batch_s[d].get(key)
-                if duration is None or neighbours:
-                    curve = curves[d] if shapes is None else shapes.curves[d][k]
-                    slowdown = changes.faults.slowdown(d) if changes and slowing else 1.0
-                    if neighbours:  # each batch draws its own stretch from the time slices
-                        duration = neighbours.stretch(curve.ms(rows)) * slowdown / 1000.0
-                    else:
-                        duration = batch_s[d][key] = curve.ms(rows) * slowdown / 1000.0
-                if shapes is not None:
-                    shape_rows.add((d, k, rows))
-                busy[d], start[d], taken[d], choosers[d] = True, now, chosen, policy
-                why[d] = (decision[2], policy.cap or 0, rows - n)
-                curve_at[d] = 0 if changes is None else changes.curve_k
-                free_at[d] = now + duration
-                if device_late is not None:  # a busy host's timer ends the batch late
-                    free_at[d] += device_late()
-                timers[d] = NEVER
-                heapq.heappush(heap, (free_at[d], d))
-            elif (
-                (wait_until := decision[1]) is not None
-                and now < wait_until
-                and wait_until < timers[d]
-            ):
-                timers[d] = wait_until
-                heapq.heappush(heap, (wait_until, d))
-        touched.clear()
-    frames.published = i
-    if changes is not None:
-        changes.segments.close(t_end)
-        pins = None if pins is None else pins[: changes.config.sessions]
-    return DevicesPlayed(
-        measured,
-        delivered,
-        clock,
-        t0,
-        t_end,
-        pinned_counts(pins, len(pending)),
-        expired,
-        shape_rows,
-        changes,
-        router,
-        on,
-        curve_rows,
-    )
+    unplayed = [p.name for p in policies if code_of(p) is None]
+    if unplayed:  # a rule added to RULES without its code in the loop
+        raise ConfigError("policy", unplayed[0], "the simulator's loop has no rule for it")
+    driver = _Driver(config, curves, router, t0, t_end, n_ids, clock, policies, changes,
+                     steps, on, jitter, shapes, python or not compiled())  # fmt: skip
+    step_at = NEVER if changes is None else changes.next_at()
+    frames = clock.schedule(0.0, min(change_at, step_at))
+    return driver.play(frames, agenda, stop)
 
 
 class _Driver:
-    """:func:`play_until`'s run in the compiled loop (:class:`~batchscope.sim.fast_loop.Run`),
-    driven stretch by stretch: between two stretches the paces, steps and faults apply here,
-    as the general loop applies them, and the loop goes on from where it stopped."""
+    """:func:`play_until`'s run in the loop (:class:`~batchscope.sim.fast_loop.Run`), driven
+    stretch by stretch: between two stretches the paces, steps and faults apply here (a
+    step as live applies it: ``Changes.apply``, the policies made anew or retuned, the
+    devices and the router built anew, the waiting windows placed again), and the loop
+    goes on from where it stopped."""
 
     def __init__(
         self, config: RunConfig, curves: list[BatchCurve], router: str, t0: float,
@@ -694,7 +438,7 @@ class _Driver:
         return self._played()
 
     def _step(self, changes: Changes, now: float) -> None:
-        """The steps and faults due at ``now``, applied as the general loop applies them."""
+        """The steps and faults due at ``now``, applied."""
         run, policies = self.run, self.policies
         run.leave_policies(policies)
         was = changes.config
@@ -758,7 +502,7 @@ class _Driver:
             records.measured, records.delivered, self.clock, self.t0, self.t_end,
             pinned_counts(pins, self.used), records.expired,
             set() if self.shapes is None else self.run.shapes_run(), changes, self.router,
-            self.on, records.curve_rows if self.tracked else None,
+            self.on, records.curve_rows if self.tracked else None, self.n_ids,
         )  # fmt: skip
 
 
@@ -769,23 +513,6 @@ def _router(
     if pins is not None:
         return lambda s, load: pins[s]
     return lambda s, load: least_loaded(draws, n_dev, load)
-
-
-def _place_again(
-    pending: list[dict[int, list[Any]]], where: dict[int, int], route: Callable[[int], int]
-) -> None:
-    """Live's ``Mailboxes.route`` after a change of devices or router: every waiting
-    window placed again by ``route``, in session order, each counted where it lands;
-    each device's windows then in the order their mailboxes opened (since, session)."""
-    windows = sorted((pending[d].pop(s) for s, d in where.items()), key=_session_of)
-    where.clear()
-    for r in windows:
-        d = where[r[1]] = route(r[1])
-        pending[d][r[1]] = r
-    for mine in pending:
-        ordered = sorted(mine.values(), key=itemgetter(2, 1))
-        mine.clear()
-        mine.update((r[1], r) for r in ordered)
 
 
 def _refuse_unplayed(config: RunConfig, n_dev: int) -> None:

@@ -1,13 +1,12 @@
-"""The simulator's loop for 1…N devices, compiled by numba, driven stretch by stretch.
+"""The simulator's loop for 1…N devices: compiled by numba, driven stretch by stretch.
 
 Why it exists: the planner simulates hundreds of runs per answer and the issue of several
 devices asks for ≥ 3 000× real time per device at 4 devices × 64 sessions, 174 ns a
 window; one turn of a Python loop that publishes a window costs more than that
-(docs/BENCHMARKS.md has the arithmetic). Every run whose policy is a built-in one and
-whose sessions share one resolution plays here (``simulate``, ``simulate --devices``,
-``simulate --experiment``, the planner, a live segment's prediction), on arrays, with the
-turns and the rules of the general loop (:func:`~batchscope.sim.devices.play_until`, for
-1…N devices), word for word:
+(docs/BENCHMARKS.md has the arithmetic). Every simulated run plays here (``simulate``,
+``simulate --devices``, ``simulate --experiment``, the planner, a live segment's
+prediction, the findings' runs at several resolutions), on arrays, driven by
+:func:`~batchscope.sim.devices.play_until`, with these turns and rules:
 
 - every window in the schedule's order: one that finds its session's window waiting
   overwrites it where it waits; one that opens a mailbox is placed by the router
@@ -25,33 +24,32 @@ turns and the rules of the general loop (:func:`~batchscope.sim.devices.play_unt
   least-loaded's choice too); sessions at several resolutions (``Shapes``): a device
   takes the shape of its longest-waiting window, its policy chooses among that shape's
   windows, and the batch takes that shape's time;
-- the worker's deadline drop on each device, a measured host's lateness (each idle
-  device's worker waking late, each batch ending late: the draws of the general loop's
-  ``random.Random``, replayed, on the measured quantiles) and the emulated neighbours'
-  stretch of each batch (their own draws) play in the loop too.
+- the worker's deadline drop on each device (``Mailboxes.expire``'s rule), a measured
+  host's lateness (each idle device's worker waking late, each batch ending late: draws
+  of a ``random.Random(seed + 7919)``, replayed, on the measured quantiles) and the
+  emulated neighbours' stretch of each batch (their own draws, replayed).
 
 The loop is resumable: its state lives in arrays the caller holds (:class:`Run`), so a
-run can stop and go on. It stops at each change a driver makes between two stretches
+run can stop and go on. It stops at each change the driver makes between two stretches
 (:func:`~batchscope.sim.devices.play_until`: an experiment's step, a fault's start or
 end, a session's pace): the windows before the change are published, the driver applies
-it as the general loop does (the config, the policies, the devices and the router, the
-curves, the knobs, the next schedule) and the loop goes on at the change's instant. A
-:data:`Stop` (the planner's reject-only rules) is asked on a plain run on one device, at
-the first batch end at or past every :data:`CHECK_EVERY_S` of virtual time from the
-measured start, with the mailboxes as they are before the device takes its next batch;
-True ends the run.
+it (the config, the policies, the devices and the router, the curves, the knobs, the
+next schedule) and the loop goes on at the change's instant. A :data:`Stop` (the
+planner's reject-only rules) is asked on a plain run on one device, at the first batch
+end at or past every :data:`CHECK_EVERY_S` of virtual time from the measured start, with
+the mailboxes as they are before the device takes its next batch; True ends the run.
 
-The records are the general loop's to the bit: ``tests/test_fast_loop.py`` plays random
-plain runs, random experiments of every step and fault (the devices and the router
-too), paces, drops, late hosts and neighbours both ways and compares every batch,
-window, drop, opening, overwrite and segment, and ``benchmarks/sim_speed.py --check``
-compares its grid with dumps made before this loop played one device. The loop is one
-piece of Python that numba compiles; the same code runs as Python (:func:`python_form`:
-the one code object, the rules uncompiled) as the oracle the compiled form is tested
-against. Where numba cannot compile it (not installed, a frozen build), :func:`compiled`
-is False and the general loop plays every run: on numpy scalars the Python form runs
-2-3x slower than it does (docs/BENCHMARKS.md). The general loop also plays a policy
-that is not a built-in one.
+The loop is one piece of Python that numba compiles; the same code runs as Python
+(:func:`python_form`: the one code object, the rules uncompiled, on lists) as the
+oracle the compiled form is tested against, and as the fallback: where numba cannot
+compile it (not installed, a frozen build), :func:`compiled` is False and the Python
+form plays every run (10-40x slower than compiled, about as fast as the general Python
+loop it replaced: docs/BENCHMARKS.md). The records are that general loop's to the bit:
+``tests/data/loop_records.json`` holds its records of 244 random runs (plain runs,
+experiments of every step and fault, the devices and the router too, paces, drops, late
+hosts, neighbours, several resolutions), which the compiled loop gives, and
+``benchmarks/sim_speed.py --check`` compares its grid with dumps made before this loop
+played one device. A policy has a code here (:data:`CODES`) or is refused.
 """
 
 from __future__ import annotations
@@ -595,8 +593,8 @@ def _state_of(draws: random.Random, mt: np.ndarray, mti: np.ndarray) -> None:
 def compiled() -> bool:
     """Compile the loop (once a process; numba caches it beside this file, or in the
     user's cache, so a later process loads it): False where numba cannot (not installed,
-    nowhere to cache it, as in a frozen build, or its compiler fails here): the general
-    loop then plays every run. The loop is compiled by running it once on no frames, so a
+    nowhere to cache it, as in a frozen build, or its compiler fails here): the loop's
+    Python form then plays every run. The loop is compiled by running it once on no frames, so a
     failure shows here, not in a run. Not at import: numba's own import costs ~0.2 s a
     command that never simulates would pay."""
     python = {name: globals()[name] for name in (*RULE_NAMES, *_PYTHON)}
@@ -615,11 +613,6 @@ def compiled() -> bool:
         globals().update(python)
         return False
     return True
-
-
-def plays_fast(policies: Sequence[BatchPolicy]) -> bool:
-    """Whether the fast loop plays these policies here (built-in rules, numba present)."""
-    return all(code_of(p) is not None for p in policies) and compiled()
 
 
 @functools.cache
@@ -705,7 +698,7 @@ class Run:
         (the batches on the devices report to none of them)."""
         policy = policies[0]
         code = code_of(policy)
-        assert code is not None, "plays_fast() said which policies play here"
+        assert code is not None, "play_until refused a policy the loop has no rule for"
         cap = policy._max_batch if code >= 2 else 1  # type: ignore[attr-defined]
         self.pol[P_CODE] = code
         self.pol[P_CAP] = -1 if cap is None else int(cap)
@@ -850,8 +843,8 @@ class Run:
         """Play ``frames`` (the stretch's schedule) until the run ends (DONE), the change
         due at ``change_at`` (CHANGE: at ``self.now``) or ``stop`` ends it (None; asked
         at the first batch end at or past every :data:`CHECK_EVERY_S` of virtual time from
-        the run's start). ``frames.opened`` and ``frames.published`` filled as the general
-        loop fills them."""
+        the run's start). ``frames.opened`` (the windows that opened a mailbox) and
+        ``frames.published`` (the windows published) filled."""
         state, records = self.state, self.records
         times = frames.times_array.astype(np.float64, copy=False)
         sessions = frames.sessions_array.astype(np.int64, copy=False)

@@ -82,10 +82,15 @@ from batchscope.engine.segments import Segment, presence
 from batchscope.engine.stats import OVERWRITE_DTYPE
 from batchscope.experiment import Experiment, Step
 from batchscope.profiles.profile import BatchCurve, DeviceProfile, load_profile
-from batchscope.sim.changes import Changes, CurveFor, need_fps
-from batchscope.sim.clock import Clock
-from batchscope.sim.devices import DEFAULT_WARMUP_S, Steps, measured_records, play_until
-from batchscope.sim.fast_loop import Delivered, Measured, Stop
+from batchscope.sim.changes import CurveFor, need_fps
+from batchscope.sim.devices import (
+    DEFAULT_WARMUP_S,
+    DevicesPlayed,
+    Steps,
+    measured_records,
+    play_until,
+)
+from batchscope.sim.fast_loop import Stop
 from batchscope.sim.host_jitter import HostJitter
 
 # What happens at one instant is all applied before the policy is asked: first
@@ -172,37 +177,7 @@ def play(
     """
     played = play_records(experiment, curve_for, warmup_s, jitter=jitter)
     assert played is not None, "no stop: the run plays to its end"
-    return played.trace()
-
-
-@dataclass
-class Played:
-    """A played run's records, before they are a :class:`Trace` (made when asked: the
-    planner needs only the figures of most of its runs)."""
-
-    measured: Measured
-    delivered: Delivered
-    expired: list[tuple[int, float]]
-    changes: Changes
-    clock: Clock
-    t0: float
-    t_end: float
-    n_ids: int
-    #: (curve index in changes.curves, rows) of the batches; None: all on the first curve
-    curve_rows: set[tuple[int, int]] | None
-
-    def trace(self) -> Trace:
-        return _trace(
-            self.measured,
-            self.delivered,
-            self.expired,
-            self.changes,
-            self.clock,
-            self.t0,
-            self.t_end,
-            self.n_ids,
-            self.curve_rows,
-        )
+    return trace_of(played)
 
 
 def play_records(
@@ -211,7 +186,7 @@ def play_records(
     warmup_s: float = DEFAULT_WARMUP_S,
     stop: Stop | None = None,
     jitter: HostJitter | None = None,
-) -> Played | None:
+) -> DevicesPlayed | None:
     """:func:`play`'s records, or None when ``stop`` ended the run early.
 
     The run plays on one device in the loop for 1…N devices
@@ -243,52 +218,37 @@ def play_records(
     if played is None:
         return None
     assert played.changes is not None, "an experiment's run has its changes"
-    return Played(
-        played.measured,
-        played.delivered,
-        played.expired,
-        played.changes,
-        played.clock,
-        played.t0,
-        played.t_end,
-        n_ids,
-        played.curve_rows,
-    )
+    return played
 
 
-def _trace(
-    measured: Measured,
-    delivered: Delivered,
-    expired: list[tuple[int, float]],
-    changes: Changes,
-    clock: Clock,
-    t0: float,
-    t_end: float,
-    n_ids: int,
-    curve_rows: set[tuple[int, int]] | None,
-) -> Trace:
-    """The played run's records over its measured interval [t0, t_end]."""
-    items, batches = measured_records(measured, delivered)
+def trace_of(played: DevicesPlayed) -> Trace:
+    """A one-device run's records (:func:`play_records`) over its measured interval
+    [t0, t_end], as a :class:`Trace` (made when asked: the planner needs only the figures
+    of most of its runs)."""
+    changes = played.changes
+    assert changes is not None, "an experiment's run has its changes"
+    items, batches = measured_records(played.measured, played.delivered)
+    curve_rows = played.curve_rows
     if curve_rows is None:
-        curve_rows = {(0, b.size + b.padded) for b in measured}
+        curve_rows = {(0, b.size + b.padded) for b in played.measured}
     peaks = [
         p.peak_mb
         for k, n in curve_rows
         for p in changes.curves[k].points
         if p.batch == n and p.peak_mb is not None
     ]
-    overwrites = clock.overwrites()
+    overwrites = played.clock.overwrites()
     return Trace(
         items=items,
         batches=batches,
-        overwrites=overwrites[overwrites["t"] >= t0],
-        start=t0,
-        end=t_end,
-        sessions=n_ids,
+        overwrites=overwrites[overwrites["t"] >= played.t0],
+        start=played.t0,
+        end=played.t_end,
+        sessions=played.n_ids,
         config=changes.config,
         segments=tuple(changes.segments.all()),
         peak_mb=max(peaks) if peaks else None,
-        expiries=np.array(expired, OVERWRITE_DTYPE),
+        expiries=np.array(played.expired, OVERWRITE_DTYPE),
     )
 
 

@@ -17,19 +17,20 @@ from batchscope.engine.policies import make_policy
 from batchscope.engine.stats import fps_figures, latency_summary
 from batchscope.policy_kinds import KINDS
 from batchscope.profiles.profile import BatchCurve, DeviceProfile
+from batchscope.sim.devices import DevicesPlayed
 from batchscope.sim.fast_loop import Delivered, Measured
 from batchscope.sim.host_jitter import HostJitter
 from batchscope.sim.planner.results import Budget, Cancelled, Plan, PlanCancelled, Point, knobs
 from batchscope.sim.planner.verdict import verdict
 from batchscope.sim.simulator import (
     DEFAULT_WARMUP_S,
-    Played,
     ProfileCurves,
     Trace,
     one_step,
     play,
     play_records,
     simulated_report,
+    trace_of,
 )
 
 #: (slowest session's fps, mean fps, p99 ms) of one simulated run, by the report's rules
@@ -143,7 +144,7 @@ class Tally:
         by_device = int((self.t_end - now) * self.windows_per_s) + 2
         return self._items + min(by_frames, by_device)
 
-    def figures(self, played: Played) -> Figures:
+    def figures(self, played: DevicesPlayed) -> Figures:
         """The run's figures by the report's definitions (``fps_figures``, ``latency_summary``)."""
         self._tally(played.measured, played.delivered)
         duration = played.t_end - played.t0
@@ -186,7 +187,7 @@ class Evaluator:
         self.runs = 0
         self._memo: dict[tuple, Figures] = {}
         self._rejected: dict[tuple, float] = {}  # key -> the p99 limit it was stopped under
-        self._played: dict[tuple, tuple[tuple[float, float, int], Played]] = {}
+        self._played: dict[tuple, tuple[tuple[float, float, int], DevicesPlayed]] = {}
         # the measured interval as the trace has it: [warmup, warmup + duration]
         t_end = warmup_s + duration_s
         self._need = _windows_needed(budget, t_end - warmup_s)
@@ -292,7 +293,7 @@ class Evaluator:
         if kept is None or kept[0][2] != seed:
             config = self.config(policy, params, n, seed)
             return play(one_step(config), self.curves, self.warmup_s, self.jitter)
-        return kept[1].trace()
+        return trace_of(kept[1])
 
     def point(self, policy: str, params: dict[str, Any], n: int, seeds: int) -> Point:
         """Every seed at ``n``, with the worst seed's full report figures."""
