@@ -230,22 +230,26 @@ def _loop(
     now = check[1]
     while True:
         before = False  # publish the windows before a change, not at it
+        on = False  # publish on past ``now`` while the windows ask no device anything
+        dev_next = inf  # the first batch end, timer or late wake
         if resume == 0:
-            now = ft[i] if i < nf else inf
             for d in range(slots):
-                if free_at[d] < now:
-                    now = free_at[d]
-                if timers[d] < now:
-                    now = timers[d]
+                if free_at[d] < dev_next:
+                    dev_next = free_at[d]
+                if timers[d] < dev_next:
+                    dev_next = timers[d]
             if jitter_on:
                 for d in range(slots):
-                    if woken[d] < now:
-                        now = woken[d]
+                    if woken[d] < dev_next:
+                        dev_next = woken[d]
+            now = ft[i] if i < nf and ft[i] < dev_next else dev_next
             if now == inf and change_at == inf:
                 break
             before = change_at <= now
+            on = not before
         if resume != 1:  # a turn at ``now`` (resume 2: a change's, on the new schedule)
             resume = 0
+            hit = False  # a window reached an idle device: it is asked at this instant
             limit = (
                 np.nextafter(change_at, -inf) if before else now
             )  # before it: up to the float below
@@ -276,7 +280,16 @@ def _loop(
                 arrival[s] = t
                 if not busy[d]:
                     touched[d] = 1
+                    hit = True
                 i += 1
+                # this instant's windows are published and asked no device anything (each
+                # overwrote, or waits on a busy device): that was the turn; the next
+                # instant is the next window's, if before every device's event
+                if (
+                    on and not hit and i < nf and limit < ft[i] < dev_next
+                    and ft[i] < change_at and now <= t_end
+                ):  # fmt: skip
+                    now = limit = ft[i]
             if before:  # the change first: the caller applies it, then calls again
                 counts[N_MEASURED], counts[N_DELIVERED], counts[N_EXPIRED] = nm, nd, ne
                 counts[N_OPENED], counts[NEXT_WINDOW], counts[RESUME] = no, i, 2
@@ -618,32 +631,51 @@ def compiled() -> bool:
 @functools.cache
 def python_form() -> Callable[..., int]:
     """The loop as Python: :func:`_loop`'s own code object over a namespace in which the
-    rules, the Mersenne Twister and the loop's helpers are the uncompiled functions (numba,
-    once it compiled the loop, left its dispatchers under those names in this module)."""
+    rules and the loop's helpers are the uncompiled functions (numba, once it compiled the
+    loop, left its dispatchers under those names in this module), and the draws CPython's
+    own Mersenne Twister (:func:`_draw`), the one :func:`_random` replays. Called on lists
+    (:func:`_on_lists`)."""
     space = dict(globals())
     space.update({name: getattr(rules, name) for name in RULE_NAMES})
     for name, function in _PYTHON.items():
         space[name] = types.FunctionType(function.__code__, space, name)
+    space["_random"] = _draw
     return cast("Callable[..., int]", space["_loop"])
 
 
+def _draw(generator: random.Random, _position: object) -> float:
+    """The Python form's :func:`_random`: ``generator``'s next float (a draw in C; the
+    compiled loop replays the same generator's state, tested to the bit)."""
+    return generator.random()
+
+
 def _on_lists(
-    loop: Callable[..., int], inputs: Sequence[Any], changed: Sequence[np.ndarray], state: _State
-) -> int:
+    loop: Callable[..., int], inputs: Sequence[Any], seen: np.ndarray, mt: np.ndarray,
+    mti: np.ndarray, state: _State,
+) -> int:  # fmt: skip
     """:func:`_loop`'s Python form ``loop`` called on lists (an item of a list is a Python
     number, several times quicker to read and to compute with than a numpy scalar): the
-    arrays as lists, and what it changed written back (``changed``: those of ``inputs``
-    it writes; the state; the records: what it wrote)."""
-    args = [a.tolist() if isinstance(a, np.ndarray) else a for a in inputs]
+    arrays as lists, the draws' states (``mt``, ``mti``) as ``random.Random`` generators,
+    and what it changed written back (``seen``, the draws' states, the state; the
+    records: what it wrote)."""
+    generators = []
+    for words, position in zip(mt.tolist(), mti.tolist(), strict=True):
+        generators.append(random.Random())
+        generators[-1].setstate((3, (*words, *position), None))
+    args = [
+        generators if a is mt else a.tolist() if isinstance(a, np.ndarray) else a for a in inputs
+    ]
     records = (state.m_f, state.m_i, state.d_a, state.d_s, state.e_s, state.e_t, state.opened)
     kept = [a for a in state.arrays() if not any(a is r for r in records)]
     lists = {id(a): a.tolist() for a in kept}
     lists.update({id(r): [0] * r.size for r in records})  # written from the counts on
     opened_from = int(state.counts[N_OPENED])
     done = loop(*args, *(lists[id(a)] for a in state.arrays()))
-    for array, items in zip(inputs, args, strict=True):
-        if any(array is c for c in changed):
-            array[...] = items
+    seen[...] = args[[a is seen for a in inputs].index(True)]
+    for k, generator in enumerate(generators):
+        _, internal, _ = generator.getstate()
+        mt[k] = internal[:624]
+        mti[k] = internal[624]
     for array in kept:
         array[...] = lists[id(array)]
     counts = state.counts
@@ -858,8 +890,9 @@ class Run:
             self.shape_of, self.seen, self.pol, self.polf, self.mt, self.mti, *self.host,
         )  # fmt: skip
         if self._python:  # on lists
-            changed = (self.seen, self.mt, self.mti)
-            loop = functools.partial(_on_lists, python_form(), inputs, changed, state)
+            loop = functools.partial(
+                _on_lists, python_form(), inputs, self.seen, self.mt, self.mti, state
+            )
         else:
             loop = functools.partial(globals()["_loop"], *inputs, *state.arrays())
         while (done := int(loop())) == CHECK:
