@@ -65,6 +65,8 @@ POLICIES = [
     ("dynamic", {"max_batch": 4, "max_delay_ms": 5.0}),
     ("adaptive", {"slo_ms": 50.0}),
 ]
+#: the speed table's: every built-in policy
+EVERY_POLICY = [*POLICIES, ("round-robin", {}), ("fixed", {"batch": 4, "max_delay_ms": 10.0})]
 
 
 def best_of(k: int, fn, *args) -> float:
@@ -84,7 +86,7 @@ def speed(devices: int, per_device: int) -> None:
     )
     print("|---|---|---|---|---|---|---|")
     on = load_devices(["server-24gb"] * devices)
-    for policy, knobs in POLICIES:
+    for policy, knobs in EVERY_POLICY:
         config = RunConfig(
             sessions=devices * per_device, policy=policy, duration_s=30.0, **SERVER, **knobs
         )
@@ -93,7 +95,7 @@ def speed(devices: int, per_device: int) -> None:
         for router in ("pinned", "least-loaded"):
             simulate_devices(config, on, router)  # numba's compile (or its cache's load) apart
             wall = best_of(3, simulate_devices, config, on, router)
-            python = best_of(3, python_loop, config, on, router)
+            python = best_of(3, python_form, config, on, router)
             print(
                 f"| {policy} | {router} | {wall:.3f} | {31 / wall:.0f}x | "
                 f"{devices * 31 / wall:.0f}x | {python:.3f}, {devices * 31 / python:.0f}x | "
@@ -101,7 +103,7 @@ def speed(devices: int, per_device: int) -> None:
             )
 
 
-def python_loop(config: RunConfig, on: list, router: str) -> None:
+def python_form(config: RunConfig, on: list, router: str) -> None:
     """``simulate_devices`` in the loop's Python form (what plays without numba)."""
     curves = [d.curve(config) for d in on]
     played = play_devices(config, curves, router, 1.0, python=True)

@@ -1,14 +1,16 @@
-"""The fast loop against the general one, and compiled against its Python form: the
-same records, to the bit.
+"""The simulator's one loop (``sim/fast_loop.py``): compiled against the general Python
+loop it replaced, and against its own Python form: the same records, to the bit.
 
-A plain run on one device or several (``simulate``, ``simulate --devices``, the
-planner) plays in ``sim/fast_loop.py`` (tests/test_planner_speed.py compares one
-device's with the general loop's too); every other run in the general loop
-(``play_devices``' Python loop, for 1…N devices). Both are played here on random plain
-runs (every built-in policy with knobs that bind, both routers, 1 to 5 devices of
-unequal profiles, MIG slices among them) and every
-batch, window, opening, overwrite and report compared; and the fast loop's Python form
-(the same code, uncompiled) against its compiled form.
+Every run plays in the loop (``simulate``, ``simulate --devices``, ``--experiment``, the
+planner, a segment's prediction, several resolutions). The general loop that played
+before is gone; its records of 244 random runs are in ``tests/data/loop_records.json``
+(``tests/loop_records.py``): plain runs (every built-in policy with knobs that bind, both
+routers, 1 to 5 devices of unequal profiles, MIG slices among them), 4 devices x 64
+sessions, experiments of every step and fault, paces, drops, late hosts, neighbours and
+sessions at several resolutions. The compiled loop gives every one: every batch, window,
+drop, opening, overwrite, segment, the curves device 0 ran and the shapes run. The loop's
+Python form (the same code, uncompiled, on lists: what plays without numba) gives the
+compiled loop's records on random runs too.
 """
 
 from __future__ import annotations
