@@ -527,14 +527,14 @@ def measured_records(
     measured: Measured, delivered: Delivered, on_devices: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
     """:data:`ITEM_DTYPE` and :data:`BATCH_DTYPE` rows of the measured batches (filled by
-    column: a row per item from a list of tuples cost 1 ms a run). ``on_devices``: each
+    column, from the batches' columns). ``on_devices``: each
     row's curve index is the device that ran it (sim/devices.py), its ``device``."""
     batches = np.zeros(len(measured), BATCH_DTYPE)
     arrivals, sessions = delivered
     items = item_records(len(arrivals))
     if not measured:
         return items, batches
-    starts, sizes, ends, curves, reasons, caps, pads = zip(*measured, strict=True)
+    starts, sizes, ends, curves, reasons, caps, pads = measured.columns()
     batches["start"] = starts
     if on_devices:
         batches["device"] = curves

@@ -230,7 +230,8 @@ def trace_of(played: DevicesPlayed) -> Trace:
     items, batches = measured_records(played.measured, played.delivered)
     curve_rows = played.curve_rows
     if curve_rows is None:
-        curve_rows = {(0, b.size + b.padded) for b in played.measured}
+        _, sizes, _, _, _, _, pads = played.measured.columns()
+        curve_rows = {(0, rows) for rows in np.unique(sizes + pads).tolist()}
     peaks = [
         p.peak_mb
         for k, n in curve_rows

@@ -7,7 +7,6 @@ import math
 import statistics
 import threading
 from collections.abc import Collection
-from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -40,8 +39,6 @@ Figures = tuple[float, float, float]
 #: interpolated percentile to 3 decimals, so a 99th-percentile window 0.001 ms over the
 #: limit is over it whatever the rounding and the interpolation's last bit.
 P99_MARGIN_MS = 0.001
-
-_size_of, _end_of = attrgetter("size"), attrgetter("end")
 
 
 class Tally:
@@ -92,14 +89,12 @@ class Tally:
         self._items = 0  # and their windows
 
     def _tally(self, measured: Measured, delivered: Delivered) -> None:
-        batches = measured[self._batches :]
-        if not batches:
+        m = len(measured) - self._batches
+        if not m:
             return
-        m = len(batches)
         arrivals = np.array(delivered.arrivals[self._items :], np.float64)
         sessions = np.array(delivered.sessions[self._items :], np.int64)
-        ends = np.fromiter(map(_end_of, batches), np.float64, m)
-        sizes = np.fromiter(map(_size_of, batches), np.int64, m)
+        _, sizes, ends, *_ = measured.columns(self._batches)
         latencies = (np.repeat(ends, sizes) - arrivals) * 1000.0  # latencies_ms's floats
         self._latencies.append(latencies)
         self.counts += np.bincount(sessions, minlength=self.sessions)[: self.sessions]
