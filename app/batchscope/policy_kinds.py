@@ -4,8 +4,11 @@ A policy's rule (which waiting windows go now) is its class in
 :mod:`batchscope.engine.policies`; everything else the app says or does about it reads
 :data:`KINDS`: the name the CLI and files use, the app's label, the plan plot's colour,
 the knobs it reads, how Triton's and Ray's batchers hold it, what the planner searches
-and what the bus view draws under the batches. Adding a policy is its rule plus one
-:class:`PolicyKind` here (``tests/test_policy_kinds.py`` holds the two together).
+and what the bus view draws under the batches. Adding a policy is its rule (its function
+in :mod:`batchscope.engine.rules`, its class calling it) plus one :class:`PolicyKind`
+here (``tests/test_policy_kinds.py`` holds the two together); the simulator plays it
+once its loop calls the rule by a code (``sim/fast_loop.py``'s ``CODES``, a branch in
+``_loop``), and refuses it in one line until then.
 
 Text templates are ``str.format`` strings over the config's knobs, plus ``cap``: the
 knob that caps the batch, phrased (``" (max 8)"`` in a phrase, ``" ≤8"`` in a label;

@@ -43,7 +43,7 @@ The loop is one piece of Python that numba compiles; the same code runs as Pytho
 (:func:`python_form`: the one code object, the rules uncompiled, on lists) as the
 oracle the compiled form is tested against, and as the fallback: where numba cannot
 compile it (not installed, a frozen build), :func:`compiled` is False and the Python
-form plays every run (6-10x slower than compiled; 0.65-1.25x the time of the general
+form plays every run (7-19x slower than compiled; 0.62-1.22x the time of the general
 Python loop it replaced: docs/BENCHMARKS.md). The records are that general loop's to the bit:
 ``tests/data/loop_records.json`` holds its records of 244 random runs (plain runs,
 experiments of every step and fault, the devices and the router too, paces, drops, late
