@@ -703,27 +703,32 @@ def _draw(generator: random.Random, _position: object) -> float:
 
 def _on_lists(
     loop: Callable[..., int], inputs: Sequence[Any], seen: np.ndarray, mt: np.ndarray,
-    mti: np.ndarray, state: _State,
+    mti: np.ndarray, host: Sequence[np.ndarray], state: _State,
 ) -> int:  # fmt: skip
     """:func:`_loop`'s Python form ``loop`` called on lists (an item of a list is a Python
     number, several times quicker to read and to compute with than a numpy scalar): the
     arrays as lists, the draws' states (``mt``, ``mti``) as ``random.Random`` generators,
-    and what it changed written back (``seen``, the draws' states, the state; the
-    records: what it wrote)."""
+    the host's quantiles as they are (``np.interp`` reads arrays), and what it changed
+    written back (``seen``, the draws' states, the state; the records: what it wrote)."""
     generators = []
     for words, position in zip(mt.tolist(), mti.tolist(), strict=True):
         generators.append(random.Random())
         generators[-1].setstate((3, (*words, *position), None))
     args = [
-        generators if a is mt else a.tolist() if isinstance(a, np.ndarray) else a for a in inputs
-    ]
+        generators if a is mt
+        else a if any(a is h for h in host) or not isinstance(a, np.ndarray)
+        else a.tolist()
+        for a in inputs
+    ]  # fmt: skip
     records = (state.m_f, state.m_i, state.d_a, state.d_s, state.e_s, state.e_t, state.opened)
     kept = [a for a in state.arrays() if not any(a is r for r in records)]
     lists = {id(a): a.tolist() for a in kept}
     lists.update({id(r): [0] * r.size for r in records})  # written from the counts on
     opened_from = int(state.counts[N_OPENED])
     done = loop(*args, *(lists[id(a)] for a in state.arrays()))
-    seen[...] = args[[a is seen for a in inputs].index(True)]
+    for array, items in zip(inputs, args, strict=True):
+        if array is seen:
+            seen[...] = items
     for k, generator in enumerate(generators):
         _, internal, _ = generator.getstate()
         mt[k] = internal[:624]
@@ -943,7 +948,7 @@ class Run:
         )  # fmt: skip
         if self._python:  # on lists
             loop = functools.partial(
-                _on_lists, python_form(), inputs, self.seen, self.mt, self.mti, state
+                _on_lists, python_form(), inputs, self.seen, self.mt, self.mti, self.host, state
             )
         else:
             loop = functools.partial(globals()["_loop"], *inputs, *state.arrays())

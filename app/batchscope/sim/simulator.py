@@ -230,8 +230,7 @@ def trace_of(played: DevicesPlayed) -> Trace:
     items, batches = measured_records(played.measured, played.delivered)
     curve_rows = played.curve_rows
     if curve_rows is None:
-        _, sizes, _, _, _, _, pads = played.measured.columns()
-        curve_rows = {(0, rows) for rows in np.unique(sizes + pads).tolist()}
+        curve_rows = {(0, rows) for rows in np.unique(batches["size"] + batches["padded"]).tolist()}
     peaks = [
         p.peak_mb
         for k, n in curve_rows
